@@ -1,0 +1,98 @@
+// The resolved configuration of a run: typed sections, a schema that validates JSON config files
+// (unknown keys get the nearest valid key, wrong types name the JSON path), `--set` overrides,
+// and the JSON form written into every run directory. See docs/CONFIG.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace shoplens {
+
+struct RunConfig {
+  std::string dir;             // run directory; empty = runs/<command>-<timestamp>
+  std::int64_t seed = 1234;
+  int threads = 0;             // 0 = every core this process may use
+  std::string log_level = "info";
+};
+
+struct DataConfig {
+  std::string input;                            // CSV manifest or ImageFolder root
+  std::string root;                             // base for relative manifest paths; empty = manifest's folder
+  std::map<std::string, std::string> columns;   // logical column -> CSV header (path, label, split, id)
+  std::vector<std::string> metadata_fields;     // empty = every CSV column that is not path/label/split/id
+  std::vector<std::string> classes;             // empty = discovered from the data, sorted
+  std::string shards;                           // folder of prepared shards
+  double val_fraction = 0.1;                    // used only when the input has no split column
+  double test_fraction = 0.1;
+  int storage_size = 256;                       // short side of stored images
+  std::string encoding = "jpeg";                // jpeg | raw
+  int jpeg_quality = 90;
+  int records_per_shard = 1024;
+  double max_megapixels = 100;                  // larger originals are quarantined (decompression bombs)
+  bool scaled_decode = true;                    // JPEG DCT-domain downscaling while decoding
+};
+
+struct AugmentConfig {
+  int image_size = 224;                         // output side, square
+  std::vector<double> crop_scale{0.08, 1.0};    // RandomResizedCrop area fraction
+  std::vector<double> crop_ratio{0.75, 4.0 / 3.0};
+  double hflip = 0.5;
+  double brightness = 0.4;
+  double contrast = 0.4;
+  double saturation = 0.4;
+  double hue = 0.1;
+  double mixup_alpha = 0.0;                     // 0 disables
+  double cutmix_alpha = 0.0;                    // 0 disables
+  double mix_prob = 1.0;                        // chance a batch is mixed when mixup/cutmix is on
+  std::vector<double> mean{0.485, 0.456, 0.406};
+  std::vector<double> std{0.229, 0.224, 0.225};
+  bool worst_case = false;                      // largest-footprint setting (the batch finder uses it)
+};
+
+struct LoaderConfig {
+  int batch_size = 32;
+  int workers = 0;                              // 0 = run.threads
+  int prefetch_batches = 4;
+  bool shuffle = true;
+  bool drop_last = true;
+};
+
+struct Config {
+  RunConfig run;
+  DataConfig data;
+  AugmentConfig augment;
+  LoaderConfig loader;
+};
+
+// Every field of every section: dotted name, type, default and help. Drives validation,
+// `--set`, `--print-config` and docs/CONFIG.md.
+struct ConfigFieldInfo {
+  std::string path;        // "data.storage_size"
+  std::string type;        // "integer", "number", "string", "boolean", "list of numbers", ...
+  std::string default_json;
+  std::string help;
+};
+std::vector<ConfigFieldInfo> config_fields();
+
+nlohmann::json config_to_json(const Config& config);
+
+// Validates `doc` against the schema and returns the typed config. `source` names the origin
+// (a file path or "--set") in error messages. Missing keys keep their defaults.
+Config config_from_json(const nlohmann::json& doc, const std::string& source);
+
+// Applies "section.key=value" to `doc` (the JSON form of a config). The value is parsed as the
+// field's type: numbers and booleans as JSON, strings raw, lists as "a,b,c" or JSON arrays.
+void apply_override(nlohmann::json& doc, const std::string& assignment);
+
+// Defaults <- config file (if any) <- overrides, in that order, validated at each step.
+Config load_config(const std::optional<std::string>& path, const std::vector<std::string>& overrides);
+
+// Reads a JSON file, throwing ConfigError with the file name and the parser's line/column.
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace shoplens

@@ -1,0 +1,14 @@
+// spdlog setup: a console sink on stderr, and a file sink in the run directory once it exists.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace shoplens {
+
+void init_logging(const std::string& level);
+void set_log_level(const std::string& level);
+// Adds a file sink; every later message goes to both the console and this file.
+void add_log_file(const std::filesystem::path& file);
+
+}  // namespace shoplens

@@ -1,0 +1,36 @@
+// Progress of long work: a redrawn bar with rate and ETA when stderr is a terminal, and a plain
+// log line every `interval_seconds` otherwise (CI logs, files). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace shoplens {
+
+class Progress {
+ public:
+  Progress(std::string label, std::uint64_t total, std::string unit = "items", double interval_seconds = 10.0);
+  ~Progress();
+  void advance(std::uint64_t n = 1);
+  void finish();
+  double rate() const;  // units per second so far
+
+ private:
+  void render(bool final_line);
+
+  std::string label_;
+  std::string unit_;
+  std::uint64_t total_;
+  std::atomic<std::uint64_t> done_{0};
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_render_;
+  double interval_;
+  bool tty_;
+  bool finished_ = false;
+  std::mutex mutex_;
+};
+
+}  // namespace shoplens

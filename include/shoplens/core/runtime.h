@@ -1,0 +1,22 @@
+// Facts about the process and the LibTorch it runs on, kept out of torch headers.
+#pragma once
+
+#include <string>
+
+namespace shoplens {
+
+// Cores this process may run on (sched affinity), at least 1.
+int usable_cores();
+// 0 means "all usable cores".
+int resolve_threads(int configured);
+// Sets LibTorch's intra-op thread count (it starts with 1 on some machines; see BRIEF.md).
+void set_compute_threads(int threads);
+
+std::string torch_version();
+bool cuda_available();
+std::string cpu_model();
+std::string version_string();  // version, commit, LibTorch version, CUDA yes/no
+std::string build_commit();
+std::string shoplens_version();
+
+}  // namespace shoplens

@@ -1,0 +1,379 @@
+#include "shoplens/core/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- typed JSON readers: each names the path and the expected type on mismatch ----
+
+[[noreturn]] void type_error(const std::string& path, const char* expected, const json& value, const std::string& source) {
+  throw ConfigError(source + ": " + path + ": expected " + expected + ", got " + std::string(value.type_name()) +
+                    " " + value.dump());
+}
+
+void read_value(const json& v, bool& out, const std::string& path, const std::string& source) {
+  if (!v.is_boolean()) type_error(path, "boolean", v, source);
+  out = v.get<bool>();
+}
+void read_value(const json& v, int& out, const std::string& path, const std::string& source) {
+  if (!v.is_number() || std::floor(v.get<double>()) != v.get<double>() || std::fabs(v.get<double>()) > 2e9)
+    type_error(path, "integer", v, source);
+  out = static_cast<int>(v.get<double>());
+}
+void read_value(const json& v, std::int64_t& out, const std::string& path, const std::string& source) {
+  if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+    return;
+  }
+  if (!v.is_number() || std::floor(v.get<double>()) != v.get<double>()) type_error(path, "integer", v, source);
+  out = static_cast<std::int64_t>(v.get<double>());
+}
+void read_value(const json& v, double& out, const std::string& path, const std::string& source) {
+  if (!v.is_number()) type_error(path, "number", v, source);
+  out = v.get<double>();
+}
+void read_value(const json& v, std::string& out, const std::string& path, const std::string& source) {
+  if (!v.is_string()) type_error(path, "string", v, source);
+  out = v.get<std::string>();
+}
+void read_value(const json& v, std::vector<double>& out, const std::string& path, const std::string& source) {
+  if (!v.is_array()) type_error(path, "list of numbers", v, source);
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number()) type_error(path + "[" + std::to_string(i) + "]", "number", v[i], source);
+    out.push_back(v[i].get<double>());
+  }
+}
+void read_value(const json& v, std::vector<std::string>& out, const std::string& path, const std::string& source) {
+  if (!v.is_array()) type_error(path, "list of strings", v, source);
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) type_error(path + "[" + std::to_string(i) + "]", "string", v[i], source);
+    out.push_back(v[i].get<std::string>());
+  }
+}
+void read_value(const json& v, std::map<std::string, std::string>& out, const std::string& path,
+                const std::string& source) {
+  if (!v.is_object()) type_error(path, "object of strings", v, source);
+  out.clear();
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_string()) type_error(path + "." + it.key(), "string", it.value(), source);
+    out[it.key()] = it.value().get<std::string>();
+  }
+}
+
+template <class T> const char* type_name();
+template <> const char* type_name<bool>() { return "boolean"; }
+template <> const char* type_name<int>() { return "integer"; }
+template <> const char* type_name<std::int64_t>() { return "integer"; }
+template <> const char* type_name<double>() { return "number"; }
+template <> const char* type_name<std::string>() { return "string"; }
+template <> const char* type_name<std::vector<double>>() { return "list of numbers"; }
+template <> const char* type_name<std::vector<std::string>>() { return "list of strings"; }
+template <> const char* type_name<std::map<std::string, std::string>>() { return "object of strings"; }
+
+// ---- the schema: one row per field, bound to its struct member ----
+
+struct Field {
+  std::string section;
+  std::string key;
+  std::string type;
+  std::string help;
+  std::function<json(const Config&)> get;
+  std::function<void(Config&, const json&, const std::string& source)> set;
+  bool is_string = false;
+  bool is_list = false;
+};
+
+template <class T>
+using Check = std::function<void(const T&, const std::string& path, const std::string& source)>;
+
+template <class S, class T>
+Field field(S Config::*section_member, const char* section, T S::*member, const char* key, const char* help,
+            Check<T> check = {}) {
+  Field f;
+  f.section = section;
+  f.key = key;
+  f.type = type_name<T>();
+  f.help = help;
+  f.get = [section_member, member](const Config& c) { return json((c.*section_member).*member); };
+  std::string path = std::string(section) + "." + key;
+  f.set = [section_member, member, path, check](Config& c, const json& v, const std::string& source) {
+    T value{};
+    read_value(v, value, path, source);
+    if (check) check(value, path, source);
+    (c.*section_member).*member = value;
+  };
+  f.is_string = std::is_same_v<T, std::string>;
+  f.is_list = std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>;
+  return f;
+}
+
+template <class T>
+Check<T> at_least(T lo) {
+  return [lo](const T& v, const std::string& path, const std::string& source) {
+    if (v < lo) {
+      std::ostringstream os;
+      os << source << ": " << path << ": must be >= " << lo << ", got " << v;
+      throw ConfigError(os.str());
+    }
+  };
+}
+
+template <class T>
+Check<T> in_range(T lo, T hi) {
+  return [lo, hi](const T& v, const std::string& path, const std::string& source) {
+    if (v < lo || v > hi) {
+      std::ostringstream os;
+      os << source << ": " << path << ": must be in [" << lo << ", " << hi << "], got " << v;
+      throw ConfigError(os.str());
+    }
+  };
+}
+
+Check<std::string> one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& v, const std::string& path, const std::string& source) {
+    if (std::find(choices.begin(), choices.end(), v) == choices.end())
+      throw ConfigError(source + ": " + path + ": '" + v + "' is not one of " + join(choices, ", ") +
+                        did_you_mean(v, choices));
+  };
+}
+
+Check<std::vector<double>> pair_in(double lo, double hi) {
+  return [lo, hi](const std::vector<double>& v, const std::string& path, const std::string& source) {
+    if (v.size() != 2 || v[0] < lo || v[1] > hi || v[0] > v[1])
+      throw ConfigError(source + ": " + path + ": expected [low, high] with " + std::to_string(lo) +
+                        " <= low <= high <= " + std::to_string(hi) + ", got " + json(v).dump());
+  };
+}
+
+Check<std::vector<double>> three_numbers(bool positive) {
+  return [positive](const std::vector<double>& v, const std::string& path, const std::string& source) {
+    bool ok = v.size() == 3;
+    for (double x : v) ok = ok && (!positive || x > 0);
+    if (!ok)
+      throw ConfigError(source + ": " + path + ": expected 3 " + (positive ? "positive " : "") +
+                        "numbers (one per RGB channel), got " + json(v).dump());
+  };
+}
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> f;
+    using C = Config;
+    // run
+    f.push_back(field(&C::run, "run", &RunConfig::dir, "dir", "run directory (empty: runs/<command>-<time>)"));
+    f.push_back(field(&C::run, "run", &RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0)));
+    f.push_back(field(&C::run, "run", &RunConfig::threads, "threads", "CPU threads (0: all usable cores)",
+                      in_range(0, 4096)));
+    f.push_back(field(&C::run, "run", &RunConfig::log_level, "log_level", "trace|debug|info|warn|error",
+                      one_of({"trace", "debug", "info", "warn", "error"})));
+    // data
+    f.push_back(field(&C::data, "data", &DataConfig::input, "input", "CSV manifest or ImageFolder root"));
+    f.push_back(field(&C::data, "data", &DataConfig::root, "root",
+                      "base folder for relative manifest paths (empty: the manifest's folder)"));
+    f.push_back(field(&C::data, "data", &DataConfig::columns, "columns",
+                      "CSV column mapping, e.g. {\"path\": \"file\", \"label\": \"class\"}",
+                      Check<std::map<std::string, std::string>>(
+                          [](const std::map<std::string, std::string>& m, const std::string& path, const std::string& source) {
+                            const std::vector<std::string> known{"path", "label", "split", "id"};
+                            for (const auto& [k, v] : m)
+                              if (std::find(known.begin(), known.end(), k) == known.end())
+                                throw ConfigError(source + ": " + path + "." + k + ": unknown column role" +
+                                                  did_you_mean(k, known) + "; roles are " + join(known, ", "));
+                          })));
+    f.push_back(field(&C::data, "data", &DataConfig::metadata_fields, "metadata_fields",
+                      "metadata columns to keep (empty: all other columns)"));
+    f.push_back(field(&C::data, "data", &DataConfig::classes, "classes", "class names in label order (empty: discovered, sorted)"));
+    f.push_back(field(&C::data, "data", &DataConfig::shards, "shards", "folder of prepared shards"));
+    f.push_back(field(&C::data, "data", &DataConfig::val_fraction, "val_fraction",
+                      "validation share when the input has no split column", in_range(0.0, 0.9)));
+    f.push_back(field(&C::data, "data", &DataConfig::test_fraction, "test_fraction",
+                      "test share when the input has no split column", in_range(0.0, 0.9)));
+    f.push_back(field(&C::data, "data", &DataConfig::storage_size, "storage_size", "short side of stored images, pixels",
+                      in_range(16, 4096)));
+    f.push_back(field(&C::data, "data", &DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"})));
+    f.push_back(field(&C::data, "data", &DataConfig::jpeg_quality, "jpeg_quality", "JPEG quality of stored images",
+                      in_range(1, 100)));
+    f.push_back(field(&C::data, "data", &DataConfig::records_per_shard, "records_per_shard", "images per shard",
+                      in_range(1, 1 << 24)));
+    f.push_back(field(&C::data, "data", &DataConfig::max_megapixels, "max_megapixels",
+                      "originals above this are quarantined", in_range(0.001, 10000.0)));
+    f.push_back(field(&C::data, "data", &DataConfig::scaled_decode, "scaled_decode",
+                      "decode JPEG originals at reduced scale when larger than needed"));
+    // augment
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::image_size, "image_size", "output side, pixels",
+                      in_range(8, 4096)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_scale, "crop_scale",
+                      "RandomResizedCrop area range", pair_in(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_ratio, "crop_ratio",
+                      "RandomResizedCrop aspect range", pair_in(0.01, 100.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::hflip, "hflip", "horizontal flip probability", in_range(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::brightness, "brightness", "color jitter brightness", in_range(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::contrast, "contrast", "color jitter contrast", in_range(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::saturation, "saturation", "color jitter saturation", in_range(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::hue, "hue", "color jitter hue", in_range(0.0, 0.5)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::mixup_alpha, "mixup_alpha", "mixup Beta alpha (0: off)",
+                      in_range(0.0, 100.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::cutmix_alpha, "cutmix_alpha", "cutmix Beta alpha (0: off)",
+                      in_range(0.0, 100.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::mix_prob, "mix_prob", "probability a batch is mixed",
+                      in_range(0.0, 1.0)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel", three_numbers(false)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
+    f.push_back(field(&C::augment, "augment", &AugmentConfig::worst_case, "worst_case",
+                      "largest-footprint augmentation (every op on, mixed soft targets)"));
+    // loader
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::batch_size, "batch_size", "samples per batch", in_range(1, 1 << 20)));
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::workers, "workers", "decode threads (0: run.threads)", in_range(0, 1024)));
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::prefetch_batches, "prefetch_batches", "batches prepared ahead",
+                      in_range(1, 1024)));
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::shuffle, "shuffle", "shuffle each epoch"));
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::drop_last, "drop_last", "drop the last partial batch"));
+    return f;
+  }();
+  return fields;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> names;
+  for (const auto& f : schema())
+    if (std::find(names.begin(), names.end(), f.section) == names.end()) names.push_back(f.section);
+  return names;
+}
+
+std::vector<std::string> keys_of(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const auto& f : schema())
+    if (f.section == section) keys.push_back(f.key);
+  return keys;
+}
+
+const Field* find_field(const std::string& section, const std::string& key) {
+  for (const auto& f : schema())
+    if (f.section == section && f.key == key) return &f;
+  return nullptr;
+}
+
+void check_cross_field(const Config& c, const std::string& source) {
+  if (c.data.val_fraction + c.data.test_fraction >= 1.0)
+    throw ConfigError(source + ": data.val_fraction + data.test_fraction must be < 1, got " +
+                      std::to_string(c.data.val_fraction + c.data.test_fraction));
+}
+
+}  // namespace
+
+std::vector<ConfigFieldInfo> config_fields() {
+  std::vector<ConfigFieldInfo> out;
+  Config defaults;
+  for (const auto& f : schema()) out.push_back({f.section + "." + f.key, f.type, f.get(defaults).dump(), f.help});
+  return out;
+}
+
+nlohmann::json config_to_json(const Config& config) {
+  json doc = json::object();
+  for (const auto& f : schema()) doc[f.section][f.key] = f.get(config);
+  return doc;
+}
+
+Config config_from_json(const nlohmann::json& doc, const std::string& source) {
+  if (!doc.is_object()) throw ConfigError(source + ": the config must be a JSON object, got " + std::string(doc.type_name()));
+  const auto sections = section_names();
+  Config config;
+  for (auto sec = doc.begin(); sec != doc.end(); ++sec) {
+    if (std::find(sections.begin(), sections.end(), sec.key()) == sections.end())
+      throw ConfigError(source + ": unknown section '" + sec.key() + "'" + did_you_mean(sec.key(), sections) +
+                        "; sections are " + join(sections, ", "));
+    if (!sec.value().is_object()) type_error(sec.key(), "object", sec.value(), source);
+    for (auto kv = sec.value().begin(); kv != sec.value().end(); ++kv) {
+      const Field* f = find_field(sec.key(), kv.key());
+      if (!f)
+        throw ConfigError(source + ": unknown key '" + sec.key() + "." + kv.key() + "'" +
+                          did_you_mean(kv.key(), keys_of(sec.key())));
+      f->set(config, kv.value(), source);
+    }
+  }
+  check_cross_field(config, source);
+  return config;
+}
+
+void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  const std::string source = "--set " + assignment;
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos) throw ConfigError(source + ": expected section.key=value");
+  std::string name(trim(std::string_view(assignment).substr(0, eq)));
+  std::string text(trim(std::string_view(assignment).substr(eq + 1)));
+  auto dot = name.find('.');
+  if (dot == std::string::npos) throw ConfigError(source + ": expected section.key=value, got no '.' in '" + name + "'");
+  std::string section = name.substr(0, dot), key = name.substr(dot + 1);
+  const auto sections = section_names();
+  if (std::find(sections.begin(), sections.end(), section) == sections.end())
+    throw ConfigError(source + ": unknown section '" + section + "'" + did_you_mean(section, sections));
+  const Field* f = find_field(section, key);
+  if (!f) throw ConfigError(source + ": unknown key '" + name + "'" + did_you_mean(key, keys_of(section)));
+
+  json value;
+  if (f->is_string) {
+    value = text;  // strings are taken as written; quoting is optional
+    if (text.size() >= 2 && text.front() == '"' && text.back() == '"') value = json::parse(text, nullptr, false);
+  } else if (f->is_list && !text.empty() && text.front() != '[') {
+    value = json::array();
+    for (const auto& part : split(text, ',')) {
+      std::string item(trim(part));
+      json parsed = json::parse(item, nullptr, false);
+      value.push_back(parsed.is_discarded() ? json(item) : parsed);
+    }
+  } else {
+    value = json::parse(text, nullptr, false);
+    if (value.is_discarded()) throw ConfigError(source + ": '" + text + "' is not a valid " + f->type + " for " + name);
+  }
+  Config probe;
+  f->set(probe, value, source);  // type and range check now, so the error names the flag
+  doc[section][key] = value;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot open config file '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return json::parse(buffer.str());
+  } catch (const json::parse_error& e) {
+    // e.byte is a byte offset; turn it into line:column for people.
+    std::string text = buffer.str();
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    throw ConfigError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": invalid JSON: " + e.what());
+  }
+}
+
+Config load_config(const std::optional<std::string>& path, const std::vector<std::string>& overrides) {
+  json doc = json::object();
+  if (path) {
+    doc = read_json_file(*path);
+    config_from_json(doc, *path);  // validate the file on its own so errors name it
+  }
+  for (const auto& assignment : overrides) apply_override(doc, assignment);
+  return config_from_json(doc, path ? *path + " with --set overrides" : std::string("--set overrides"));
+}
+
+}  // namespace shoplens

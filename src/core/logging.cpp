@@ -1,0 +1,36 @@
+#include "shoplens/core/logging.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+
+void init_logging(const std::string& level) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  console->set_pattern("%^%L%$ %H:%M:%S %v");
+  auto logger = std::make_shared<spdlog::logger>("shoplens", console);
+  spdlog::set_default_logger(logger);
+  set_log_level(level);
+}
+
+void set_log_level(const std::string& level) {
+  auto parsed = spdlog::level::from_str(level);
+  if (parsed == spdlog::level::off && level != "off") throw UsageError("unknown log level '" + level + "'");
+  spdlog::set_level(parsed);
+  spdlog::flush_on(spdlog::level::warn);
+}
+
+void add_log_file(const std::filesystem::path& file) {
+  try {
+    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), false);
+    sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l [%t] %v");
+    spdlog::default_logger()->sinks().push_back(sink);
+  } catch (const spdlog::spdlog_ex& e) {
+    throw IoError("cannot open log file '" + file.string() + "': " + e.what());
+  }
+}
+
+}  // namespace shoplens

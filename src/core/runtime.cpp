@@ -1,0 +1,47 @@
+#include "shoplens/core/runtime.h"
+
+#include <sched.h>
+
+#include <fstream>
+#include <string>
+
+namespace shoplens {
+
+namespace build_info {
+extern const char* const kVersion;
+extern const char* const kCommit;
+}  // namespace build_info
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return 1;
+}
+
+int resolve_threads(int configured) { return configured > 0 ? configured : usable_cores(); }
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string build_commit() { return build_info::kCommit; }
+std::string shoplens_version() { return build_info::kVersion; }
+
+std::string version_string() {
+  return "shoplens " + shoplens_version() + " (commit " + build_commit() + ")\nLibTorch " + torch_version() +
+         "\nCUDA " + (cuda_available() ? "yes" : "no");
+}
+
+}  // namespace shoplens

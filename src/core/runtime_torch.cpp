@@ -1,0 +1,16 @@
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include "shoplens/core/runtime.h"
+
+namespace shoplens {
+
+void set_compute_threads(int threads) {
+  at::set_num_threads(resolve_threads(threads));
+}
+
+std::string torch_version() { return TORCH_VERSION; }
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+}  // namespace shoplens

@@ -1,0 +1,56 @@
+#include "command.h"
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/logging.h"
+#include "shoplens/core/runtime.h"
+
+namespace shoplens::cli {
+
+void ConfigOptions::add_to(CLI::App& app) {
+  app.add_option("-c,--config", config_path_, "JSON config file (see configs/)")->check(CLI::ExistingFile);
+  app.add_option("--set", sets_, "override a config value: section.key=value (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  app.add_flag("--print-config", print_config_, "print the resolved config as JSON and exit");
+  add_flag_for(app, "--threads", "run.threads", "CPU threads (0: all usable cores)");
+  add_flag_for(app, "--seed", "run.seed", "random seed");
+  add_flag_for(app, "--log-level", "run.log_level", "trace, debug, info, warn or error");
+}
+
+CLI::Option* ConfigOptions::add_flag_for(CLI::App& app, const std::string& flag, const std::string& config_path,
+                                         const std::string& help) {
+  std::string default_text;
+  for (const auto& field : config_fields()) {
+    if (field.path == config_path) {
+      default_text = field.default_json;
+      if (default_text.size() >= 2 && default_text.front() == '"') default_text = default_text.substr(1, default_text.size() - 2);
+    }
+  }
+  auto* option = app.add_option_function<std::string>(
+      flag, [this, config_path](const std::string& value) { flag_overrides_.push_back(config_path + "=" + value); },
+      help + " [config: " + config_path + "]");
+  option->default_str(default_text);
+  return option;
+}
+
+Config ConfigOptions::resolve() {
+  std::vector<std::string> overrides = sets_;
+  overrides.insert(overrides.end(), flag_overrides_.begin(), flag_overrides_.end());
+  return load_config(config_path_.empty() ? std::nullopt : std::optional<std::string>(config_path_), overrides);
+}
+
+std::optional<Config> begin(ConfigOptions& options) {
+  Config config = options.resolve();
+  set_log_level(config.run.log_level);
+  if (options.print_requested()) {
+    std::cout << config_to_json(config).dump(2) << std::endl;
+    return std::nullopt;
+  }
+  set_compute_threads(config.run.threads);
+  return config;
+}
+
+}  // namespace shoplens::cli

@@ -1,0 +1,61 @@
+// The contract between `main`'s subcommand table and each verb file.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "shoplens/core/config.h"
+
+namespace shoplens::cli {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Declares the options on the subcommand's own CLI11 app.
+  virtual void setup(CLI::App& app) = 0;
+  // Runs after parsing; returns the exit code. Errors are thrown, not returned.
+  virtual int run() = 0;
+};
+
+struct CommandEntry {
+  const char* name;
+  const char* help;
+  std::unique_ptr<Command> (*make)();
+};
+
+// Options shared by every verb that reads a config: --config, --set, --print-config, and flags
+// that are shorthands for a config key (the flag wins over --set, which wins over the file).
+class ConfigOptions {
+ public:
+  void add_to(CLI::App& app);
+  // A flag that sets `config_path`; its help shows the config default.
+  CLI::Option* add_flag_for(CLI::App& app, const std::string& flag, const std::string& config_path,
+                            const std::string& help);
+  Config resolve();
+  // True when --print-config was given: the caller prints and exits without running.
+  bool print_requested() const { return print_config_; }
+
+ private:
+  std::string config_path_;
+  std::vector<std::string> sets_;
+  std::vector<std::string> flag_overrides_;
+  bool print_config_ = false;
+};
+
+// Common start of a verb: resolves the config, applies log level and threads,
+// prints the config and returns nullopt when --print-config was given.
+std::optional<Config> begin(ConfigOptions& options);
+
+// The factories named in main's table, one per verb file.
+std::unique_ptr<Command> make_config_command();
+std::unique_ptr<Command> make_make_data_command();
+std::unique_ptr<Command> make_prepare_command();
+std::unique_ptr<Command> make_load_command();
+std::unique_ptr<Command> make_bench_data_command();
+
+}  // namespace shoplens::cli

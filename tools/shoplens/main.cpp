@@ -1,0 +1,98 @@
+// `shoplens`: one program, one declarative table of subcommands, errors caught once here.
+#include <cstring>
+#include <iostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "command.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens::cli {
+namespace {
+
+const CommandEntry kCommands[] = {
+    // {"make-data", "write a synthetic product catalog (images + CSV manifest)", &make_make_data_command},
+    // {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
+    // {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
+    // {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
+    {"config", "print the resolved config, or the schema of every key", &make_config_command},
+};
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kCommands) names.emplace_back(entry.name);
+  return names;
+}
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"shoplens: train image-quality classifiers safely and fast, and score them in batch.\n"
+               "Exit codes: 0 ok, 1 failure, 2 usage or config error, 130 interrupted."};
+  app.name("shoplens");
+  app.require_subcommand(0, 1);
+  app.option_defaults()->always_capture_default();
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+  bool show_version = false;
+  app.add_flag("--version", show_version, "print version, git commit, LibTorch version and CUDA availability");
+
+  // A mistyped subcommand gets the nearest name, not CLI11's generic complaint.
+  if (argc > 1 && argv[1][0] != '-') {
+    const auto names = command_names();
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      spdlog::error("unknown command '{}'{}; run 'shoplens --help' for the list", argv[1],
+                    did_you_mean(argv[1], names));
+      return static_cast<int>(ExitCode::kUsage);
+    }
+  }
+
+  std::vector<std::pair<CLI::App*, std::unique_ptr<Command>>> commands;
+  for (const auto& entry : kCommands) {
+    CLI::App* sub = app.add_subcommand(entry.name, entry.help);
+    auto command = entry.make();
+    command->setup(*sub);
+    commands.emplace_back(sub, std::move(command));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
+  }
+
+  if (show_version) {
+    std::cout << version_string() << std::endl;
+    return 0;
+  }
+  for (auto& [sub, command] : commands)
+    if (sub->parsed()) return command->run();
+  std::cout << app.help() << std::endl;
+  return static_cast<int>(ExitCode::kUsage);
+}
+
+}  // namespace
+}  // namespace shoplens::cli
+
+int main(int argc, char** argv) {
+  using namespace shoplens;
+  install_interrupt_handlers();
+  init_logging("info");
+  try {
+    return cli::run_main(argc, argv);
+  } catch (const Error& e) {
+    if (e.exit_code() == ExitCode::kInterrupted) spdlog::warn("interrupted; stopped at a safe point");
+    else spdlog::error("{}", e.what());
+    return static_cast<int>(e.exit_code());
+  } catch (const std::bad_alloc&) {
+    spdlog::error("out of memory");
+    return static_cast<int>(ExitCode::kFailure);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(ExitCode::kFailure);
+  }
+}
