@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "shoplens/core/config.h"
+#include "shoplens/core/errors.h"
 
 namespace shoplens::cli {
 

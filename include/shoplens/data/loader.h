@@ -1,0 +1,106 @@
+// The training loader: worker threads decode and augment samples straight into batch tensors,
+// a bounded number of batches ahead of the consumer. The sample order of an epoch is a function
+// of (seed, epoch, dataset size) only, and every sample's augmentation of (seed, epoch,
+// position), so a run is reproducible whatever the thread count.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "shoplens/core/config.h"
+#include "shoplens/data/augment.h"
+#include "shoplens/data/image_source.h"
+
+namespace shoplens {
+
+// The global order of one epoch: a seeded permutation (or identity without shuffle).
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std::int64_t epoch, bool shuffle);
+
+struct LoaderOptions {
+  int batch_size = 32;
+  int workers = 1;
+  int prefetch_batches = 4;
+  bool shuffle = true;
+  bool drop_last = true;
+  bool train = true;         // training augmentation (else the eval transform)
+  std::uint64_t seed = 1234;
+};
+
+LoaderOptions loader_options_from_config(const Config& config, bool train);
+
+struct Batch {
+  std::int64_t index = 0;              // batch number within the epoch
+  at::Tensor images;                   // float32 [B, 3, S, S], normalised
+  at::Tensor labels;                   // int64 [B]
+  at::Tensor targets;                  // float32 [B, C] soft targets when mixing is on, else undefined
+  std::vector<std::uint64_t> sample_ids;
+  bool mixed = false;
+};
+
+struct LoaderStats {
+  std::uint64_t batches = 0;
+  std::uint64_t samples = 0;
+  double seconds = 0;        // since the epoch started
+  double wait_seconds = 0;   // time the consumer spent blocked in next()
+  double samples_per_second() const { return seconds > 0 ? samples / seconds : 0.0; }
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts an epoch; `skip_batches` resumes mid-epoch without re-reading what was consumed.
+  void start_epoch(std::int64_t epoch, std::int64_t skip_batches = 0);
+  // The next batch of the epoch in order, or nullopt at its end. Rethrows worker errors.
+  std::optional<Batch> next();
+
+  std::int64_t batches_per_epoch() const;
+  std::size_t dataset_size() const { return source_->size(); }
+  const LoaderStats& stats() const { return stats_; }
+  int output_size() const { return augmenter_.output_size(); }
+
+ private:
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+  void stop_workers();
+  void worker_loop();
+  Batch build_batch(std::int64_t index);
+  at::Tensor acquire_images(std::int64_t batch_size);
+
+  std::shared_ptr<const ImageSource> source_;
+  AugmentConfig augment_config_;
+  Augmenter augmenter_;
+  LoaderOptions options_;
+  bool soft_targets_;
+
+  std::vector<std::uint32_t> order_;
+  std::int64_t epoch_ = 0;
+  std::int64_t num_batches_ = 0;
+  std::int64_t next_to_build_ = 0;
+  std::int64_t next_to_deliver_ = 0;
+  std::vector<Slot> slots_;              // ring of prefetch_batches
+  std::vector<at::Tensor> image_pool_;   // reused when the consumer has let go of them
+  bool stopping_ = false;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable ready_cv_;
+  std::vector<std::thread> workers_;
+  LoaderStats stats_;
+  std::chrono::steady_clock::time_point epoch_start_;
+};
+
+}  // namespace shoplens

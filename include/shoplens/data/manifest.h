@@ -1,0 +1,76 @@
+// The list of images a dataset is made of, read from a CSV manifest (with a column mapping) or
+// an ImageFolder tree. Every input row ends up either in `records` or in `rejected` with its
+// reason: nothing is dropped silently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shoplens {
+
+enum class Split : std::uint8_t { kTrain = 0, kVal = 1, kTest = 2 };
+constexpr int kNumSplits = 3;
+const char* split_name(Split split);
+// Accepts train, val, validation, valid, dev, test (any case).
+std::optional<Split> parse_split(std::string_view text);
+
+struct ManifestRecord {
+  std::string id;
+  std::string path;                   // as written in the input
+  std::filesystem::path file;         // resolved, inside the dataset root
+  int label = -1;
+  Split split = Split::kTrain;
+  std::vector<std::string> metadata;  // aligned with Manifest::metadata_fields; "" means missing
+  std::size_t line = 0;               // CSV line (0 for ImageFolder input)
+};
+
+struct RejectedRow {
+  std::size_t line = 0;
+  std::string id;
+  std::string path;
+  std::string reason;
+};
+
+struct Manifest {
+  std::string source;                  // manifest file or folder, for messages
+  std::filesystem::path root;
+  std::vector<std::string> classes;    // label index -> name
+  std::vector<std::string> metadata_fields;
+  std::vector<ManifestRecord> records;
+  std::vector<RejectedRow> rejected;
+  bool had_split_column = false;
+  std::size_t total_rows() const { return records.size() + rejected.size(); }
+};
+
+struct ManifestOptions {
+  std::filesystem::path root;                   // empty: the manifest's folder
+  std::map<std::string, std::string> columns;   // role (path, label, split, id) -> header name
+  std::vector<std::string> metadata_fields;     // empty: every other column
+  std::vector<std::string> classes;             // empty: discovered and sorted
+  double val_fraction = 0.1;
+  double test_fraction = 0.1;
+  std::uint64_t seed = 1234;
+};
+
+// Parses manifest text. `source` names it in messages. Throws DataError for problems with the
+// whole file (no header, missing required column, no usable rows); row problems become rejects.
+Manifest parse_manifest(std::string_view csv_text, const std::string& source, const ManifestOptions& options);
+Manifest read_manifest_file(const std::filesystem::path& file, const ManifestOptions& options);
+// root/<class>/<file>, or root/<split>/<class>/<file> when the top folders are split names.
+Manifest scan_image_folder(const std::filesystem::path& root, const ManifestOptions& options);
+// A folder is read as ImageFolder, a file as a CSV manifest.
+Manifest load_dataset_input(const std::filesystem::path& input, const ManifestOptions& options);
+
+// Deterministic, class-stratified split for inputs without a split column.
+void assign_splits(Manifest& manifest, double val_fraction, double test_fraction, std::uint64_t seed);
+
+// True when `candidate` (lexically normalised) lies inside `root`.
+bool path_within(const std::filesystem::path& root, const std::filesystem::path& candidate);
+
+}  // namespace shoplens

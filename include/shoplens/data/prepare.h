@@ -1,0 +1,68 @@
+// `prepare`: decode and validate every image in parallel, quarantine the unreadable ones with
+// their reason, resize to the storage size, pack into checksummed shards, and report.
+// Every input row is accounted for: kept + quarantined (incl. rejected manifest rows) = total.
+// Re-running after an interruption skips shards that are complete and unchanged.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shoplens/core/config.h"
+#include "shoplens/data/manifest.h"
+#include "shoplens/data/shard_format.h"
+
+namespace shoplens {
+
+struct PrepareOptions {
+  std::filesystem::path input;
+  std::filesystem::path out_dir;
+  ManifestOptions manifest;
+  int storage_size = 256;
+  PayloadEncoding encoding = PayloadEncoding::kJpeg;
+  int jpeg_quality = 90;
+  int records_per_shard = 1024;
+  double max_megapixels = 100;
+  bool scaled_decode = true;
+  int threads = 1;
+};
+
+PrepareOptions prepare_options_from_config(const Config& config);
+
+struct QuarantinedRow {
+  std::string id;
+  std::string path;
+  std::size_t line = 0;
+  std::string stage;    // "manifest" or "decode"
+  std::string reason;
+};
+
+struct PrepareReport {
+  std::size_t total_rows = 0;
+  std::size_t kept = 0;
+  std::vector<QuarantinedRow> quarantined;
+  std::vector<std::string> classes;
+  std::vector<std::array<std::uint64_t, 3>> kept_per_class_split;  // [class][split]
+  std::vector<std::string> metadata_fields;
+  std::vector<std::uint64_t> metadata_missing;                     // per field, over kept rows
+  std::array<double, 3> mean{0, 0, 0};
+  std::array<double, 3> std{0, 0, 0};
+  std::vector<std::string> warnings;
+  std::size_t extension_mismatches = 0;
+  std::size_t shards_written = 0;
+  std::size_t shards_reused = 0;
+  std::uint64_t input_bytes = 0;
+  std::uint64_t output_bytes = 0;
+  double seconds = 0;
+  std::size_t images_decoded = 0;  // this run (reused shards excluded)
+};
+
+PrepareReport prepare_dataset(const PrepareOptions& options);
+
+// Human-readable summary (also written to report.md).
+std::string format_prepare_report(const PrepareReport& report);
+
+}  // namespace shoplens

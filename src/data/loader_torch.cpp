@@ -1,0 +1,190 @@
+#include "shoplens/data/loader.h"
+
+#include <torch/torch.h>
+
+#include <opencv2/core.hpp>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/data/image_io.h"
+
+namespace shoplens {
+
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std::int64_t epoch, bool shuffle) {
+  std::vector<std::uint32_t> order(size);
+  for (std::size_t i = 0; i < size; ++i) order[i] = static_cast<std::uint32_t>(i);
+  if (!shuffle) return order;
+  Rng rng(mix_seed(seed, 0x5EED0DE5ULL, static_cast<std::uint64_t>(epoch)));
+  for (std::size_t i = size; i > 1; --i) {
+    // Unbiased enough and platform-stable: multiply-high instead of modulo.
+    std::size_t j = static_cast<std::size_t>((static_cast<unsigned __int128>(rng.next()) * i) >> 64);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+LoaderOptions loader_options_from_config(const Config& config, bool train) {
+  LoaderOptions o;
+  o.batch_size = config.loader.batch_size;
+  o.workers = config.loader.workers > 0 ? config.loader.workers : resolve_threads(config.run.threads);
+  o.prefetch_batches = config.loader.prefetch_batches;
+  o.shuffle = train && config.loader.shuffle;
+  o.drop_last = train && config.loader.drop_last;
+  o.train = train;
+  o.seed = static_cast<std::uint64_t>(config.run.seed);
+  return o;
+}
+
+Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options)
+    : source_(std::move(source)),
+      augment_config_(augment),
+      augmenter_(augment, options.train),
+      options_(options),
+      soft_targets_(options.train && uses_soft_targets(augment)) {
+  if (!source_ || source_->size() == 0) throw DataError("the loader has no samples to read (empty split?)");
+  if (options_.batch_size < 1 || options_.workers < 1 || options_.prefetch_batches < 1)
+    throw UsageError("loader needs batch_size, workers and prefetch_batches >= 1");
+  // Parallelism is per sample across our workers; OpenCV's own pool would only oversubscribe.
+  cv::setNumThreads(1);
+  slots_.resize(options_.prefetch_batches);
+}
+
+Loader::~Loader() { stop_workers(); }
+
+std::int64_t Loader::batches_per_epoch() const {
+  const auto n = static_cast<std::int64_t>(source_->size());
+  const std::int64_t b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void Loader::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  stopping_ = false;
+}
+
+void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
+  stop_workers();
+  epoch_ = epoch;
+  order_ = epoch_order(source_->size(), options_.seed, epoch, options_.shuffle);
+  num_batches_ = batches_per_epoch();
+  if (num_batches_ == 0)
+    throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one batch of " +
+                    std::to_string(options_.batch_size) + " (set loader.drop_last=false or a smaller batch)");
+  next_to_build_ = next_to_deliver_ = std::clamp<std::int64_t>(skip_batches, 0, num_batches_);
+  for (auto& s : slots_) s = Slot{};
+  stats_ = LoaderStats{};
+  epoch_start_ = std::chrono::steady_clock::now();
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void Loader::worker_loop() {
+  while (true) {
+    std::int64_t index;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_cv_.wait(lock, [&] {
+        return stopping_ || (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + options_.prefetch_batches);
+      });
+      if (stopping_) return;
+      index = next_to_build_++;
+    }
+    Slot result;
+    try {
+      result.batch = build_batch(index);
+    } catch (...) {
+      result.error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      slots_[index % options_.prefetch_batches] = std::move(result);
+    }
+    ready_cv_.notify_all();
+  }
+}
+
+at::Tensor Loader::acquire_images(std::int64_t batch_size) {
+  const std::int64_t s = augmenter_.output_size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A pooled tensor whose only owner is the pool is free to overwrite; reusing it avoids
+    // faulting in fresh pages for every batch.
+    for (auto& t : image_pool_)
+      if (t.use_count() == 1 && t.size(0) == batch_size) return t;
+    if (batch_size == options_.batch_size &&
+        static_cast<int>(image_pool_.size()) < options_.prefetch_batches + options_.workers + 2) {
+      image_pool_.push_back(torch::empty({batch_size, 3, s, s}, torch::kFloat32));
+      return image_pool_.back();
+    }
+  }
+  return torch::empty({batch_size, 3, s, s}, torch::kFloat32);
+}
+
+Batch Loader::build_batch(std::int64_t index) {
+  const std::int64_t begin = index * options_.batch_size;
+  const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, static_cast<std::int64_t>(order_.size()));
+  const std::int64_t n = end - begin;
+  Batch batch;
+  batch.index = index;
+  batch.images = acquire_images(n);
+  batch.labels = torch::empty({n}, torch::kInt64);
+  batch.sample_ids.resize(n);
+  float* images = batch.images.data_ptr<float>();
+  auto* labels = batch.labels.data_ptr<std::int64_t>();
+  thread_local cv::Mat decoded;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::uint64_t position = static_cast<std::uint64_t>(begin + k);
+    const SampleRef s = source_->sample(order_[position]);
+    cv::Mat rgb;
+    if (s.encoding == PayloadEncoding::kRaw) {
+      rgb = cv::Mat(s.height, s.width, CV_8UC3, const_cast<std::uint8_t*>(s.data));
+    } else {
+      try {
+        decode_jpeg_into(s.data, s.size, decoded);
+      } catch (const DataError& e) {
+        throw DataError("sample " + std::to_string(s.sample_id) + ": " + e.what());
+      }
+      rgb = decoded;
+    }
+    const std::uint64_t sample_seed = mix_seed(options_.seed, static_cast<std::uint64_t>(epoch_), position);
+    augmenter_.apply(rgb, sample_seed, images + k * augmenter_.floats_per_sample());
+    labels[k] = s.label;
+    batch.sample_ids[k] = s.sample_id;
+  }
+  if (soft_targets_) {
+    batch.targets = torch::empty({n, source_->num_classes()}, torch::kFloat32);
+    batch.mixed = augmenter_.mix_batch(images, static_cast<int>(n), labels, source_->num_classes(),
+                                       mix_seed(options_.seed, 0xB47C4ULL + static_cast<std::uint64_t>(epoch_), index),
+                                       batch.targets.data_ptr<float>());
+  }
+  return batch;
+}
+
+std::optional<Batch> Loader::next() {
+  if (workers_.empty()) throw Error("Loader::next() called before start_epoch()");
+  if (next_to_deliver_ >= num_batches_) return std::nullopt;
+  Slot slot;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Slot& waiting = slots_[next_to_deliver_ % options_.prefetch_batches];
+    const auto t0 = std::chrono::steady_clock::now();
+    ready_cv_.wait(lock, [&] { return waiting.batch.has_value() || waiting.error; });
+    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    slot = std::move(waiting);
+    waiting = Slot{};
+    ++next_to_deliver_;
+  }
+  work_cv_.notify_all();
+  if (slot.error) std::rethrow_exception(slot.error);
+  stats_.batches += 1;
+  stats_.samples += static_cast<std::uint64_t>(slot.batch->labels.size(0));
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
+  return std::move(slot.batch);
+}
+
+}  // namespace shoplens

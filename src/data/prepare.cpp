@@ -1,0 +1,502 @@
+#include "shoplens/data/prepare.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/progress.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+#include "shoplens/data/csv.h"
+#include "shoplens/data/image_io.h"
+#include "shoplens/data/shards.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr int kPrepareFormat = 1;  // bump when the stored bytes for the same input would change
+
+struct ShardPlan {
+  std::string name;
+  Split split;
+  std::vector<std::size_t> records;  // indices into manifest.records (= sample ids)
+};
+
+// What one shard contributed; also its completion marker (<name>.summary.json).
+struct ShardSummary {
+  std::string fingerprint;
+  ShardInfo info;
+  std::vector<QuarantinedRow> quarantined;
+  std::vector<std::uint64_t> kept_ids;
+  std::array<double, 3> pixel_sum{0, 0, 0};
+  std::array<double, 3> pixel_sumsq{0, 0, 0};
+  double pixel_count = 0;
+  std::size_t extension_mismatches = 0;
+  std::uint64_t input_bytes = 0;
+};
+
+json summary_to_json(const ShardSummary& s) {
+  json q = json::array();
+  for (const auto& r : s.quarantined) q.push_back({{"id", r.id}, {"path", r.path}, {"line", r.line}, {"stage", r.stage}, {"reason", r.reason}});
+  return {{"fingerprint", s.fingerprint},
+          {"shard", {{"name", s.info.name}, {"split", split_name(s.info.split)}, {"count", s.info.count},
+                     {"data_bytes", s.info.data_bytes}, {"data_crc32", s.info.data_crc32}, {"index_crc32", s.info.index_crc32}}},
+          {"quarantined", q},
+          {"kept_ids", s.kept_ids},
+          {"pixel_sum", s.pixel_sum},
+          {"pixel_sumsq", s.pixel_sumsq},
+          {"pixel_count", s.pixel_count},
+          {"extension_mismatches", s.extension_mismatches},
+          {"input_bytes", s.input_bytes}};
+}
+
+// nullopt when the summary is missing, unreadable or stale: the shard is then rebuilt.
+std::optional<ShardSummary> load_summary(const fs::path& file, const std::string& fingerprint, Split split) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  try {
+    json doc = json::parse(read_file(file));
+    if (doc.at("fingerprint").get<std::string>() != fingerprint) return std::nullopt;
+    ShardSummary s;
+    s.fingerprint = fingerprint;
+    const auto& sh = doc.at("shard");
+    s.info.name = sh.at("name").get<std::string>();
+    s.info.split = split;
+    s.info.count = sh.at("count").get<std::uint64_t>();
+    s.info.data_bytes = sh.at("data_bytes").get<std::uint64_t>();
+    s.info.data_crc32 = sh.at("data_crc32").get<std::uint32_t>();
+    s.info.index_crc32 = sh.at("index_crc32").get<std::uint32_t>();
+    for (const auto& q : doc.at("quarantined"))
+      s.quarantined.push_back({q.at("id"), q.at("path"), q.at("line"), q.at("stage"), q.at("reason")});
+    s.kept_ids = doc.at("kept_ids").get<std::vector<std::uint64_t>>();
+    s.pixel_sum = doc.at("pixel_sum").get<std::array<double, 3>>();
+    s.pixel_sumsq = doc.at("pixel_sumsq").get<std::array<double, 3>>();
+    s.pixel_count = doc.at("pixel_count").get<double>();
+    s.extension_mismatches = doc.at("extension_mismatches").get<std::size_t>();
+    s.input_bytes = doc.at("input_bytes").get<std::uint64_t>();
+    return s;
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: unreadable ({}); rebuilding the shard", file.string(), e.what());
+    return std::nullopt;
+  }
+}
+
+// The shard's files must still be there and match what its summary recorded.
+bool shard_files_intact(const fs::path& dir, const ShardInfo& info) {
+  std::error_code ec;
+  fs::path idx = dir / (info.name + ".idx"), data = dir / (info.name + ".data");
+  if (!fs::exists(idx, ec) || !fs::exists(data, ec)) return false;
+  if (fs::file_size(data, ec) != info.data_bytes) return false;
+  std::string bytes = read_file(idx);
+  return crc32_of(bytes.data(), bytes.size()) == info.index_crc32;
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Hasher {
+  std::uint64_t h = 1469598103934665603ULL;
+  void add(std::string_view s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  }
+  void add(std::uint64_t v) { add(std::to_string(v)); }
+};
+
+std::string shard_fingerprint(const PrepareOptions& o, const Manifest& m, const ShardPlan& plan) {
+  Hasher hasher;
+  hasher.add(kPrepareFormat);
+  hasher.add(o.storage_size);
+  hasher.add(static_cast<std::uint64_t>(o.encoding));
+  hasher.add(o.jpeg_quality);
+  hasher.add(o.scaled_decode ? 1 : 0);
+  hasher.add(std::to_string(o.max_megapixels));
+  hasher.add(join(m.classes, ","));
+  for (std::size_t i : plan.records) {
+    const auto& r = m.records[i];
+    hasher.add(i);
+    hasher.add(r.id);
+    hasher.add(r.file.string());
+    hasher.add(r.label);
+    hasher.add(static_cast<std::uint64_t>(r.split));
+    for (const auto& v : r.metadata) hasher.add(v);
+    struct stat st {};
+    if (::stat(r.file.c_str(), &st) == 0) {
+      hasher.add(static_cast<std::uint64_t>(st.st_size));
+      hasher.add(static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ULL + st.st_mtim.tv_nsec);
+    }
+  }
+  return hex64(hasher.h);
+}
+
+std::vector<std::vector<std::string>> build_vocabulary(const Manifest& m) {
+  std::vector<std::set<std::string>> sets(m.metadata_fields.size());
+  for (const auto& r : m.records)
+    for (std::size_t f = 0; f < r.metadata.size() && f < sets.size(); ++f)
+      if (!r.metadata[f].empty()) sets[f].insert(r.metadata[f]);
+  std::vector<std::vector<std::string>> vocab;
+  for (auto& s : sets) vocab.emplace_back(s.begin(), s.end());
+  return vocab;
+}
+
+MetadataCodes encode_metadata(const ManifestRecord& r, const std::vector<std::vector<std::string>>& vocab) {
+  MetadataCodes codes{};
+  for (std::size_t f = 0; f < vocab.size() && f < codes.size(); ++f) {
+    if (f >= r.metadata.size() || r.metadata[f].empty()) continue;
+    auto it = std::lower_bound(vocab[f].begin(), vocab[f].end(), r.metadata[f]);
+    std::size_t code = static_cast<std::size_t>(it - vocab[f].begin()) + 1;
+    codes[f] = static_cast<std::uint16_t>(std::min<std::size_t>(code, 0xFFFF));  // 0xFFFF: "other" beyond 65534 values
+  }
+  return codes;
+}
+
+struct ProcessedImage {
+  bool ok = false;
+  std::string reason;
+  std::vector<std::uint8_t> payload;
+  int height = 0, width = 0;
+  bool extension_mismatch = false;
+  std::uint64_t input_bytes = 0;
+  cv::Scalar mean, stddev;
+};
+
+ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o) {
+  ProcessedImage out;
+  try {
+    std::vector<std::uint8_t> bytes = read_binary_file(r.file);
+    out.input_bytes = bytes.size();
+    DecodeOptions decode;
+    decode.min_short_side = o.scaled_decode ? o.storage_size : 0;
+    decode.max_megapixels = o.max_megapixels;
+    DecodedImage img = decode_image(bytes.data(), bytes.size(), decode);
+    ImageFormat by_extension = format_from_extension(r.file);
+    out.extension_mismatch = by_extension != img.format;
+    cv::Mat stored = resize_short_side(img.rgb, o.storage_size, 4 * o.storage_size);
+    if (!stored.isContinuous()) stored = stored.clone();
+    if (stored.rows > UINT16_MAX || stored.cols > UINT16_MAX) throw DataError("image too large to store");
+    cv::meanStdDev(stored, out.mean, out.stddev);
+    out.height = stored.rows;
+    out.width = stored.cols;
+    if (o.encoding == PayloadEncoding::kJpeg) {
+      out.payload = encode_jpeg(stored, o.jpeg_quality);
+    } else {
+      out.payload.assign(stored.data, stored.data + stored.total() * 3);
+    }
+    out.ok = true;
+  } catch (const DataError& e) {
+    out.reason = e.what();
+  } catch (const cv::Exception& e) {
+    out.reason = std::string("OpenCV: ") + e.what();
+  }
+  return out;
+}
+
+ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o,
+                         const std::vector<std::vector<std::string>>& vocab, Progress& progress) {
+  std::vector<ProcessedImage> results(plan.records.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  auto worker = [&] {
+    while (!stop.load()) {
+      std::size_t k = next.fetch_add(1);
+      if (k >= plan.records.size()) break;
+      if (interrupt_requested()) {
+        stop = true;
+        break;
+      }
+      results[k] = process_image(m.records[plan.records[k]], o);
+      progress.advance();
+    }
+  };
+  const int threads = std::max(1, std::min<int>(o.threads, static_cast<int>(plan.records.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  throw_if_interrupted();
+
+  ShardSummary s;
+  ShardWriter writer(o.out_dir, plan.name, plan.split);
+  for (std::size_t k = 0; k < plan.records.size(); ++k) {
+    const std::size_t id = plan.records[k];
+    const auto& r = m.records[id];
+    auto& res = results[k];
+    s.input_bytes += res.input_bytes;
+    if (!res.ok) {
+      s.quarantined.push_back({r.id, r.path, r.line, "decode", res.reason});
+      continue;
+    }
+    if (res.extension_mismatch) ++s.extension_mismatches;
+    writer.add(res.payload.data(), res.payload.size(), res.height, res.width, o.encoding, r.label, id,
+               encode_metadata(r, vocab));
+    s.kept_ids.push_back(id);
+    if (plan.split == Split::kTrain) {
+      const double n = static_cast<double>(res.height) * res.width;
+      for (int c = 0; c < 3; ++c) {
+        const double mean = res.mean[c] / 255.0, sd = res.stddev[c] / 255.0;
+        s.pixel_sum[c] += mean * n;
+        s.pixel_sumsq[c] += (sd * sd + mean * mean) * n;
+      }
+      s.pixel_count += n;
+    }
+    res.payload = {};
+  }
+  s.info = writer.finish();
+  return s;
+}
+
+std::vector<ShardPlan> plan_shards(const Manifest& m, int records_per_shard) {
+  std::vector<ShardPlan> plans;
+  for (int split = 0; split < kNumSplits; ++split) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < m.records.size(); ++i)
+      if (static_cast<int>(m.records[i].split) == split) members.push_back(i);
+    for (std::size_t start = 0; start < members.size(); start += records_per_shard) {
+      ShardPlan p;
+      char name[64];
+      std::snprintf(name, sizeof name, "%s-%05zu", split_name(static_cast<Split>(split)), start / records_per_shard);
+      p.name = name;
+      p.split = static_cast<Split>(split);
+      p.records.assign(members.begin() + start,
+                       members.begin() + std::min(members.size(), start + static_cast<std::size_t>(records_per_shard)));
+      plans.push_back(std::move(p));
+    }
+  }
+  return plans;
+}
+
+void write_records_csv(const fs::path& dir, const Manifest& m, const std::vector<ShardSummary>& summaries) {
+  std::vector<std::string> header{"sample_id", "id", "path", "label", "split", "shard"};
+  header.insert(header.end(), m.metadata_fields.begin(), m.metadata_fields.end());
+  std::string out = csv_line(header) + "\n";
+  for (const auto& s : summaries) {
+    for (auto id : s.kept_ids) {
+      const auto& r = m.records[id];
+      std::vector<std::string> row{std::to_string(id), r.id, r.path, m.classes[r.label], split_name(r.split), s.info.name};
+      row.insert(row.end(), r.metadata.begin(), r.metadata.end());
+      out += csv_line(row) + "\n";
+    }
+  }
+  write_file_atomic(dir / "records.csv", out);
+}
+
+void write_quarantine_csv(const fs::path& dir, const std::vector<QuarantinedRow>& rows) {
+  std::string out = csv_line({"line", "id", "path", "stage", "reason"}) + "\n";
+  for (const auto& r : rows) out += csv_line({std::to_string(r.line), r.id, r.path, r.stage, r.reason}) + "\n";
+  write_file_atomic(dir / "quarantine.csv", out);
+}
+
+json report_to_json(const PrepareReport& r) {
+  json per_class = json::object();
+  for (std::size_t c = 0; c < r.classes.size(); ++c)
+    per_class[r.classes[c]] = {{"train", r.kept_per_class_split[c][0]}, {"val", r.kept_per_class_split[c][1]},
+                               {"test", r.kept_per_class_split[c][2]}};
+  std::map<std::string, std::size_t> reasons;
+  for (const auto& q : r.quarantined) reasons[q.stage + ": " + q.reason.substr(0, q.reason.find(':'))]++;
+  json missing = json::object();
+  for (std::size_t f = 0; f < r.metadata_fields.size(); ++f) missing[r.metadata_fields[f]] = r.metadata_missing[f];
+  return {{"total_rows", r.total_rows},
+          {"kept", r.kept},
+          {"quarantined", r.quarantined.size()},
+          {"accounted", r.kept + r.quarantined.size() == r.total_rows},
+          {"per_class", per_class},
+          {"quarantine_reasons", reasons},
+          {"metadata_missing", missing},
+          {"channel_mean", r.mean},
+          {"channel_std", r.std},
+          {"extension_mismatches", r.extension_mismatches},
+          {"warnings", r.warnings},
+          {"shards_written", r.shards_written},
+          {"shards_reused", r.shards_reused},
+          {"input_bytes", r.input_bytes},
+          {"output_bytes", r.output_bytes},
+          {"seconds", r.seconds},
+          {"images_decoded", r.images_decoded},
+          {"images_per_second", r.seconds > 0 ? r.images_decoded / r.seconds : 0.0}};
+}
+
+}  // namespace
+
+PrepareOptions prepare_options_from_config(const Config& config) {
+  PrepareOptions o;
+  o.input = config.data.input;
+  o.out_dir = config.data.shards;
+  o.manifest.root = config.data.root;
+  o.manifest.columns = config.data.columns;
+  o.manifest.metadata_fields = config.data.metadata_fields;
+  o.manifest.classes = config.data.classes;
+  o.manifest.val_fraction = config.data.val_fraction;
+  o.manifest.test_fraction = config.data.test_fraction;
+  o.manifest.seed = static_cast<std::uint64_t>(config.run.seed);
+  o.storage_size = config.data.storage_size;
+  o.encoding = config.data.encoding == "raw" ? PayloadEncoding::kRaw : PayloadEncoding::kJpeg;
+  o.jpeg_quality = config.data.jpeg_quality;
+  o.records_per_shard = config.data.records_per_shard;
+  o.max_megapixels = config.data.max_megapixels;
+  o.scaled_decode = config.data.scaled_decode;
+  o.threads = resolve_threads(config.run.threads);
+  return o;
+}
+
+PrepareReport prepare_dataset(const PrepareOptions& o) {
+  if (o.input.empty()) throw UsageError("prepare needs an input (--input or data.input)");
+  if (o.out_dir.empty()) throw UsageError("prepare needs an output folder (--out or data.shards)");
+  const auto start = std::chrono::steady_clock::now();
+  Manifest m = load_dataset_input(o.input, o.manifest);
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw IoError("cannot create '" + o.out_dir.string() + "': " + ec.message());
+
+  PrepareReport report;
+  report.total_rows = m.total_rows();
+  report.classes = m.classes;
+  report.metadata_fields = m.metadata_fields;
+  for (const auto& rej : m.rejected) report.quarantined.push_back({rej.id, rej.path, rej.line, "manifest", rej.reason});
+  if (m.metadata_fields.size() > kIndexMetadataSlots)
+    report.warnings.push_back("only the first " + std::to_string(kIndexMetadataSlots) +
+                              " metadata fields are coded in the shard index; all are in records.csv");
+
+  const auto vocab = build_vocabulary(m);
+  const auto plans = plan_shards(m, o.records_per_shard);
+  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads", m.total_rows(),
+               m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
+
+  std::vector<ShardSummary> summaries;
+  Progress progress("prepare", m.records.size(), "img");
+  for (const auto& plan : plans) {
+    const std::string fingerprint = shard_fingerprint(o, m, plan);
+    const fs::path summary_file = o.out_dir / (plan.name + ".summary.json");
+    auto reused = load_summary(summary_file, fingerprint, plan.split);
+    if (reused && shard_files_intact(o.out_dir, reused->info)) {
+      progress.advance(plan.records.size());
+      ++report.shards_reused;
+      summaries.push_back(std::move(*reused));
+      continue;
+    }
+    ShardSummary s = build_shard(plan, m, o, vocab, progress);
+    s.fingerprint = fingerprint;
+    write_file_atomic(summary_file, summary_to_json(s).dump() + "\n");
+    report.images_decoded += plan.records.size();
+    ++report.shards_written;
+    summaries.push_back(std::move(s));
+  }
+  progress.finish();
+
+  DatasetInfo info;
+  info.classes = m.classes;
+  info.metadata_fields = m.metadata_fields;
+  info.metadata_vocabulary = vocab;
+  info.storage_size = o.storage_size;
+  info.encoding = o.encoding == PayloadEncoding::kJpeg ? "jpeg" : "raw";
+  report.kept_per_class_split.assign(m.classes.size(), {0, 0, 0});
+  report.metadata_missing.assign(m.metadata_fields.size(), 0);
+  std::array<double, 3> sum{0, 0, 0}, sumsq{0, 0, 0};
+  double pixels = 0;
+  for (const auto& s : summaries) {
+    info.shards.push_back(s.info);
+    report.quarantined.insert(report.quarantined.end(), s.quarantined.begin(), s.quarantined.end());
+    report.kept += s.kept_ids.size();
+    report.extension_mismatches += s.extension_mismatches;
+    report.input_bytes += s.input_bytes;
+    report.output_bytes += s.info.data_bytes;
+    for (auto id : s.kept_ids) {
+      const auto& r = m.records[id];
+      report.kept_per_class_split[r.label][static_cast<int>(r.split)]++;
+      for (std::size_t f = 0; f < r.metadata.size(); ++f) report.metadata_missing[f] += r.metadata[f].empty();
+    }
+    for (int c = 0; c < 3; ++c) {
+      sum[c] += s.pixel_sum[c];
+      sumsq[c] += s.pixel_sumsq[c];
+    }
+    pixels += s.pixel_count;
+  }
+  for (int c = 0; c < 3; ++c) {
+    report.mean[c] = pixels > 0 ? sum[c] / pixels : 0.0;
+    report.std[c] = pixels > 0 ? std::sqrt(std::max(0.0, sumsq[c] / pixels - report.mean[c] * report.mean[c])) : 0.0;
+  }
+  info.mean = report.mean;
+  info.std = report.std;
+
+  for (std::size_t c = 0; c < m.classes.size(); ++c)
+    for (int split = 0; split < kNumSplits; ++split)
+      if (report.kept_per_class_split[c][split] == 0)
+        report.warnings.push_back("class '" + m.classes[c] + "' has no images in split '" +
+                                  split_name(static_cast<Split>(split)) + "'");
+  if (report.extension_mismatches)
+    report.warnings.push_back(std::to_string(report.extension_mismatches) +
+                              " files have content that does not match their extension (kept; decoded by content)");
+  if (report.kept == 0) throw DataError(m.source + ": no image could be decoded (see " + (o.out_dir / "quarantine.csv").string() + ")");
+  if (report.kept + report.quarantined.size() != report.total_rows)
+    throw Error("internal accounting error: kept + quarantined != total rows");
+
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_records_csv(o.out_dir, m, summaries);
+  write_quarantine_csv(o.out_dir, report.quarantined);
+  json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
+                         {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
+                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode}};
+  write_dataset_info(o.out_dir, info, prepare_params.dump());
+  write_file_atomic(o.out_dir / "report.json", report_to_json(report).dump(2) + "\n");
+  write_file_atomic(o.out_dir / "report.md", format_prepare_report(report));
+  for (const auto& w : report.warnings) spdlog::warn("prepare: {}", w);
+  return report;
+}
+
+std::string format_prepare_report(const PrepareReport& r) {
+  std::ostringstream os;
+  os << "# Prepare report\n\n";
+  os << "Rows: " << r.total_rows << " total = " << r.kept << " kept + " << r.quarantined.size() << " quarantined\n\n";
+  os << "| class | train | val | test |\n|---|---:|---:|---:|\n";
+  for (std::size_t c = 0; c < r.classes.size(); ++c)
+    os << "| " << r.classes[c] << " | " << r.kept_per_class_split[c][0] << " | " << r.kept_per_class_split[c][1] << " | "
+       << r.kept_per_class_split[c][2] << " |\n";
+  std::map<std::string, std::size_t> reasons;
+  for (const auto& q : r.quarantined) reasons[q.stage + ": " + q.reason.substr(0, q.reason.find(':'))]++;
+  os << "\n## Quarantined by reason\n\n";
+  if (reasons.empty()) os << "none\n";
+  for (const auto& [reason, n] : reasons) os << "- " << reason << ": " << n << "\n";
+  os << "\nEvery quarantined row, with file and line: quarantine.csv\n";
+  os << "\n## Metadata missing (kept rows)\n\n";
+  for (std::size_t f = 0; f < r.metadata_fields.size(); ++f) {
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.1f%%", r.kept ? 100.0 * r.metadata_missing[f] / r.kept : 0.0);
+    os << "- " << r.metadata_fields[f] << ": " << r.metadata_missing[f] << " (" << pct << ")\n";
+  }
+  char stats[256];
+  std::snprintf(stats, sizeof stats, "\n## Channel statistics (train, stored pixels)\n\nmean %.4f %.4f %.4f, std %.4f %.4f %.4f\n",
+                r.mean[0], r.mean[1], r.mean[2], r.std[0], r.std[1], r.std[2]);
+  os << stats;
+  os << "\n## Shards\n\n" << r.shards_written << " written, " << r.shards_reused << " reused; " << format_bytes(r.input_bytes)
+     << " read, " << format_bytes(r.output_bytes) << " stored\n";
+  if (!r.warnings.empty()) {
+    os << "\n## Warnings\n\n";
+    for (const auto& w : r.warnings) os << "- " << w << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace shoplens

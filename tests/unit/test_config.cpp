@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/config.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+using nlohmann::json;
+
+std::string config_error(const json& doc) {
+  try {
+    config_from_json(doc, "test.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsRoundTripThroughJson) {
+  Config defaults;
+  Config back = config_from_json(config_to_json(defaults), "defaults");
+  EXPECT_EQ(config_to_json(back), config_to_json(defaults));
+  EXPECT_EQ(back.loader.batch_size, 32);
+  EXPECT_EQ(back.augment.image_size, 224);
+}
+
+TEST(Config, UnknownKeyNamesNearestValidKey) {
+  std::string msg = config_error(json{{"data", {{"storag_size", 128}}}});
+  EXPECT_NE(msg.find("data.storag_size"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'storage_size'"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownSectionNamesNearestSection) {
+  std::string msg = config_error(json{{"loadr", {{"batch_size", 8}}}});
+  EXPECT_NE(msg.find("did you mean 'loader'"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongTypeNamesPathAndExpectedType) {
+  std::string msg = config_error(json{{"loader", {{"batch_size", "big"}}}});
+  EXPECT_NE(msg.find("test.json: loader.batch_size: expected integer, got string"), std::string::npos) << msg;
+  msg = config_error(json{{"augment", {{"mean", {0.1, "x", 0.3}}}}});
+  EXPECT_NE(msg.find("augment.mean[1]: expected number"), std::string::npos) << msg;
+  msg = config_error(json{{"loader", {{"shuffle", 1}}}});
+  EXPECT_NE(msg.find("expected boolean"), std::string::npos) << msg;
+  msg = config_error(json{{"loader", {{"batch_size", 2.5}}}});
+  EXPECT_NE(msg.find("expected integer"), std::string::npos) << msg;
+}
+
+TEST(Config, RangeAndChoiceChecks) {
+  EXPECT_NE(config_error(json{{"loader", {{"batch_size", 0}}}}).find("must be in"), std::string::npos);
+  std::string msg = config_error(json{{"data", {{"encoding", "jpg"}}}});
+  EXPECT_NE(msg.find("did you mean 'jpeg'"), std::string::npos) << msg;
+  EXPECT_NE(config_error(json{{"augment", {{"crop_scale", {0.9, 0.1}}}}}).find("crop_scale"), std::string::npos);
+  EXPECT_NE(config_error(json{{"data", {{"val_fraction", 0.6}, {"test_fraction", 0.5}}}}).find("must be < 1"), std::string::npos);
+}
+
+TEST(Config, OverridesParseByFieldType) {
+  json doc = json::object();
+  apply_override(doc, "loader.batch_size=64");
+  apply_override(doc, "data.input=/tmp/some file.csv");
+  apply_override(doc, "augment.crop_scale=0.5,1");
+  apply_override(doc, "augment.mean=[0.5,0.5,0.5]");
+  apply_override(doc, "loader.shuffle=false");
+  apply_override(doc, R"(data.columns={"path": "file"})");
+  Config c = config_from_json(doc, "--set");
+  EXPECT_EQ(c.loader.batch_size, 64);
+  EXPECT_EQ(c.data.input, "/tmp/some file.csv");
+  EXPECT_EQ(c.augment.crop_scale, (std::vector<double>{0.5, 1.0}));
+  EXPECT_EQ(c.augment.mean, (std::vector<double>{0.5, 0.5, 0.5}));
+  EXPECT_FALSE(c.loader.shuffle);
+  EXPECT_EQ(c.data.columns.at("path"), "file");
+}
+
+TEST(Config, BadOverridesNameTheFlag) {
+  json doc = json::object();
+  try {
+    apply_override(doc, "loader.batch_size=lots");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set loader.batch_size=lots"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_override(doc, "loader.batchsize=3"), ConfigError);
+  EXPECT_THROW(apply_override(doc, "nosection=3"), ConfigError);
+  EXPECT_THROW(apply_override(doc, "loader.batch_size"), ConfigError);
+  EXPECT_THROW(apply_override(doc, R"(data.columns={"pth": "file"})"), ConfigError);
+}
+
+TEST(Config, FileThenOverridesInOrder) {
+  testing::ScratchDir dir("config");
+  testing::write_text(dir / "c.json", R"({"loader": {"batch_size": 16, "workers": 3}, "run": {"seed": 7}})");
+  Config c = load_config((dir / "c.json").string(), {"loader.batch_size=8"});
+  EXPECT_EQ(c.loader.batch_size, 8);  // the override wins
+  EXPECT_EQ(c.loader.workers, 3);     // the file's value stays
+  EXPECT_EQ(c.run.seed, 7);
+}
+
+TEST(Config, InvalidJsonNamesLineAndColumn) {
+  testing::ScratchDir dir("config");
+  testing::write_text(dir / "bad.json", "{\n  \"loader\": {\n    \"batch_size\": 16,\n  }\n}\n");
+  try {
+    load_config((dir / "bad.json").string(), {});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json:4:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, SchemaListsEveryFieldWithDefault) {
+  auto fields = config_fields();
+  ASSERT_GT(fields.size(), 20u);
+  bool found = false;
+  for (const auto& f : fields)
+    if (f.path == "augment.image_size") {
+      found = true;
+      EXPECT_EQ(f.default_json, "224");
+      EXPECT_EQ(f.type, "integer");
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(Config, ShippedConfigsValidate) {
+  for (const char* name : {"default.json", "demo.json"}) {
+    std::string path = std::string(SHOPLENS_SOURCE_DIR) + "/configs/" + name;
+    EXPECT_NO_THROW(load_config(path, {})) << path;
+  }
+}
+
+TEST(Strings, NearestNameAndSizes) {
+  EXPECT_EQ(nearest_name("mak-data", {"make-data", "prepare"}).value_or(""), "make-data");
+  EXPECT_FALSE(nearest_name("zzzzzz", {"make-data", "prepare"}).has_value());
+  EXPECT_EQ(parse_bytes("24GiB", "--memory-budget"), 24ull << 30);
+  EXPECT_EQ(parse_bytes("512MB", "x"), 512000000ull);
+  EXPECT_THROW(parse_bytes("lots", "--memory-budget"), UsageError);
+}
+
+}  // namespace
+}  // namespace shoplens

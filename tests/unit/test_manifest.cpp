@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/data/csv.h"
+#include "shoplens/data/manifest.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+ManifestOptions rooted(const std::string& root = "/data") {
+  ManifestOptions o;
+  o.root = root;
+  return o;
+}
+
+TEST(Csv, QuotedFieldsEscapesAndLineNumbers) {
+  auto rows = parse_csv("a,b\r\n\"x,1\",\"say \"\"hi\"\"\"\n\n\"multi\nline\",z\nlast,row");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1].fields, (std::vector<std::string>{"x,1", "say \"hi\""}));
+  EXPECT_EQ(rows[1].line, 2u);
+  EXPECT_EQ(rows[2].fields[0], "multi\nline");
+  EXPECT_EQ(rows[2].line, 4u);
+  EXPECT_EQ(rows[3].line, 6u);
+  EXPECT_EQ(rows[3].fields[1], "row");
+}
+
+TEST(Csv, MalformedRecordsCarryAnError) {
+  auto rows = parse_csv("a,b\n\"open,x\n");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[1].error.empty());
+  rows = parse_csv("a,b\nx\"y,z\n");
+  EXPECT_FALSE(rows[1].error.empty());
+}
+
+TEST(Csv, EscapeRoundTrips) {
+  std::vector<std::string> fields{"plain", "with,comma", "with \"quote\"", "new\nline", ""};
+  auto rows = parse_csv(csv_line(fields) + "\n");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].fields, fields);
+}
+
+TEST(Manifest, ParsesRowsLabelsSplitsAndMetadata) {
+  std::string text =
+      "id,path,label,split,source_channel,device_type\n"
+      "a,img/a.jpg,good_image,train,studio,dslr\n"
+      "b,img/b.jpg,blurry,val,,android\n"
+      "c,img/c.jpg,blurry,test,mobile_app,\n";
+  Manifest m = parse_manifest(text, "m.csv", rooted());
+  ASSERT_EQ(m.records.size(), 3u);
+  EXPECT_TRUE(m.rejected.empty());
+  EXPECT_EQ(m.classes, (std::vector<std::string>{"blurry", "good_image"}));  // sorted
+  EXPECT_EQ(m.records[0].label, 1);
+  EXPECT_EQ(m.records[1].split, Split::kVal);
+  EXPECT_EQ(m.records[2].split, Split::kTest);
+  EXPECT_EQ(m.metadata_fields, (std::vector<std::string>{"source_channel", "device_type"}));
+  EXPECT_EQ(m.records[1].metadata[0], "");  // missing kept as missing, row kept
+  EXPECT_EQ(m.records[0].file, std::filesystem::path("/data/img/a.jpg"));
+  EXPECT_EQ(m.records[2].line, 4u);
+}
+
+TEST(Manifest, RejectsBadRowsWithLineAndReason) {
+  std::string text =
+      "path,label,split\n"
+      "ok.jpg,cat,train\n"
+      "../escape.jpg,cat,train\n"
+      "/etc/passwd,cat,train\n"
+      "x.jpg,,train\n"
+      ",cat,train\n"
+      "y.jpg,cat,holdout\n"
+      "z.jpg,cat\n"
+      "ok.jpg,cat,train\n"
+      "w.jpg,dog,val\n";
+  Manifest m = parse_manifest(text, "m.csv", rooted());
+  EXPECT_EQ(m.records.size(), 2u);
+  ASSERT_EQ(m.rejected.size(), 7u);
+  EXPECT_EQ(m.total_rows(), 9u);  // nothing dropped silently
+  auto reason_at = [&](std::size_t line) {
+    for (const auto& r : m.rejected)
+      if (r.line == line) return r.reason;
+    return std::string("<none>");
+  };
+  EXPECT_NE(reason_at(3).find("escapes the dataset root"), std::string::npos);
+  EXPECT_NE(reason_at(4).find("escapes the dataset root"), std::string::npos);
+  EXPECT_NE(reason_at(5).find("empty label"), std::string::npos);
+  EXPECT_NE(reason_at(6).find("empty path"), std::string::npos);
+  EXPECT_NE(reason_at(7).find("unknown split 'holdout'"), std::string::npos);
+  EXPECT_NE(reason_at(8).find("expected 3 fields, found 2"), std::string::npos);
+  EXPECT_NE(reason_at(9).find("duplicate id"), std::string::npos);
+}
+
+TEST(Manifest, FixedClassListRejectsUnknownLabelsWithSuggestion) {
+  ManifestOptions o = rooted();
+  o.classes = {"blurry", "good_image"};
+  Manifest m = parse_manifest("path,label\na.jpg,blury\nb.jpg,good_image\n", "m.csv", o);
+  ASSERT_EQ(m.rejected.size(), 1u);
+  EXPECT_NE(m.rejected[0].reason.find("did you mean 'blurry'"), std::string::npos) << m.rejected[0].reason;
+  EXPECT_EQ(m.records[0].label, 1);  // fixed order is kept, not re-sorted
+}
+
+TEST(Manifest, ColumnMappingAndMissingColumns) {
+  ManifestOptions o = rooted();
+  o.columns = {{"path", "file"}, {"label", "class"}};
+  Manifest m = parse_manifest("file,class,extra\na.jpg,x,1\n", "m.csv", o);
+  EXPECT_EQ(m.records.size(), 1u);
+  EXPECT_EQ(m.metadata_fields, (std::vector<std::string>{"extra"}));
+  try {
+    parse_manifest("filename,label\na.jpg,x\n", "m.csv", rooted());
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.csv:1: no 'path' column"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("data.columns.path"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Manifest, EmptyDatasetsAreErrors) {
+  EXPECT_THROW(parse_manifest("", "m.csv", rooted()), DataError);
+  EXPECT_THROW(parse_manifest("path,label\n", "m.csv", rooted()), DataError);
+  try {
+    parse_manifest("path,label\n../x.jpg,a\n", "m.csv", rooted());
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("all 1 rows were rejected"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Manifest, SplitsAssignedStratifiedAndDeterministic) {
+  std::string text = "path,label\n";
+  for (int i = 0; i < 100; ++i) text += "a" + std::to_string(i) + ".jpg,a\n";
+  for (int i = 0; i < 20; ++i) text += "b" + std::to_string(i) + ".jpg,b\n";
+  Manifest m1 = parse_manifest(text, "m.csv", rooted());
+  Manifest m2 = parse_manifest(text, "m.csv", rooted());
+  int counts[2][3] = {};
+  for (std::size_t i = 0; i < m1.records.size(); ++i) {
+    EXPECT_EQ(m1.records[i].split, m2.records[i].split);
+    counts[m1.records[i].label][static_cast<int>(m1.records[i].split)]++;
+  }
+  EXPECT_EQ(counts[0][1], 10);
+  EXPECT_EQ(counts[0][2], 10);
+  EXPECT_EQ(counts[1][1], 2);  // the small class is present in every split
+  EXPECT_EQ(counts[1][2], 2);
+}
+
+TEST(Manifest, ImageFolderWithAndWithoutSplits) {
+  testing::ScratchDir dir("imagefolder");
+  testing::write_text(dir / "flat/cat/1.jpg", "x");
+  testing::write_text(dir / "flat/cat/2.png", "x");
+  testing::write_text(dir / "flat/dog/3.jpg", "x");
+  testing::write_text(dir / "flat/dog/notes.txt", "x");
+  testing::write_text(dir / "flat/stray.jpg", "x");
+  Manifest flat = scan_image_folder(dir / "flat", {});
+  EXPECT_EQ(flat.classes, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(flat.records.size(), 3u);
+  EXPECT_EQ(flat.rejected.size(), 2u);  // notes.txt and the stray file are reported
+  EXPECT_EQ(flat.total_rows(), 5u);
+
+  testing::write_text(dir / "split/train/cat/1.jpg", "x");
+  testing::write_text(dir / "split/val/cat/2.jpg", "x");
+  testing::write_text(dir / "split/test/dog/3.jpg", "x");
+  Manifest split = load_dataset_input(dir / "split", {});
+  ASSERT_EQ(split.records.size(), 3u);
+  EXPECT_TRUE(split.had_split_column);
+  EXPECT_EQ(split.records[0].split, Split::kTest);  // sorted traversal: test, train, val
+  EXPECT_EQ(split.records[2].split, Split::kVal);
+}
+
+TEST(Manifest, PathWithin) {
+  EXPECT_TRUE(path_within("/data", "/data/a/b.jpg"));
+  EXPECT_FALSE(path_within("/data", "/data/../etc/x"));
+  EXPECT_FALSE(path_within("/data", "/database/x"));
+  EXPECT_FALSE(path_within("/data", "/data"));
+}
+
+}  // namespace
+}  // namespace shoplens

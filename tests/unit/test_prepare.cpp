@@ -1,0 +1,209 @@
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/data/csv.h"
+#include "shoplens/data/image_io.h"
+#include "shoplens/data/prepare.h"
+#include "shoplens/data/shards.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_image(const fs::path& path, int w, int h, int shade, const std::string& ext) {
+  cv::Mat img(h, w, CV_8UC3, cv::Scalar(shade, 255 - shade, (shade * 3) % 256));
+  cv::circle(img, {w / 2, h / 2}, std::min(w, h) / 3, cv::Scalar(20, 40, 200), -1);
+  std::vector<std::uint8_t> bytes;
+  cv::imencode(ext, img, bytes);
+  fs::create_directories(path.parent_path());
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+// 12 good images (JPEG and PNG, two classes, all splits), 4 broken files, 2 bad manifest rows.
+struct TinyDataset {
+  testing::ScratchDir dir{"prepare"};
+  fs::path manifest = dir / "data/manifest.csv";
+  TinyDataset() {
+    std::string csv = "id,path,label,split,channel\n";
+    const char* splits[] = {"train", "train", "val", "test"};
+    for (int i = 0; i < 12; ++i) {
+      std::string ext = i % 4 == 3 ? ".png" : ".jpg";
+      std::string rel = "img/" + std::to_string(i) + ext;
+      write_image(dir / ("data/" + rel), 300 + 10 * i, 200 + 5 * i, i * 20, ext);
+      csv += "i" + std::to_string(i) + "," + rel + "," + (i % 2 ? "blurry" : "good") + "," + splits[i % 4] + "," +
+             (i % 5 == 0 ? "" : "web") + "\n";
+    }
+    testing::write_text(dir / "data/img/empty.jpg", "");
+    testing::write_text(dir / "data/img/text.jpg", "hello, not an image");
+    std::string jpeg = read_file(dir / "data/img/0.jpg");
+    testing::write_text(dir / "data/img/truncated.jpg", jpeg.substr(0, jpeg.size() / 2));
+    csv += "e1,img/empty.jpg,good,train,web\n";
+    csv += "e2,img/text.jpg,good,train,web\n";
+    csv += "e3,img/truncated.jpg,blurry,train,web\n";
+    csv += "e4,img/missing.jpg,blurry,train,web\n";
+    csv += "e5,../outside.jpg,good,train,web\n";
+    csv += "e6,img/1.jpg,good,somewhere,web\n";
+    testing::write_text(manifest, csv);
+  }
+  PrepareOptions options(const std::string& out = "shards") {
+    PrepareOptions o;
+    o.input = manifest;
+    o.out_dir = dir / out;
+    o.storage_size = 64;
+    o.records_per_shard = 4;
+    o.threads = 2;
+    return o;
+  }
+};
+
+std::string reason_for(const PrepareReport& r, const std::string& id) {
+  for (const auto& q : r.quarantined)
+    if (q.id == id) return q.stage + ": " + q.reason;
+  return "";
+}
+
+TEST(Prepare, AccountsForEveryRowAndQuarantinesWithReasons) {
+  TinyDataset data;
+  PrepareReport r = prepare_dataset(data.options());
+  EXPECT_EQ(r.total_rows, 18u);
+  EXPECT_EQ(r.kept, 12u);
+  EXPECT_EQ(r.quarantined.size(), 6u);
+  EXPECT_NE(reason_for(r, "e1").find("decode: empty file"), std::string::npos);
+  EXPECT_NE(reason_for(r, "e2").find("not an image"), std::string::npos);
+  EXPECT_NE(reason_for(r, "e3").find("corrupt JPEG"), std::string::npos);
+  EXPECT_NE(reason_for(r, "e4").find("cannot read file"), std::string::npos);
+  EXPECT_NE(reason_for(r, "e5").find("manifest: path escapes"), std::string::npos);
+  EXPECT_NE(reason_for(r, "e6").find("manifest: unknown split"), std::string::npos);
+  // Missing metadata is counted, and the rows are kept.
+  ASSERT_EQ(r.metadata_fields, (std::vector<std::string>{"channel"}));
+  EXPECT_EQ(r.metadata_missing[0], 3u);  // i0, i5, i10
+  // Per class and split.
+  EXPECT_EQ(r.kept_per_class_split[0][0] + r.kept_per_class_split[1][0], 6u);  // train
+  EXPECT_GT(r.mean[0], 0.0);
+  EXPECT_GT(r.std[0], 0.0);
+
+  const fs::path out = data.dir / "shards";
+  for (const char* f : {"dataset.json", "records.csv", "quarantine.csv", "report.json", "report.md"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+  auto quarantine = parse_csv(read_file(out / "quarantine.csv"));
+  EXPECT_EQ(quarantine.size(), 7u);  // header + 6
+  auto records = parse_csv(read_file(out / "records.csv"));
+  EXPECT_EQ(records.size(), 13u);  // header + 12
+}
+
+TEST(Prepare, ShardsHoldDecodableImagesAtStorageSize) {
+  TinyDataset data;
+  prepare_dataset(data.options());
+  std::size_t total = 0;
+  for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
+    auto ds = ShardDataset::open(data.dir / "shards", s, /*verify_data=*/true);
+    total += ds->size();
+    for (std::size_t i = 0; i < ds->size(); ++i) {
+      SampleRef ref = ds->sample(i);
+      cv::Mat rgb;
+      decode_jpeg_into(ref.data, ref.size, rgb);
+      EXPECT_EQ(std::min(rgb.rows, rgb.cols), 64);
+      EXPECT_EQ(rgb.rows, ref.height);
+      EXPECT_EQ(ds->entry(i).split, static_cast<int>(s));
+    }
+  }
+  EXPECT_EQ(total, 12u);
+}
+
+TEST(Prepare, RawEncodingStoresPixels) {
+  TinyDataset data;
+  PrepareOptions o = data.options("raw");
+  o.encoding = PayloadEncoding::kRaw;
+  prepare_dataset(o);
+  auto ds = ShardDataset::open(data.dir / "raw", Split::kTrain, true);
+  ASSERT_GT(ds->size(), 0u);
+  SampleRef ref = ds->sample(0);
+  EXPECT_EQ(ref.encoding, PayloadEncoding::kRaw);
+  EXPECT_EQ(ref.size, static_cast<std::size_t>(ref.height) * ref.width * 3);
+}
+
+TEST(Prepare, RerunReusesCompleteShardsAndRebuildsChangedOnes) {
+  TinyDataset data;
+  PrepareReport first = prepare_dataset(data.options());
+  EXPECT_EQ(first.shards_reused, 0u);
+  PrepareReport second = prepare_dataset(data.options());
+  EXPECT_EQ(second.shards_written, 0u);
+  EXPECT_EQ(second.shards_reused, first.shards_written);
+  EXPECT_EQ(second.kept, first.kept);
+  EXPECT_EQ(second.quarantined.size(), first.quarantined.size());
+
+  // A damaged shard file is rebuilt, the others are reused.
+  const fs::path out = data.dir / "shards";
+  std::string idx = read_file(out / "train-00000.idx");
+  write_file_atomic(out / "train-00000.idx", idx.substr(0, idx.size() - 3));
+  PrepareReport third = prepare_dataset(data.options());
+  EXPECT_EQ(third.shards_written, 1u);
+  EXPECT_NO_THROW(ShardDataset::open(out, Split::kTrain, true));
+}
+
+TEST(Prepare, InterruptedRunLeavesNoCompleteLookingShard) {
+  TinyDataset data;
+  request_interrupt();
+  EXPECT_THROW(prepare_dataset(data.options()), InterruptedError);
+  clear_interrupt();
+  const fs::path out = data.dir / "shards";
+  for (const auto& e : fs::directory_iterator(out)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(e.path().extension() != ".idx" && e.path().extension() != ".data") << name;
+  }
+  EXPECT_FALSE(fs::exists(out / "dataset.json"));
+  PrepareReport r = prepare_dataset(data.options());
+  EXPECT_EQ(r.kept, 12u);
+}
+
+TEST(Prepare, ClassAbsentFromSplitIsWarned) {
+  testing::ScratchDir dir("prepare-warn");
+  write_image(dir / "a.jpg", 80, 80, 10, ".jpg");
+  write_image(dir / "b.jpg", 80, 80, 90, ".jpg");
+  testing::write_text(dir / "m.csv", "path,label,split\na.jpg,x,train\nb.jpg,y,train\n");
+  PrepareOptions o;
+  o.input = dir / "m.csv";
+  o.out_dir = dir / "out";
+  o.storage_size = 32;
+  PrepareReport r = prepare_dataset(o);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("class 'x' has no images in split 'val'") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {
+  cv::Mat img(800, 1200, CV_8UC3, cv::Scalar(10, 120, 240));
+  std::vector<std::uint8_t> bytes;
+  cv::imencode(".jpg", img, bytes);
+  DecodeOptions o;
+  o.min_short_side = 180;
+  DecodedImage d = decode_image(bytes.data(), bytes.size(), o);
+  EXPECT_EQ(d.original_width, 1200);
+  EXPECT_EQ(d.scale_denominator, 4);  // 800/4 = 200 >= 180, 800/8 = 100 < 180
+  EXPECT_EQ(d.rgb.rows, 200);
+  // RGB order: OpenCV wrote BGR (10,120,240), so red is 240.
+  EXPECT_NEAR(d.rgb.at<cv::Vec3b>(100, 100)[0], 240, 3);
+  o.max_megapixels = 0.5;
+  EXPECT_THROW(decode_image(bytes.data(), bytes.size(), o), DataError);
+}
+
+TEST(ImageIo, SniffsFormatsByContent) {
+  cv::Mat img(10, 10, CV_8UC3, cv::Scalar(1, 2, 3));
+  std::vector<std::uint8_t> png;
+  cv::imencode(".png", img, png);
+  EXPECT_EQ(sniff_format(png.data(), png.size()), ImageFormat::kPng);
+  DecodedImage d = decode_image(png.data(), png.size());
+  EXPECT_EQ(d.format, ImageFormat::kPng);
+  const std::uint8_t text[] = "GIF89a.....";
+  EXPECT_THROW(decode_image(text, sizeof text), DataError);
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -1,0 +1,121 @@
+// `shoplens load`: runs the training loader over prepared shards, checks that every sample
+// of the split is delivered once per epoch, and reports throughput and time spent waiting.
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <spdlog/spdlog.h>
+
+#include "command.h"
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/progress.h"
+#include "shoplens/core/run_dir.h"
+#include "shoplens/core/strings.h"
+#include "shoplens/data/loader.h"
+#include "shoplens/data/shards.h"
+
+namespace shoplens::cli {
+namespace {
+
+// Undoes normalisation of the first images of a batch and tiles them, so a person can see what
+// the augmentation does.
+void write_preview(const Batch& batch, const AugmentConfig& augment, const std::string& file) {
+  const auto images = batch.images.contiguous();
+  const int n = std::min<int>(16, static_cast<int>(images.size(0)));
+  const int s = static_cast<int>(images.size(2));
+  const int cols = 4, rows = (n + cols - 1) / cols;
+  cv::Mat grid(rows * s, cols * s, CV_8UC3, cv::Scalar(0, 0, 0));
+  const float* data = images.data_ptr<float>();
+  for (int i = 0; i < n; ++i) {
+    cv::Mat tile = grid(cv::Rect((i % cols) * s, (i / cols) * s, s, s));
+    for (int y = 0; y < s; ++y)
+      for (int x = 0; x < s; ++x)
+        for (int c = 0; c < 3; ++c) {
+          float v = data[((i * 3 + c) * s + y) * s + x] * augment.std[c] + augment.mean[c];
+          tile.at<cv::Vec3b>(y, x)[2 - c] = cv::saturate_cast<std::uint8_t>(v * 255.0f);
+        }
+  }
+  if (!cv::imwrite(file, grid)) throw IoError("cannot write preview '" + file + "'");
+}
+
+class LoadCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    options_.add_to(app);
+    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder");
+    options_.add_flag_for(app, "-b,--batch-size", "loader.batch_size", "samples per batch");
+    options_.add_flag_for(app, "--workers", "loader.workers", "decode threads (0: run.threads)");
+    options_.add_flag_for(app, "--out", "run.dir", "run directory for load.json and the log");
+    app.add_option("--split", split_, "split to read: train, val or test");
+    app.add_option("--epochs", epochs_, "epochs to run")->check(CLI::PositiveNumber);
+    app.add_flag("--eval", eval_, "use the evaluation transform instead of training augmentation");
+    app.add_flag("--verify", verify_, "check every shard's data checksum before loading");
+    app.add_option("--preview", preview_, "write a PNG grid of the first batch's augmented images");
+  }
+
+  int run() override {
+    auto config = begin(options_);
+    if (!config) return 0;
+    if (config->data.shards.empty()) throw UsageError("load: --shards (or data.shards) is required");
+    auto split = parse_split(split_);
+    if (!split) throw UsageError("load: --split '" + split_ + "' is not train, val or test");
+    const auto run_dir = open_run_dir(*config, "load");
+
+    auto dataset = ShardDataset::open(config->data.shards, *split, verify_);
+    const bool train = !eval_;
+    Loader loader(dataset, config->augment, loader_options_from_config(*config, train));
+    spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", dataset->size(), split_,
+                 config->loader.batch_size, loader.batches_per_epoch(), loader.output_size());
+
+    nlohmann::json epochs = nlohmann::json::array();
+    std::vector<std::uint64_t> label_counts(dataset->num_classes(), 0);
+    for (int epoch = 0; epoch < epochs_; ++epoch) {
+      loader.start_epoch(epoch);
+      std::set<std::uint64_t> seen;
+      std::uint64_t duplicates = 0;
+      Progress progress("load epoch " + std::to_string(epoch), loader.batches_per_epoch(), "batch");
+      while (auto batch = loader.next()) {
+        throw_if_interrupted();
+        if (epoch == 0 && batch->index == 0 && !preview_.empty()) write_preview(*batch, config->augment, preview_);
+        for (auto id : batch->sample_ids) duplicates += !seen.insert(id).second;
+        const auto* labels = batch->labels.data_ptr<std::int64_t>();
+        for (std::int64_t k = 0; k < batch->labels.size(0); ++k) label_counts[labels[k]]++;
+        progress.advance();
+      }
+      progress.finish();
+      const auto& st = loader.stats();
+      const std::uint64_t unseen = dataset->size() - seen.size();
+      if (duplicates) throw Error("load: " + std::to_string(duplicates) + " samples delivered twice in epoch " + std::to_string(epoch));
+      epochs.push_back({{"epoch", epoch}, {"batches", st.batches}, {"samples", st.samples}, {"seconds", st.seconds},
+                        {"samples_per_second", st.samples_per_second()}, {"wait_seconds", st.wait_seconds},
+                        {"not_delivered", unseen}});
+      spdlog::info("load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
+                   epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
+                   unseen && config->loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
+    }
+    nlohmann::json labels = nlohmann::json::object();
+    for (std::size_t c = 0; c < label_counts.size(); ++c) labels[dataset->info().classes[c]] = label_counts[c];
+    nlohmann::json result = {{"shards", config->data.shards}, {"split", split_}, {"samples_in_split", dataset->size()},
+                             {"epochs", epochs}, {"labels_delivered", labels}, {"workers", loader_options_from_config(*config, train).workers}};
+    write_file_atomic(run_dir / "load.json", result.dump(2) + "\n");
+    std::cout << result.dump(2) << std::endl;
+    return 0;
+  }
+
+ private:
+  ConfigOptions options_;
+  std::string split_ = "train";
+  int epochs_ = 1;
+  bool eval_ = false;
+  bool verify_ = false;
+  std::string preview_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_load_command() { return std::make_unique<LoadCommand>(); }
+
+}  // namespace shoplens::cli
