@@ -17,10 +17,10 @@ namespace shoplens::cli {
 namespace {
 
 const CommandEntry kCommands[] = {
-    // {"make-data", "write a synthetic product catalog (images + CSV manifest)", &make_make_data_command},
-    // {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
-    // {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
-    // {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
+    {"make-data", "write a synthetic product catalog (images + CSV manifest)", &make_make_data_command},
+    {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
+    {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
+    {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
     {"config", "print the resolved config, or the schema of every key", &make_config_command},
 };
 
