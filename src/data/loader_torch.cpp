@@ -14,12 +14,7 @@ std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std
   std::vector<std::uint32_t> order(size);
   for (std::size_t i = 0; i < size; ++i) order[i] = static_cast<std::uint32_t>(i);
   if (!shuffle) return order;
-  Rng rng(mix_seed(seed, 0x5EED0DE5ULL, static_cast<std::uint64_t>(epoch)));
-  for (std::size_t i = size; i > 1; --i) {
-    // Unbiased enough and platform-stable: multiply-high instead of modulo.
-    std::size_t j = static_cast<std::size_t>((static_cast<unsigned __int128>(rng.next()) * i) >> 64);
-    std::swap(order[i - 1], order[j]);
-  }
+  Rng(mix_seed(seed, 0x5EED0DE5ULL, static_cast<std::uint64_t>(epoch))).shuffle(order);
   return order;
 }
 

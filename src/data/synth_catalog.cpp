@@ -31,69 +31,10 @@
 namespace shoplens {
 namespace synth {
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t index, std::uint64_t stream) {
-  std::uint64_t state = seed;
-  std::uint64_t h = splitmix64(state);
-  state = h ^ (index * 0xD1B54A32D192ED03ULL);
-  h = splitmix64(state);
-  state = h ^ (stream * 0x8CB92BA72F3D8DD7ULL);
-  return splitmix64(state);
-}
-
-Rng::Rng(std::uint64_t seed) {
-  for (auto& s : s_) s = splitmix64(seed);
-}
-
-std::uint64_t Rng::next() {
-  const auto rotl = [](std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
-  const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const std::uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-double Rng::uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-
-int Rng::uniform_int(int lo, int hi) {
-  const auto range = static_cast<unsigned __int128>(static_cast<std::uint64_t>(hi - lo) + 1);
-  return lo + static_cast<int>((range * next()) >> 64);
-}
-
-double Rng::normal() {
-  const double u1 = 1.0 - uniform(), u2 = uniform();  // u1 in (0, 1]: log is finite
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
-}
-
-std::size_t Rng::pick(const std::vector<double>& weights) {
-  double total = 0;
-  for (double w : weights) total += w;
-  double r = uniform() * total;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    if (r < weights[i]) return i;
-    r -= weights[i];
-  }
-  return weights.size() - 1;
-}
-
 }  // namespace synth
 
 using synth::Defect;
 using synth::ProductKind;
-using synth::Rng;
 
 const std::vector<SynthClass>& synth_classes() {
   static const std::vector<SynthClass> classes = {
@@ -196,7 +137,7 @@ void assign_splits(std::vector<ImagePlan>& plan, double val_fraction, double tes
 }
 
 std::vector<ImagePlan> make_plan(const SynthOptions& o) {
-  Rng rng(synth::derive_seed(o.seed, kPlanIndex, 0));
+  Rng rng(mix_seed(o.seed, kPlanIndex, 0));
   const int n = o.num_images;
   std::vector<int> labels;
   labels.reserve(n);
@@ -269,7 +210,7 @@ std::size_t pick_region(Defect d, Rng& rng) {
 
 // Mostly what the product is; one listing in ten is filed under some other category.
 std::size_t pick_category(ProductKind kind, Rng& rng) {
-  if (rng.chance(0.1)) return static_cast<std::size_t>(rng.uniform_int(0, 5));
+  if (rng.bernoulli(0.1)) return static_cast<std::size_t>(rng.uniform_int(0, 5));
   // apparel, electronics, home, beauty, toys, sports
   switch (kind) {
     case ProductKind::kBottle: return rng.pick({0, 0, 0.2, 0.6, 0, 0.2});
@@ -310,12 +251,12 @@ struct Attributes {
 };
 
 Attributes pick_attributes(const SynthOptions& o, std::size_t index, const ImagePlan& p) {
-  Rng rng(synth::derive_seed(o.seed, index, kStreamAttributes));
+  Rng rng(mix_seed(o.seed, index, kStreamAttributes));
   const auto defect = static_cast<Defect>(p.label);
   Attributes a;
   a.kind = static_cast<ProductKind>(rng.uniform_int(0, synth::kNumProductKinds - 1));
   a.size = pick_size(o, rng);
-  a.png = rng.chance(o.png_fraction);
+  a.png = rng.bernoulli(o.png_fraction);
   a.jpeg_quality = rng.uniform_int(85, 95);
   const std::size_t channel = pick_channel(defect, rng);
   char aspect[32];
@@ -425,17 +366,17 @@ ImageResult make_image(const SynthOptions& o, std::size_t index, const ImagePlan
 
   std::vector<uchar> bytes;
   if (p.corruption != Corruption::kZeroBytes && p.corruption != Corruption::kNotAnImage) {
-    Rng pixels(synth::derive_seed(o.seed, index, kStreamPixels));
+    Rng pixels(mix_seed(o.seed, index, kStreamPixels));
     cv::Mat3b image = synth::render_scene(defect, a.kind, a.size, pixels);
     synth::apply_natural_variation(image, pixels);
     synth::apply_defect(image, defect, pixels);
     bytes = encode(image, png, a.jpeg_quality);
     if (p.corruption != Corruption::kNone) {
-      Rng damage(synth::derive_seed(o.seed, index, kStreamCorruption));
+      Rng damage(mix_seed(o.seed, index, kStreamCorruption));
       bytes = corrupt(std::move(bytes), p.corruption, image, png, a.jpeg_quality, damage);
     }
   } else {
-    Rng damage(synth::derive_seed(o.seed, index, kStreamCorruption));
+    Rng damage(mix_seed(o.seed, index, kStreamCorruption));
     bytes = corrupt({}, p.corruption, cv::Mat3b(), png, a.jpeg_quality, damage);
   }
   write_bytes(o.out_dir / r.relative_path, bytes);

@@ -241,7 +241,7 @@ cv::Mat1b corner_logo(cv::Size size, const std::string& text, int font, Rng& rng
   cv::Mat1b mask(size, uchar(0));
   const double width = size.width * rng.uniform(0.3, 0.5);
   const double r = width * 0.12;
-  const bool right = rng.chance(0.6), bottom = rng.chance(0.7);
+  const bool right = rng.bernoulli(0.6), bottom = rng.bernoulli(0.7);
   const cv::Point2d origin(right ? size.width - width - size.width * 0.04 : size.width * 0.04,
                            bottom ? size.height - 3 * r - size.height * 0.04 : size.height * 0.04);
   cv::circle(mask, (origin + cv::Point2d(r, 1.5 * r)) * 16, cvRound(r * 16), cv::Scalar(255),
@@ -253,7 +253,7 @@ cv::Mat1b corner_logo(cv::Size size, const std::string& text, int font, Rng& rng
 // Semi-transparent overlaid marks: a rotated tiled pattern, one big diagonal word, or a logo.
 void watermark(cv::Mat3b& image, Rng& rng) {
   const std::string text = kMarks[rng.uniform_int(0, static_cast<int>(kMarks.size()) - 1)];
-  const int font = rng.chance(0.5) ? cv::FONT_HERSHEY_SIMPLEX : cv::FONT_HERSHEY_DUPLEX;
+  const int font = rng.bernoulli(0.5) ? cv::FONT_HERSHEY_SIMPLEX : cv::FONT_HERSHEY_DUPLEX;
   cv::Mat1b mask;
   switch (rng.pick({0.45, 0.3, 0.25})) {
     case 0: mask = rotated_marks(image.size(), rng.uniform(-45, 45), true, text, font, rng); break;
@@ -281,7 +281,7 @@ void watermark(cv::Mat3b& image, Rng& rng) {
 }  // namespace
 
 void apply_natural_variation(cv::Mat3b& image, Rng& rng) {
-  if (rng.chance(0.3)) gaussian_blur(image, rng.uniform(0.3, 0.7) * scale_of(image));
+  if (rng.bernoulli(0.3)) gaussian_blur(image, rng.uniform(0.3, 0.7) * scale_of(image));
   Capture cap;
   const double exposure = std::pow(2.0, rng.uniform(-0.25, 0.2));
   for (auto& g : cap.gain) g = exposure * (1 + rng.uniform(-0.04, 0.04));

@@ -9,6 +9,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "shoplens/core/random.h"
+
 namespace shoplens::synth {
 
 // Label order of synth_classes().
@@ -31,33 +33,7 @@ constexpr int kNumDefects = 12;
 enum class ProductKind : int { kBottle = 0, kBox, kShoe, kShirt, kMug, kPhone, kLamp, kBag };
 constexpr int kNumProductKinds = 8;
 
-std::uint64_t splitmix64(std::uint64_t& state);
-// Independent streams per (seed, image, purpose): an image's content never depends on which
-// thread made it or on how many random numbers another image used.
-std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t index, std::uint64_t stream);
-
-// xoshiro256** with its own distributions, so the catalog does not depend on a standard
-// library's std::*_distribution implementation.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed);
-  std::uint64_t next();
-  double uniform();                       // [0, 1)
-  double uniform(double lo, double hi);   // [lo, hi)
-  int uniform_int(int lo, int hi);        // [lo, hi]
-  bool chance(double p) { return uniform() < p; }
-  double normal();
-  std::size_t pick(const std::vector<double>& weights);
-  std::size_t pick(std::initializer_list<double> weights) { return pick(std::vector<double>(weights)); }
-  template <class T>
-  void shuffle(std::vector<T>& items) {
-    for (std::size_t i = items.size(); i > 1; --i)
-      std::swap(items[i - 1], items[static_cast<std::size_t>(uniform_int(0, static_cast<int>(i) - 1))]);
-  }
-
- private:
-  std::uint64_t s_[4];
-};
+using shoplens::Rng;
 
 // Renders the studio (or, for background_issue, busy) scene with the product placed the way the
 // defect asks: cut by the frame for cropped, twice side by side for duplicate.

@@ -43,7 +43,7 @@ cv::Vec3b random_color(Rng& rng, double min_value = 0.12, double max_value = 0.9
 }
 
 cv::Vec3b neutral(Rng& rng) {
-  const int level = rng.chance(0.5) ? rng.uniform_int(10, 70) : rng.uniform_int(200, 250);
+  const int level = rng.bernoulli(0.5) ? rng.uniform_int(10, 70) : rng.uniform_int(200, 250);
   return {static_cast<uchar>(level), static_cast<uchar>(level), static_cast<uchar>(level)};
 }
 
@@ -100,19 +100,19 @@ Texture random_texture(ProductKind kind, Rng& rng) {
 Look random_look(ProductKind kind, Rng& rng) {
   Look look;
   look.kind = kind;
-  look.primary = kind == ProductKind::kPhone && rng.chance(0.6) ? scaled(neutral(rng), 0.5) : random_color(rng);
-  look.secondary = rng.chance(0.5) ? neutral(rng) : random_color(rng);
+  look.primary = kind == ProductKind::kPhone && rng.bernoulli(0.6) ? scaled(neutral(rng), 0.5) : random_color(rng);
+  look.secondary = rng.bernoulli(0.5) ? neutral(rng) : random_color(rng);
   look.accent = random_color(rng, 0.3, 1.0);
   look.texture = random_texture(kind, rng);
   look.texture_period = rng.uniform(0.05, 0.16);
-  look.texture_angle = rng.pick({0.45, 0.35, 0.2}) * 45.0 * (rng.chance(0.5) ? 1 : -1);
+  look.texture_angle = rng.pick({0.45, 0.35, 0.2}) * 45.0 * (rng.bernoulli(0.5) ? 1 : -1);
   const bool flat = kind == ProductKind::kBox || kind == ProductKind::kShirt || kind == ProductKind::kBag;
   look.shading = flat ? rng.uniform(0.02, 0.12) : rng.uniform(0.2, 0.45);
   look.vertical_falloff = rng.uniform(0.0, 0.2);
   look.highlight = flat ? 0.0 : rng.uniform(0.05, 0.35);
   look.highlight_pos = rng.uniform(0.2, 0.4);
   look.brand = (kind == ProductKind::kBottle || kind == ProductKind::kBox || kind == ProductKind::kMug ||
-                kind == ProductKind::kBag) && rng.chance(0.45);
+                kind == ProductKind::kBag) && rng.bernoulli(0.45);
   look.brand_index = rng.uniform_int(0, static_cast<int>(kBrands.size()) - 1);
   return look;
 }
@@ -467,7 +467,7 @@ cv::Mat3b clutter_background(cv::Size size, Rng& rng) {
 
 // Wallpaper-like repeats: stripes at an angle, checks or a dot grid in two colours.
 cv::Mat3b pattern_background(cv::Size size, Rng& rng) {
-  const cv::Vec3b a = random_color(rng, 0.3, 1.0), b = rng.chance(0.4) ? neutral(rng) : random_color(rng, 0.2, 1.0);
+  const cv::Vec3b a = random_color(rng, 0.3, 1.0), b = rng.bernoulli(0.4) ? neutral(rng) : random_color(rng, 0.2, 1.0);
   const int mode = static_cast<int>(rng.pick({0.45, 0.3, 0.25}));
   const double period = std::max(6.0, std::max(size.width, size.height) * rng.uniform(0.03, 0.12));
   const double angle = rng.uniform(0, kPi);
@@ -505,7 +505,7 @@ cv::Mat3b room_background(cv::Size size, Rng& rng) {
                        cvRound(size.width * rng.uniform(0.2, 0.35)), cvRound(horizon * rng.uniform(0.3, 0.5)));
   cv::rectangle(bg, frame, scalar(random_color(rng)), -1);
   cv::rectangle(bg, frame, scalar(neutral(rng)), std::max(2, size.width / 60));
-  if (rng.chance(0.6)) {
+  if (rng.bernoulli(0.6)) {
     const cv::Point pot(cvRound(size.width * rng.uniform(0.05, 0.95)), horizon);
     const int r = std::max(3, size.height / 10);
     cv::rectangle(bg, cv::Rect(pot.x - r / 2, pot.y - r, r, r), scalar(random_color(rng)), -1);
@@ -568,13 +568,13 @@ cv::Rect2d place_inside(cv::Size size, cv::Size2d box, Rng& rng) {
 cv::Rect2d place_cut(cv::Size size, cv::Size2d box, Rng& rng) {
   const double visible = rng.uniform(0.35, 0.65);
   cv::Rect2d r = place_inside(size, box, rng);
-  const bool corner = rng.chance(0.3);
+  const bool corner = rng.bernoulli(0.3);
   const double vx = corner ? std::sqrt(visible) : visible, vy = corner ? std::sqrt(visible) : visible;
   const int edge = rng.uniform_int(0, 3);
   const bool cut_x = corner || edge < 2, cut_y = corner || edge >= 2;
-  const bool low_side = rng.chance(0.5);
+  const bool low_side = rng.bernoulli(0.5);
   if (cut_x) r.x = low_side ? -(1 - vx) * box.width : size.width - vx * box.width;
-  if (cut_y) r.y = (corner ? rng.chance(0.5) : edge == 2) ? -(1 - vy) * box.height : size.height - vy * box.height;
+  if (cut_y) r.y = (corner ? rng.bernoulli(0.5) : edge == 2) ? -(1 - vy) * box.height : size.height - vy * box.height;
   return r;
 }
 
@@ -609,7 +609,7 @@ void render_duplicate(cv::Mat3b& canvas, ProductKind kind, Rng& rng) {
       r = {(size.width - box.width) / 2 + jitter * slot.width, slot.height * (i + 0.5) - box.height / 2, box.width,
            box.height};
     }
-    draw_product(canvas, sprite, r, i == 1 && !look.brand && rng.chance(0.3), rng);
+    draw_product(canvas, sprite, r, i == 1 && !look.brand && rng.bernoulli(0.3), rng);
   }
 }
 
@@ -619,7 +619,7 @@ void render_prop(cv::Mat3b& canvas, ProductKind hero, Rng& rng) {
   const auto kind = static_cast<ProductKind>((static_cast<int>(hero) + rng.uniform_int(1, kNumProductKinds - 1)) %
                                              kNumProductKinds);
   const cv::Size2d box = fit_box(canvas.size(), product_aspect(kind, rng), rng.uniform(0.25, 0.4));
-  const bool left = rng.chance(0.5);
+  const bool left = rng.bernoulli(0.5);
   const cv::Rect2d r(left ? canvas.cols * 0.04 : canvas.cols * 0.96 - box.width,
                      canvas.rows * 0.95 - box.height, box.width, box.height);
   draw_product(canvas, make_sprite(random_look(kind, rng), cv::Size(cvRound(box.width), cvRound(box.height)), rng), r,
@@ -634,14 +634,14 @@ cv::Mat3b render_scene(Defect defect, ProductKind kind, cv::Size size, Rng& rng)
     render_duplicate(canvas, kind, rng);
     return canvas;
   }
-  if (rng.chance(0.12)) render_prop(canvas, kind, rng);
+  if (rng.bernoulli(0.12)) render_prop(canvas, kind, rng);
   const Look look = random_look(kind, rng);
   const bool cropped = defect == Defect::kCropped;
   const cv::Size2d box = fit_box(size, product_aspect(kind, rng), cropped ? rng.uniform(0.7, 0.95) : rng.uniform(0.5, 0.88));
   const cv::Rect2d r = cropped ? place_cut(size, box, rng) : place_inside(size, box, rng);
   // Mirroring would flip the brand text.
   draw_product(canvas, make_sprite(look, cv::Size(cvRound(box.width), cvRound(box.height)), rng), r,
-               !look.brand && rng.chance(0.5), rng);
+               !look.brand && rng.bernoulli(0.5), rng);
   return canvas;
 }
 

@@ -71,7 +71,7 @@ double raw_mean(const AugmentConfig& c, const std::vector<float>& out, int size)
 
 // ---- Rng -------------------------------------------------------------------------------------
 
-TEST(AugmentRng, SameSeedSameStreamDifferentSeedDifferent) {
+TEST(Random, SameSeedSameStreamDifferentSeedDifferent) {
   Rng a(7), b(7), c(8);
   bool differs = false;
   for (int i = 0; i < 100; ++i) {
@@ -82,7 +82,7 @@ TEST(AugmentRng, SameSeedSameStreamDifferentSeedDifferent) {
   EXPECT_TRUE(differs);
 }
 
-TEST(AugmentRng, UniformMeanAndRange) {
+TEST(Random, UniformMeanAndRange) {
   Rng rng(1);
   double sum = 0;
   for (int i = 0; i < 100000; ++i) {
@@ -101,7 +101,7 @@ TEST(AugmentRng, UniformMeanAndRange) {
   EXPECT_TRUE(rng.bernoulli(1.0));
 }
 
-TEST(AugmentRng, NormalMoments) {
+TEST(Random, NormalMoments) {
   Rng rng(2);
   double sum = 0, sq = 0;
   const int n = 100000;
@@ -114,7 +114,7 @@ TEST(AugmentRng, NormalMoments) {
   EXPECT_NEAR(sq / n, 1.0, 0.02);
 }
 
-TEST(AugmentRng, GammaMeanIsShape) {
+TEST(Random, GammaMeanIsShape) {
   for (double shape : {0.2, 0.5, 1.0, 2.0, 5.0}) {
     Rng rng(3);
     double sum = 0;
@@ -130,7 +130,7 @@ TEST(AugmentRng, GammaMeanIsShape) {
   EXPECT_THROW(rng.gamma(0.0), Error);
 }
 
-TEST(AugmentRng, BetaIsSymmetricInUnitInterval) {
+TEST(Random, BetaIsSymmetricInUnitInterval) {
   for (double alpha : {0.001, 0.2, 1.0, 4.0}) {  // 0.001: both gammas underflow
     Rng rng(4);
     double sum = 0, sq = 0;
@@ -148,7 +148,7 @@ TEST(AugmentRng, BetaIsSymmetricInUnitInterval) {
   }
 }
 
-TEST(AugmentRng, MixSeedSeparatesNeighbours) {
+TEST(Random, MixSeedSeparatesNeighbours) {
   EXPECT_NE(mix_seed(1, 2), mix_seed(2, 1));
   EXPECT_NE(mix_seed(1, 2), mix_seed(1, 3));
   EXPECT_NE(mix_seed(0, 0, 1), mix_seed(0, 1, 0));

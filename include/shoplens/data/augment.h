@@ -16,31 +16,9 @@
 #include <opencv2/core/mat.hpp>
 
 #include "shoplens/core/config.h"
+#include "shoplens/core/random.h"
 
 namespace shoplens {
-
-// Small, fast, platform-stable RNG (splitmix64 seeding + xoshiro256**), so results do not
-// depend on the standard library's distribution implementations.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed);
-  std::uint64_t next();
-  double uniform();                         // [0, 1), from the top 53 bits
-  double uniform(double lo, double hi);     // [lo, hi)
-  int uniform_int(int n);                   // [0, n), n > 0
-  bool bernoulli(double p);                 // p <= 0 never, p >= 1 always
-  double beta(double alpha);                // Beta(alpha, alpha)
-  double gamma(double shape);               // Gamma(shape, 1), Marsaglia-Tsang
-  double normal();                          // N(0, 1), Box-Muller
-
- private:
-  std::uint64_t s_[4];
-};
-
-// Combines seeds (run seed, epoch, index, ...) into one well-mixed 64-bit seed. For a fixed
-// first argument, distinct second arguments give distinct results (and vice versa).
-std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b);
-std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b, std::uint64_t c);
 
 // The largest-footprint variant of `base`: every op on, flip always, mixup and cutmix on with
 // soft targets, crop scale up to the whole image. The batch finder probes with this.
