@@ -128,6 +128,19 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
   result.torch_version = torch_version();
   result.date = today();
   const int threads = resolve_threads(o.config.run.threads);
+  const auto& c = o.config;
+  result.parameters = {{"input", c.data.input},
+                       {"epochs", std::to_string(o.epochs)},
+                       {"threads", std::to_string(threads)},
+                       {"storage_size", std::to_string(c.data.storage_size)},
+                       {"encoding", c.data.encoding},
+                       {"jpeg_quality", std::to_string(c.data.jpeg_quality)},
+                       {"scaled_decode", c.data.scaled_decode ? "true" : "false"},
+                       {"image_size", std::to_string(c.augment.image_size)},
+                       {"augment", config_to_json(c)["augment"].dump()},
+                       {"batch_size", std::to_string(c.loader.batch_size)},
+                       {"prefetch_batches", std::to_string(c.loader.prefetch_batches)},
+                       {"seed", std::to_string(c.run.seed)}};
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
 
@@ -191,7 +204,10 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
 
 std::string bench_table(const DataBenchResult& r) {
   std::ostringstream os;
-  os << "commit " << r.commit << ", " << r.cpu << ", LibTorch " << r.torch_version << ", " << r.date << "\n\n";
+  os << "commit " << r.commit << ", " << r.cpu << ", LibTorch " << r.torch_version << ", " << r.date << "\n";
+  for (const auto& [k, v] : r.parameters)
+    if (k != "augment") os << k << "=" << v << " ";
+  os << "\n\n";
   os << "| scenario | implementation | threads | images | seconds | images/s | images/s/thread | wait s |\n";
   os << "|---|---|---:|---:|---:|---:|---:|---:|\n";
   char line[512];
@@ -209,12 +225,18 @@ std::string bench_table(const DataBenchResult& r) {
 }
 
 std::string bench_csv(const DataBenchResult& r) {
-  std::string out = csv_line({"commit", "cpu", "torch", "date", "scenario", "implementation", "threads", "images", "seconds",
-                              "images_per_s", "images_per_s_per_thread", "wait_s", "note"}) + "\n";
-  for (const auto& x : r.records)
-    out += csv_line({r.commit, r.cpu, r.torch_version, r.date, x.scenario, x.implementation, std::to_string(x.threads),
-                     std::to_string(x.images), std::to_string(x.seconds), std::to_string(x.images_per_second),
-                     std::to_string(x.images_per_second_per_thread), std::to_string(x.wait_seconds), x.note}) + "\n";
+  std::vector<std::string> header{"commit", "cpu", "torch", "date", "scenario", "implementation", "threads", "images",
+                                  "seconds", "images_per_s", "images_per_s_per_thread", "wait_s", "note"};
+  for (const auto& p : r.parameters) header.push_back(p.first);
+  std::string out = csv_line(header) + "\n";
+  for (const auto& x : r.records) {
+    std::vector<std::string> row{r.commit, r.cpu, r.torch_version, r.date, x.scenario, x.implementation,
+                                 std::to_string(x.threads), std::to_string(x.images), std::to_string(x.seconds),
+                                 std::to_string(x.images_per_second), std::to_string(x.images_per_second_per_thread),
+                                 std::to_string(x.wait_seconds), x.note};
+    for (const auto& p : r.parameters) row.push_back(p.second);
+    out += csv_line(row) + "\n";
+  }
   return out;
 }
 
@@ -226,6 +248,7 @@ std::string bench_json_lines(const DataBenchResult& r) {
                         {"images", x.images}, {"seconds", x.seconds}, {"images_per_s", x.images_per_second},
                         {"images_per_s_per_thread", x.images_per_second_per_thread}, {"wait_s", x.wait_seconds},
                         {"note", x.note}};
+    for (const auto& [k, v] : r.parameters) j["params"][k] = v;
     out += j.dump() + "\n";
   }
   return out;

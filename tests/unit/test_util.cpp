@@ -26,7 +26,8 @@ ScratchDir::~ScratchDir() {
 
 CommandResult run_shell(const std::string& command) {
   CommandResult result;
-  std::string full = command + " 2>&1";
+  // Grouped, so a redirection inside `command` (e.g. 2>/dev/null) still wins for that command.
+  std::string full = "{ " + command + "\n} 2>&1";
   FILE* pipe = ::popen(full.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::array<char, 4096> buffer{};

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shoplens/core/config.h"
@@ -37,6 +38,7 @@ struct DataBenchResult {
   std::string cpu;
   std::string torch_version;
   std::string date;
+  std::vector<std::pair<std::string, std::string>> parameters;  // every setting that shapes the figures
   double speedup_vs_torchvision = 0;    // pipeline_files / torchvision_files images/s, 0 if no peer
 };
 
