@@ -13,6 +13,7 @@ void ConfigOptions::add_to(CLI::App& app) {
   app.add_option("-c,--config", config_path_, "JSON config file (see configs/)")->check(CLI::ExistingFile);
   app.add_option("--set", sets_, "override a config value: section.key=value (repeatable)")
       ->type_name("KEY=VALUE")
+      ->default_str("")
       ->allow_extra_args(false);
   app.add_flag("--print-config", print_config_, "print the resolved config as JSON and exit");
   add_flag_for(app, "--threads", "run.threads", "CPU threads (0: all usable cores)");
@@ -22,17 +23,20 @@ void ConfigOptions::add_to(CLI::App& app) {
 
 CLI::Option* ConfigOptions::add_flag_for(CLI::App& app, const std::string& flag, const std::string& config_path,
                                          const std::string& help) {
-  std::string default_text;
+  std::string default_text, type = "TEXT";
   for (const auto& field : config_fields()) {
     if (field.path == config_path) {
       default_text = field.default_json;
+      if (field.type == "integer") type = "INT";
+      else if (field.type == "number") type = "FLOAT";
+      else if (field.type == "boolean") type = "BOOL";
       if (default_text.size() >= 2 && default_text.front() == '"') default_text = default_text.substr(1, default_text.size() - 2);
     }
   }
   auto* option = app.add_option_function<std::string>(
       flag, [this, config_path](const std::string& value) { flag_overrides_.push_back(config_path + "=" + value); },
       help + " [config: " + config_path + "]");
-  option->default_str(default_text);
+  option->default_str(default_text)->type_name(type);
   return option;
 }
 
