@@ -11,6 +11,8 @@
 #include "command.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/synth_catalog.h"
 
@@ -43,6 +45,8 @@ nlohmann::json summary_json(const SynthOptions& o, const SynthSummary& s) {
   for (std::size_t c = 0; c < synth_classes().size(); ++c) per_class[synth_classes()[c].name] = s.per_class[c];
   return {
       {"command", "make-data"},
+      {"version", shoplens_version()},
+      {"commit", build_commit()},
       {"out", o.out_dir.string()},
       {"seed", o.seed},
       {"num_images", s.images},
@@ -100,6 +104,10 @@ class MakeDataCommand : public Command {
   int run() override {
     options_.out_dir = out_;
     std::tie(options_.min_side, options_.max_side) = parse_size_range(size_range_);
+    std::error_code ec;
+    std::filesystem::create_directories(options_.out_dir, ec);
+    if (ec) throw IoError("cannot create '" + out_ + "': " + ec.message());
+    add_log_file(options_.out_dir / "make-data.log");
     spdlog::info("make-data: {} images of {}-{} px into {} (seed {})", options_.num_images, options_.min_side,
                  options_.max_side, out_, options_.seed);
     const SynthSummary s = generate_synthetic_catalog(options_);
