@@ -1,0 +1,46 @@
+// Image classifiers chosen by name in the config. Parameter names follow torchvision (ResNet)
+// and timm (ViT), so users' pretrained weights load by name (see weights.h, docs/MODELS.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+namespace shoplens {
+
+struct ModelSpec {
+  std::string name = "small_cnn";   // small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base
+  int num_classes = 12;
+  int image_size = 224;             // ViT position embeddings are sized for it
+  double dropout = 0.0;             // before the head
+  bool channels_last = false;       // memory format of parameters and inputs (CNNs)
+};
+
+class ImageClassifier : public torch::nn::Module {
+ public:
+  // images: float [B, 3, H, W] normalised; returns logits [B, num_classes].
+  virtual at::Tensor forward(const at::Tensor& images) = 0;
+  // Prefix of the classification head's parameters ("fc." for ResNet, "head." otherwise).
+  virtual std::string head_prefix() const = 0;
+  // Parameter-name prefixes of the backbone stages from input to output ("conv1.", "bn1.",
+  // "layer1.", ...), for gradual unfreezing: stage k unfreezes after the stages above it.
+  virtual std::vector<std::string> stage_prefixes() const = 0;
+  // Replaces the head with a freshly initialised one for `num_classes` classes.
+  virtual void reset_head(int num_classes) = 0;
+  virtual int num_classes() const = 0;
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  explicit ImageClassifier(ModelSpec spec) : spec_(std::move(spec)) {}
+  ModelSpec spec_;
+};
+
+// The registered names, in the order `--help` lists them.
+std::vector<std::string> model_names();
+// Builds a model with fresh (seeded by the global torch generator) weights. ConfigError for an
+// unknown name (with the nearest name) or an invalid spec.
+std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec);
+
+}  // namespace shoplens
