@@ -241,6 +241,87 @@ const std::vector<Field>& schema() {
                       in_range(1, 1024)));
     f.push_back(field(&C::loader, "loader", &LoaderConfig::shuffle, "shuffle", "shuffle each epoch"));
     f.push_back(field(&C::loader, "loader", &LoaderConfig::drop_last, "drop_last", "drop the last partial batch"));
+    // model
+    f.push_back(field(&C::model, "model", &ModelConfig::name, "name",
+                      "small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base"));
+    f.push_back(field(&C::model, "model", &ModelConfig::pretrained, "pretrained",
+                      "weights to start from: .safetensors or torch.save state dict (empty: from scratch)"));
+    f.push_back(field(&C::model, "model", &ModelConfig::new_head, "new_head",
+                      "new classification head when the weights' class count differs (else an error)"));
+    f.push_back(field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
+    f.push_back(field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
+    // optim
+    f.push_back(field(&C::optim, "optim", &OptimConfig::name, "name", "adamw | sgd", one_of({"adamw", "sgd"})));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::lr, "lr", "peak learning rate for the global batch",
+                      Check<double>([](const double& v, const std::string& path, const std::string& source) {
+                        if (!(v > 0) || v > 100)
+                          throw ConfigError(source + ": " + path + ": must be > 0 (and <= 100), got " + json(v).dump());
+                      })));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::weight_decay, "weight_decay",
+                      "decoupled (adamw) or L2 (sgd) decay; never on norms and biases", in_range(0.0, 10.0)));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::momentum, "momentum", "sgd momentum", in_range(0.0, 0.9999)));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::nesterov, "nesterov", "sgd Nesterov momentum"));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::betas, "betas", "adamw betas", pair_in(0.0, 0.999999)));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::eps, "eps", "adamw epsilon", in_range(1e-12, 1.0)));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::backbone_lr_scale, "backbone_lr_scale",
+                      "backbone learning rate as a fraction of the head's", in_range(0.0, 10.0)));
+    f.push_back(field(&C::optim, "optim", &OptimConfig::clip_grad_norm, "clip_grad_norm", "max global gradient norm (0: off)",
+                      in_range(0.0, 1e9)));
+    // schedule
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::name, "name", "cosine | step | constant",
+                      one_of({"cosine", "step", "constant"})));
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_epochs, "warmup_epochs", "linear warm-up length",
+                      in_range(0.0, 1e6)));
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_start_factor, "warmup_start_factor",
+                      "lr factor at step 0 of the warm-up", in_range(0.0, 1.0)));
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::min_lr_ratio, "min_lr_ratio", "cosine floor, fraction of lr",
+                      in_range(0.0, 1.0)));
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::step_epochs, "step_epochs", "step: epochs between decays",
+                      in_range(1e-6, 1e6)));
+    f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0)));
+    // train
+    f.push_back(field(&C::train, "train", &TrainConfig::epochs, "epochs", "epochs to train", in_range(1, 1000000)));
+    f.push_back(field(&C::train, "train", &TrainConfig::max_steps, "max_steps", "stop after this many optimizer steps (0: no limit)",
+                      at_least<std::int64_t>(0)));
+    f.push_back(field(&C::train, "train", &TrainConfig::accumulation_steps, "accumulation_steps",
+                      "micro-batches per optimizer step", in_range(1, 65536)));
+    f.push_back(field(&C::train, "train", &TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)",
+                      one_of({"fp32", "bf16", "fp16"})));
+    f.push_back(field(&C::train, "train", &TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"})));
+    f.push_back(field(&C::train, "train", &TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon",
+                      in_range(0.0, 0.99)));
+    f.push_back(field(&C::train, "train", &TrainConfig::class_balance, "class_balance",
+                      "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)",
+                      one_of({"none", "weighted_loss", "sampler"})));
+    f.push_back(field(&C::train, "train", &TrainConfig::freeze_backbone_epochs, "freeze_backbone_epochs",
+                      "epochs that train only the head", in_range(0.0, 1e6)));
+    f.push_back(field(&C::train, "train", &TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
+                      "after the freeze, unfreeze one backbone stage (output first) every this many epochs (0: all at once)",
+                      in_range(0.0, 1e6)));
+    f.push_back(field(&C::train, "train", &TrainConfig::eval_every_steps, "eval_every_steps",
+                      "evaluate every this many steps (0: every epoch)", at_least<std::int64_t>(0)));
+    f.push_back(field(&C::train, "train", &TrainConfig::eval_batch_size, "eval_batch_size", "evaluation batch (0: loader.batch_size)",
+                      in_range(0, 1 << 20)));
+    f.push_back(field(&C::train, "train", &TrainConfig::early_stopping_metric, "early_stopping_metric",
+                      "validation metric that picks the best checkpoint",
+                      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall"})));
+    f.push_back(field(&C::train, "train", &TrainConfig::patience, "patience",
+                      "evaluations without improvement before stopping (0: never)", in_range(0, 1000000)));
+    f.push_back(field(&C::train, "train", &TrainConfig::keep_last, "keep_last", "recent checkpoints kept besides the best",
+                      in_range(1, 1000)));
+    f.push_back(field(&C::train, "train", &TrainConfig::checkpoint_every_steps, "checkpoint_every_steps",
+                      "checkpoint every this many steps (0: at every evaluation)", at_least<std::int64_t>(0)));
+    f.push_back(field(&C::train, "train", &TrainConfig::max_bad_steps, "max_bad_steps",
+                      "consecutive non-finite losses before the run stops with a diagnostic", in_range(1, 1000000)));
+    f.push_back(field(&C::train, "train", &TrainConfig::init_loss_scale, "init_loss_scale", "fp16 initial loss scale",
+                      in_range(1.0, 1e38)));
+    f.push_back(field(&C::train, "train", &TrainConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
+                      "fp16: steps without overflow before the scale doubles", in_range(1, 1000000000)));
+    f.push_back(field(&C::train, "train", &TrainConfig::log_every_steps, "log_every_steps", "train metrics every this many steps",
+                      at_least<std::int64_t>(1)));
+    f.push_back(field(&C::train, "train", &TrainConfig::tensorboard, "tensorboard", "write TensorBoard event files"));
+    f.push_back(field(&C::train, "train", &TrainConfig::deterministic, "deterministic",
+                      "deterministic kernels (resumed runs reproduce the loss curve)"));
     return f;
   }();
   return fields;
@@ -366,14 +447,22 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
-Config load_config(const std::optional<std::string>& path, const std::vector<std::string>& overrides) {
-  json doc = json::object();
+Config load_config(const nlohmann::json& base, const std::optional<std::string>& path,
+                   const std::vector<std::string>& overrides) {
+  json doc = base.is_null() ? json::object() : base;
+  if (!base.is_null()) config_from_json(doc, "the saved config");
   if (path) {
-    doc = read_json_file(*path);
-    config_from_json(doc, *path);  // validate the file on its own so errors name it
+    json file = read_json_file(*path);
+    config_from_json(file, *path);  // validate the file on its own so errors name it
+    for (auto sec = file.begin(); sec != file.end(); ++sec)
+      for (auto kv = sec.value().begin(); kv != sec.value().end(); ++kv) doc[sec.key()][kv.key()] = kv.value();
   }
   for (const auto& assignment : overrides) apply_override(doc, assignment);
   return config_from_json(doc, path ? *path + " with --set overrides" : std::string("--set overrides"));
+}
+
+Config load_config(const std::optional<std::string>& path, const std::vector<std::string>& overrides) {
+  return load_config(json(), path, overrides);
 }
 
 }  // namespace shoplens

@@ -58,17 +58,29 @@ void Progress::render(bool final_line) {
   std::snprintf(stats, sizeof stats, "%llu/%llu %s  %.1f %s/s  elapsed %s  eta %s",
                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), unit_.c_str(), r,
                 unit_.c_str(), format_duration(elapsed).c_str(), format_duration(eta).c_str());
+  std::string suffix;
+  {
+    std::lock_guard<std::mutex> lock(suffix_mutex_);
+    suffix = suffix_.empty() ? "" : "  " + suffix_;
+  }
   if (tty_) {
     constexpr int kWidth = 28;
     int filled = static_cast<int>(fraction * kWidth);
     std::string bar(filled, '#');
     bar += std::string(kWidth - filled, '.');
-    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s\x1b[K", label_.c_str(), bar.c_str(), fraction * 100, stats);
+    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s%s\x1b[K", label_.c_str(), bar.c_str(), fraction * 100, stats, suffix.c_str());
     if (final_line) std::fputc('\n', stderr);
     std::fflush(stderr);
   } else {
-    spdlog::info("{}: {:.0f}% {}", label_, fraction * 100, stats);
+    spdlog::info("{}: {:.0f}% {}{}", label_, fraction * 100, stats, suffix);
   }
 }
 
+}  // namespace shoplens
+
+namespace shoplens {
+void Progress::set_suffix(std::string suffix) {
+  std::lock_guard<std::mutex> lock(suffix_mutex_);
+  suffix_ = std::move(suffix);
+}
 }  // namespace shoplens

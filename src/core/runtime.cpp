@@ -1,5 +1,7 @@
 #include "shoplens/core/runtime.h"
 
+#include <sys/resource.h>
+
 #include <sched.h>
 
 #include <fstream>
@@ -42,6 +44,12 @@ std::string shoplens_version() { return build_info::kVersion; }
 std::string version_string() {
   return "shoplens " + shoplens_version() + " (commit " + build_commit() + ")\nLibTorch " + torch_version() +
          "\nCUDA " + (cuda_available() ? "yes" : "no");
+}
+
+std::uint64_t peak_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 }  // namespace shoplens

@@ -13,4 +13,6 @@ std::string torch_version() { return TORCH_VERSION; }
 
 bool cuda_available() { return torch::cuda::is_available(); }
 
+void seed_torch(std::uint64_t seed) { torch::manual_seed(seed); }
+
 }  // namespace shoplens

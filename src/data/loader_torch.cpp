@@ -66,7 +66,8 @@ void Loader::stop_workers() {
 void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
   stop_workers();
   epoch_ = epoch;
-  order_ = epoch_order(source_->size(), options_.seed, epoch, options_.shuffle);
+  order_ = options_.epoch_order ? options_.epoch_order(epoch)
+                                : epoch_order(source_->size(), options_.seed, epoch, options_.shuffle);
   num_batches_ = batches_per_epoch();
   if (num_batches_ == 0)
     throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one batch of " +

@@ -40,10 +40,12 @@ CLI::Option* ConfigOptions::add_flag_for(CLI::App& app, const std::string& flag,
   return option;
 }
 
-Config ConfigOptions::resolve() {
+Config ConfigOptions::resolve() { return resolve_over(nlohmann::json()); }
+
+Config ConfigOptions::resolve_over(const nlohmann::json& base) {
   std::vector<std::string> overrides = sets_;
   overrides.insert(overrides.end(), flag_overrides_.begin(), flag_overrides_.end());
-  return load_config(config_path_.empty() ? std::nullopt : std::optional<std::string>(config_path_), overrides);
+  return load_config(base, config_path_.empty() ? std::nullopt : std::optional<std::string>(config_path_), overrides);
 }
 
 std::optional<Config> begin(ConfigOptions& options) {

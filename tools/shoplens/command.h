@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
@@ -38,6 +39,9 @@ class ConfigOptions {
   CLI::Option* add_flag_for(CLI::App& app, const std::string& flag, const std::string& config_path,
                             const std::string& help);
   Config resolve();
+  // Resolves over `base` (a resumed run's saved config): base <- file <- --set <- flags.
+  Config resolve_over(const nlohmann::json& base);
+  bool has_config_file() const { return !config_path_.empty(); }
   // True when --print-config was given: the caller prints and exits without running.
   bool print_requested() const { return print_config_; }
 
@@ -58,5 +62,7 @@ std::unique_ptr<Command> make_make_data_command();
 std::unique_ptr<Command> make_prepare_command();
 std::unique_ptr<Command> make_load_command();
 std::unique_ptr<Command> make_bench_data_command();
+std::unique_ptr<Command> make_train_command();
+std::unique_ptr<Command> make_bench_train_command();
 
 }  // namespace shoplens::cli

@@ -62,11 +62,68 @@ struct LoaderConfig {
   bool drop_last = true;
 };
 
+struct ModelConfig {
+  std::string name = "small_cnn";               // see `shoplens train --help` / docs/MODELS.md
+  std::string pretrained;                       // .safetensors or torch.save state dict; empty = from scratch
+  bool new_head = true;                         // re-initialise the head when the weights' class count differs
+  double dropout = 0.0;                         // before the head
+  bool channels_last = false;
+};
+
+struct OptimConfig {
+  std::string name = "adamw";                   // adamw | sgd
+  double lr = 1e-3;                             // for the global batch (after any scaling)
+  double weight_decay = 0.05;                   // never applied to norms and biases
+  double momentum = 0.9;                        // sgd
+  bool nesterov = false;                        // sgd
+  std::vector<double> betas{0.9, 0.999};        // adamw
+  double eps = 1e-8;                            // adamw
+  double backbone_lr_scale = 1.0;               // backbone lr = lr x this (head keeps lr)
+  double clip_grad_norm = 0.0;                  // 0 disables
+};
+
+struct ScheduleConfig {
+  std::string name = "cosine";                  // cosine | step | constant
+  double warmup_epochs = 1.0;                   // linear warm-up from warmup_start_factor
+  double warmup_start_factor = 0.01;
+  double min_lr_ratio = 0.0;                    // cosine floor as a fraction of lr
+  double step_epochs = 30.0;                    // step: decay every this many epochs
+  double gamma = 0.1;                           // step: decay factor
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  std::int64_t max_steps = 0;                   // 0 = epochs decide
+  int accumulation_steps = 1;                   // global batch = loader.batch_size x this x world size
+  std::string precision = "fp32";               // fp32 | bf16 | fp16 (fp16 needs CUDA)
+  std::string device = "auto";                  // auto | cpu | cuda
+  double label_smoothing = 0.0;
+  std::string class_balance = "none";           // none | weighted_loss | sampler
+  double freeze_backbone_epochs = 0.0;          // only the head trains at first
+  double unfreeze_every_epochs = 0.0;           // then stages unfreeze one by one, output first (0: all at once)
+  std::int64_t eval_every_steps = 0;            // 0 = at the end of every epoch
+  int eval_batch_size = 0;                      // 0 = loader.batch_size
+  std::string early_stopping_metric = "macro_f1";
+  int patience = 0;                             // evaluations without improvement before stopping; 0 = never stop early
+  int keep_last = 2;                            // checkpoints kept besides the best
+  std::int64_t checkpoint_every_steps = 0;      // 0 = at every evaluation
+  int max_bad_steps = 5;                        // consecutive non-finite losses before giving up
+  double init_loss_scale = 65536.0;             // fp16 dynamic loss scaling
+  int loss_scale_growth_interval = 2000;
+  std::int64_t log_every_steps = 10;
+  bool tensorboard = true;
+  bool deterministic = false;                   // deterministic CPU kernels where LibTorch offers them
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
   AugmentConfig augment;
   LoaderConfig loader;
+  ModelConfig model;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainConfig train;
 };
 
 // Every field of every section: dotted name, type, default and help. Drives validation,
@@ -91,6 +148,9 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Defaults <- config file (if any) <- overrides, in that order, validated at each step.
 Config load_config(const std::optional<std::string>& path, const std::vector<std::string>& overrides);
+// The same over a base document (a resumed run's saved config): base <- file <- overrides.
+Config load_config(const nlohmann::json& base, const std::optional<std::string>& path,
+                   const std::vector<std::string>& overrides);
 
 // Reads a JSON file, throwing ConfigError with the file name and the parser's line/column.
 nlohmann::json read_json_file(const std::string& path);

@@ -16,6 +16,8 @@ class Progress {
   ~Progress();
   void advance(std::uint64_t n = 1);
   void finish();
+  // Extra text shown after the counters (e.g. "loss 0.412").
+  void set_suffix(std::string suffix);
   double rate() const;  // units per second so far
 
  private:
@@ -23,6 +25,7 @@ class Progress {
 
   std::string label_;
   std::string unit_;
+  std::string suffix_;
   std::uint64_t total_;
   std::atomic<std::uint64_t> done_{0};
   std::chrono::steady_clock::time_point start_;
@@ -31,6 +34,7 @@ class Progress {
   bool tty_;
   bool finished_ = false;
   std::mutex mutex_;
+  std::mutex suffix_mutex_;  // render() may run under mutex_
 };
 
 }  // namespace shoplens

@@ -1,6 +1,8 @@
 // Facts about the process and the LibTorch it runs on, kept out of torch headers.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 
 namespace shoplens {
@@ -11,12 +13,16 @@ int usable_cores();
 int resolve_threads(int configured);
 // Sets LibTorch's intra-op thread count (it starts with 1 on some machines; see BRIEF.md).
 void set_compute_threads(int threads);
+// Seeds LibTorch's generators (weight init, dropout).
+void seed_torch(std::uint64_t seed);
 
 std::string torch_version();
 bool cuda_available();
 std::string cpu_model();
 std::string version_string();  // version, commit, LibTorch version, CUDA yes/no
 std::string build_commit();
+// Peak resident set size of this process so far (getrusage), bytes.
+std::uint64_t peak_rss_bytes();
 std::string shoplens_version();
 
 }  // namespace shoplens

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,9 @@ struct LoaderOptions {
   bool drop_last = true;
   bool train = true;         // training augmentation (else the eval transform)
   std::uint64_t seed = 1234;
+  // Replaces the shuffled order (e.g. a class-balanced sampler). Must be a function of the epoch
+  // only, so resuming mid-epoch sees the same order.
+  std::function<std::vector<std::uint32_t>(std::int64_t epoch)> epoch_order;
 };
 
 LoaderOptions loader_options_from_config(const Config& config, bool train);

@@ -1,0 +1,47 @@
+// The training-step benchmark behind `shoplens bench-train`: the trainer's real step (forward,
+// loss, backward, optimizer step) on synthetic tensors, so the figure is the compute path only
+// and can be compared with Python PyTorch eager running the same model, batch, dtype and thread
+// count (scripts/bench/train_step.sh runs both side by side).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shoplens {
+
+struct TrainBenchOptions {
+  std::string model = "small_cnn";
+  int batch_size = 32;
+  int image_size = 64;
+  int num_classes = 12;
+  std::string precision = "fp32";
+  bool channels_last = false;
+  std::string optimizer = "adamw";
+  int threads = 0;          // 0: all usable cores
+  int warmup_steps = 3;
+  int steps = 10;
+  std::uint64_t seed = 1;
+};
+
+struct TrainBenchResult {
+  TrainBenchOptions options;
+  int threads = 1;
+  std::vector<double> step_seconds;  // measured steps only
+  double median_step_seconds = 0;
+  double p95_step_seconds = 0;
+  double images_per_second = 0;      // batch / median step time
+  std::uint64_t peak_rss_bytes = 0;
+  std::string commit, cpu, torch_version, device, date;
+};
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& options);
+
+// Every parameter and the environment travel with the figures.
+std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainBenchResult& result);
+std::string train_bench_table(const TrainBenchResult& result);
+std::string train_bench_csv(const TrainBenchResult& result);
+std::string train_bench_json(const TrainBenchResult& result);
+
+}  // namespace shoplens

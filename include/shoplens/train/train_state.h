@@ -1,0 +1,56 @@
+// What a checkpoint holds besides the file format: the trainer's counters and history (JSON) and
+// the tensors (model, optimizer, RNG) as one LibTorch archive, and how to restore them.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/config.h"
+#include "shoplens/train/checkpoint.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace shoplens {
+
+class ImageClassifier;
+class LossScaler;
+
+constexpr int kCheckpointFormat = 1;
+
+struct TrainState {
+  std::int64_t step = 0;                 // optimizer steps done
+  std::int64_t epoch = 0;                // the epoch in progress
+  std::int64_t epoch_samples = 0;        // samples of that epoch already consumed
+  std::int64_t images_trained = 0;
+  double train_seconds = 0;
+  double train_seconds_at_save = 0;
+  std::string best_metric = "macro_f1";
+  double best_value = std::numeric_limits<double>::quiet_NaN();
+  std::optional<std::int64_t> best_step;
+  int evals_without_improvement = 0;
+  int bad_steps = 0;                     // consecutive non-finite steps
+  double last_finite_loss = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t last_finite_step = 0;
+  std::vector<nlohmann::json> history;   // every validation record
+};
+
+nlohmann::json state_to_json(const TrainState& state, const Config& config, const ImageClassifier& model,
+                             const std::vector<std::string>& class_names, const LossScaler& scaler);
+// Model parameters and buffers, optimizer state and the CPU RNG state.
+std::string serialize_tensors(const ImageClassifier& model, const torch::optim::Optimizer& optimizer);
+
+// Restores everything; ConfigError when the checkpoint was made for another model or classes.
+void restore_state(const Checkpoint& checkpoint, const Config& config, ImageClassifier& model,
+                   const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
+                   TrainState& state);
+// Only the model weights (used to score the test split with the best checkpoint).
+void restore_model_weights(ImageClassifier& model, const std::string& tensors);
+
+}  // namespace shoplens

@@ -1,0 +1,62 @@
+// One optimizer step of the configured job: forward and backward over the step's micro-batches
+// (gradient accumulation), loss scaling, unscale + non-finite check, clipping, optimizer step.
+// The trainer runs it in its loop; the batch finder and the benchmarks run exactly this step.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "shoplens/data/loader.h"
+#include "shoplens/train/amp.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace shoplens {
+
+class ImageClassifier;
+
+struct TrainStepOptions {
+  Precision precision = Precision::kFp32;
+  bool cuda = false;
+  double clip_grad_norm = 0;       // 0: off
+  double label_smoothing = 0;
+  at::Tensor class_weights;        // [C] float, or undefined
+  LossScalerOptions scaler;
+};
+
+struct StepResult {
+  double loss = 0;                 // mean per-sample loss of the step (unscaled)
+  double grad_norm = -1;           // before clipping; computed only when clipping is on (-1: not computed)
+  std::int64_t samples = 0;
+  bool applied = false;            // false: skipped (non-finite loss or gradients)
+  bool non_finite = false;
+};
+
+// Per-sample cross-entropy against hard labels or soft targets (mixup/cutmix), with label
+// smoothing and optional class weights: loss_i = -sum_c w_c t_ic log softmax(z_i)_c. Computed
+// in float32 whatever the autocast dtype.
+at::Tensor per_sample_loss(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& soft_targets,
+                           const at::Tensor& class_weights, double label_smoothing);
+
+class TrainStep {
+ public:
+  TrainStep(ImageClassifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options);
+  // The micro-batches of one optimizer step. The loss is the sum of per-sample losses over all of
+  // them divided by their total count, so k micro-batches of b give the gradients of one batch
+  // of k*b (models without batch statistics: exactly; with BatchNorm: per micro-batch statistics).
+  StepResult run(const std::vector<Batch>& micro_batches);
+  LossScaler& scaler() { return scaler_; }
+  const TrainStepOptions& options() const { return options_; }
+
+ private:
+  ImageClassifier& model_;
+  torch::optim::Optimizer& optimizer_;
+  TrainStepOptions options_;
+  LossScaler scaler_;
+};
+
+}  // namespace shoplens

@@ -1,0 +1,58 @@
+// The training job: epochs of TrainStep over the train split with the schedule, freeze plan,
+// evaluation, early stopping, checkpoints and resume; leaves metrics, logs and summary.json in
+// the run directory (docs/TRAINING.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/config.h"
+#include "shoplens/data/image_source.h"
+#include "shoplens/train/checkpoint.h"
+
+namespace shoplens {
+
+class ImageClassifier;
+
+struct TrainData {
+  std::shared_ptr<const ImageSource> train;
+  std::shared_ptr<const ImageSource> val;   // null or empty: no evaluation, last weights are "best"
+  std::shared_ptr<const ImageSource> test;  // null or empty: no final test
+  std::vector<std::string> class_names;
+};
+
+// Per-class counts of a split (reads labels through the source, no decoding).
+std::vector<std::int64_t> class_counts(const ImageSource& source);
+// weight_c = N / (K x N_c) over the classes present; absent classes get 0.
+std::vector<double> inverse_frequency_weights(const std::vector<std::int64_t>& counts);
+// A class-balanced epoch: `size` draws with replacement, each class equally likely, a function of
+// (seed, epoch) only.
+std::vector<std::uint32_t> balanced_epoch_order(const ImageSource& source, std::uint64_t seed, std::int64_t epoch);
+
+class Trainer {
+ public:
+  // `model` is built for config.model with data.class_names classes (pretrained weights already
+  // loaded, if any). Checkpoints go to run_dir/checkpoints.
+  Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, std::filesystem::path run_dir);
+  ~Trainer();
+
+  // Restores model, optimizer, loss scaler, RNG, data position and history from `checkpoint`.
+  // ConfigError when it does not fit (different model or classes).
+  void resume(const Checkpoint& checkpoint);
+  // Trains to the end (epochs, max_steps or early stopping), evaluates the test split with the
+  // best weights and returns summary.json's content (also written). SIGINT/SIGTERM: finishes the
+  // step, writes a checkpoint and throws InterruptedError.
+  nlohmann::json fit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoplens

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Training-step throughput, shoplens (C++) vs Python PyTorch eager, side by side in one run:
+# same model, batch, image size, dtype, optimizer and thread count; trials alternate between the
+# two so machine noise hits both. Prints a table with the median ratio; writes JSON lines.
+#
+# Usage: scripts/bench/train_step.sh [--trials N] [--out FILE] [CASE ...]
+#   CASE = model:batch:image_size:threads[:precision[:channels_last]]
+#   default cases: small_cnn:32:64:2 small_cnn:64:64:1 resnet18:16:112:2
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
+python=${SHOPLENS_PYTHON:-/usr/bin/python3}
+trials=3
+out=train_step_bench.jsonl
+cases=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --trials) trials=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) cases+=("$1"); shift ;;
+  esac
+done
+[[ ${#cases[@]} -eq 0 ]] && cases=(small_cnn:32:64:2 small_cnn:64:64:1 resnet18:16:112:2)
+[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+: > "$out"
+
+printf '%-34s %12s %12s %7s\n' "case (model:batch:size:threads)" "shoplens/s" "pytorch/s" "ratio"
+for c in "${cases[@]}"; do
+  IFS=: read -r model batch size threads precision cl <<< "$c"
+  precision=${precision:-fp32}
+  flags=(--model "$model" --batch-size "$batch" --image-size "$size" --threads "$threads" --precision "$precision"
+         --warmup 3 --steps 10)
+  [[ ${cl:-} == cl ]] && flags+=(--channels-last)
+  ours=() theirs=()
+  for ((t = 0; t < trials; t++)); do
+    line=$("$bin" bench-train "${flags[@]}" --format json 2>/dev/null)
+    echo "$line" >> "$out"
+    ours+=("$(echo "$line" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["images_per_second"])')")
+    line=$("$python" scripts/bench/train_step_peer.py "${flags[@]}")
+    echo "$line" >> "$out"
+    theirs+=("$(echo "$line" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["images_per_second"])')")
+  done
+  "$python" - "$c" "${ours[*]}" "${theirs[*]}" <<'PY'
+import statistics, sys
+case, ours, theirs = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+a, b = statistics.median(ours), statistics.median(theirs)
+print(f"{case:<34} {a:12.1f} {b:12.1f} {a / b:6.2f}x")
+PY
+done
+echo "records: $out (commit, cpu and every parameter are in the shoplens lines)"

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The Python PyTorch peer of `shoplens bench-train`: the same training step (forward,
+cross-entropy, backward, AdamW/SGD with no decay on biases and norms) on the same synthetic
+shapes, model, dtype and thread count, eager mode. Prints one JSON line like bench-train's.
+
+Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision: the same kernels)."""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from difficulty import SmallCNN  # noqa: E402  the baseline CNN, defined once
+
+
+def build(name, num_classes, image_size):
+    if name == "small_cnn":
+        return SmallCNN(num_classes)
+    if name in ("resnet18", "resnet34", "resnet50"):
+        return getattr(torchvision.models, name)(num_classes=num_classes)
+    vit = {"vit_tiny": (192, 3), "vit_small": (384, 6), "vit_base": (768, 12)}
+    if name in vit:
+        dim, heads = vit[name]
+        return torchvision.models.VisionTransformer(image_size=image_size, patch_size=16, num_layers=12,
+                                                   num_heads=heads, hidden_dim=dim, mlp_dim=4 * dim,
+                                                   num_classes=num_classes)
+    raise SystemExit(f"unknown model {name}")
+
+
+def param_groups(model, weight_decay):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 or name.endswith(("cls_token", "pos_embed", "class_token", "pos_embedding"))
+         else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="small_cnn")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--num-classes", type=int, default=12)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+
+    threads = a.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)  # LibTorch starts with one thread here (BRIEF.md)
+    torch.manual_seed(a.seed)
+    model = build(a.model, a.num_classes, a.image_size)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(param_groups(model, 0.05), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+    else:
+        opt = torch.optim.SGD(param_groups(model, 0.05), lr=1e-3, momentum=0.9)
+    images = torch.randn(a.batch_size, 3, a.image_size, a.image_size).contiguous(memory_format=fmt)
+    labels = torch.randint(a.num_classes, (a.batch_size,))
+    model.train()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(a.warmup):
+        step()
+    times = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    s = sorted(times)
+    median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    print(json.dumps({"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size,
+                      "image_size": a.image_size, "precision": a.precision, "channels_last": a.channels_last,
+                      "optimizer": a.optimizer, "threads": threads, "steps": a.steps,
+                      "median_step_ms": median * 1e3, "images_per_second": a.batch_size / median,
+                      "torch": torch.__version__, "step_seconds": times}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+#include "shoplens/train/amp.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  if (name == "fp16") return Precision::kFp16;
+  throw ConfigError("precision '" + name + "' is not one of fp32, bf16, fp16");
+}
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    default: return "fp32";
+  }
+}
+
+// ---- autocast: the LibTorch 1.13 / 2.x split lives here only ----
+namespace {
+
+at::ScalarType dtype_of(Precision p) { return p == Precision::kFp16 ? at::kHalf : at::kBFloat16; }
+
+#if TORCH_VERSION_MAJOR >= 2
+bool autocast_enabled(bool cuda) { return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU); }
+void set_autocast(bool cuda, bool on) { at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, on); }
+void set_autocast_dtype(bool cuda, at::ScalarType t) { at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, t); }
+#else
+bool autocast_enabled(bool cuda) { return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled(); }
+void set_autocast(bool cuda, bool on) {
+  if (cuda) at::autocast::set_enabled(on);
+  else at::autocast::set_cpu_enabled(on);
+}
+void set_autocast_dtype(bool cuda, at::ScalarType t) {
+  if (cuda) at::autocast::set_autocast_gpu_dtype(t);
+  else at::autocast::set_autocast_cpu_dtype(t);
+}
+#endif
+
+}  // namespace
+
+AutocastScope::AutocastScope(bool cuda, Precision precision) : cuda_(cuda) {
+  if (precision == Precision::kFp32) return;
+  if (precision == Precision::kFp16 && !cuda)
+    throw ConfigError("train.precision=fp16 needs CUDA (CPU autocast supports bf16 only); use bf16 or fp32 on CPU");
+  previous_enabled_ = autocast_enabled(cuda);
+  set_autocast_dtype(cuda, dtype_of(precision));
+  set_autocast(cuda, true);
+  at::autocast::increment_nesting();
+  active_ = true;
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // Cached casts of the weights are only valid inside one region (they change every step).
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_autocast(cuda_, previous_enabled_);
+}
+
+// ---- dynamic loss scaling ----
+
+LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(options.init_scale) {}
+
+at::Tensor LossScaler::scale_loss(const at::Tensor& loss) const { return options_.enabled ? loss * scale_ : loss; }
+
+bool LossScaler::unscale_and_check(const std::vector<at::Tensor>& grads) const {
+  std::vector<at::Tensor> defined;
+  for (const auto& g : grads)
+    if (g.defined()) defined.push_back(g);
+  if (defined.empty()) return false;
+  const double inv_scale = options_.enabled ? 1.0 / scale_ : 1.0;
+  if (defined.front().is_cuda()) {
+    // One fused kernel over all gradients: unscales and records any inf/NaN on the device.
+    auto found_inf = at::zeros({1}, defined.front().options().dtype(at::kFloat));
+    auto inv = at::full({1}, inv_scale, defined.front().options().dtype(at::kFloat));
+    at::_amp_foreach_non_finite_check_and_unscale_(defined, found_inf, inv);
+    return found_inf.item<float>() != 0.0f;
+  }
+  bool found_inf = false;
+  for (auto& g : defined) {
+    if (inv_scale != 1.0) g.mul_(inv_scale);
+    if (!found_inf && !g.isfinite().all().item<bool>()) found_inf = true;
+  }
+  return found_inf;
+}
+
+void LossScaler::update(bool found_inf) {
+  if (found_inf) ++skipped_steps_;
+  if (!options_.enabled) return;
+  if (found_inf) {
+    scale_ *= options_.backoff_factor;
+    growth_tracker_ = 0;
+    return;
+  }
+  if (++growth_tracker_ >= options_.growth_interval) {
+    const double grown = scale_ * options_.growth_factor;
+    if (std::isfinite(grown)) scale_ = grown;  // GradScaler keeps the scale finite too
+    growth_tracker_ = 0;
+  }
+}
+
+nlohmann::json LossScaler::state() const {
+  return {{"enabled", options_.enabled}, {"scale", scale_}, {"growth_tracker", growth_tracker_},
+          {"skipped_steps", skipped_steps_}};
+}
+
+void LossScaler::load_state(const nlohmann::json& state) {
+  scale_ = state.at("scale").get<double>();
+  growth_tracker_ = state.at("growth_tracker").get<int>();
+  skipped_steps_ = state.at("skipped_steps").get<std::int64_t>();
+}
+
+}  // namespace shoplens

@@ -1,0 +1,141 @@
+#include "shoplens/train/train_state.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/amp.h"
+
+namespace shoplens {
+using json = nlohmann::json;
+
+namespace {
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double number_or_nan(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
+
+void write_model(torch::serialize::OutputArchive& archive, const ImageClassifier& model) {
+  for (const auto& p : model.named_parameters(true)) archive.write("model." + p.key(), p.value().detach().cpu());
+  for (const auto& b : model.named_buffers(true)) archive.write("model." + b.key(), b.value().cpu(), /*is_buffer=*/true);
+}
+
+void read_model(torch::serialize::InputArchive& archive, ImageClassifier& model) {
+  torch::NoGradGuard no_grad;
+  auto load = [&](const std::string& name, at::Tensor& target, bool buffer) {
+    at::Tensor loaded;
+    if (!archive.try_read("model." + name, loaded, buffer))
+      throw DataError("checkpoint has no tensor for '" + name + "' (made for another model?)");
+    if (loaded.sizes() != target.sizes())
+      throw ConfigError("checkpoint tensor '" + name + "' has shape " + c10::str(loaded.sizes()) + ", the model " +
+                        c10::str(target.sizes()));
+    target.copy_(loaded);
+  };
+  for (auto& p : model.named_parameters(true)) load(p.key(), p.value(), false);
+  for (auto& b : model.named_buffers(true)) load(b.key(), b.value(), true);
+}
+
+}  // namespace
+
+json state_to_json(const TrainState& s, const Config& config, const ImageClassifier& model,
+                   const std::vector<std::string>& class_names, const LossScaler& scaler) {
+  return {{"format", kCheckpointFormat},
+          {"step", s.step},
+          {"position", {{"epoch", s.epoch}, {"samples", s.epoch_samples}}},
+          {"images_trained", s.images_trained},
+          {"train_seconds", s.train_seconds},
+          {"best", {{"metric", s.best_metric}, {"value", finite_or_null(s.best_value)},
+                    {"step", s.best_step ? json(*s.best_step) : json(nullptr)}}},
+          {"evals_without_improvement", s.evals_without_improvement},
+          {"bad_steps", s.bad_steps},
+          {"last_finite_loss", finite_or_null(s.last_finite_loss)},
+          {"last_finite_step", s.last_finite_step},
+          {"history", s.history},
+          {"scaler", scaler.state()},
+          {"model", model.spec().name},
+          {"classes", class_names},
+          {"config", config_to_json(config)}};
+}
+
+std::string serialize_tensors(const ImageClassifier& model, const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  write_model(archive, model);
+  torch::serialize::OutputArchive optim_archive;
+  optimizer.save(optim_archive);
+  archive.write("optimizer", optim_archive);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng.cpu", gen.get_state());
+  }
+  std::string out;
+  archive.save_to([&out](const void* data, size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return out;
+}
+
+void restore_model_weights(ImageClassifier& model, const std::string& tensors) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(tensors.data(), tensors.size());
+  read_model(archive, model);
+}
+
+void restore_state(const Checkpoint& ckpt, const Config& config, ImageClassifier& model,
+                   const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
+                   TrainState& s) {
+  const json& j = ckpt.state;
+  const std::string where = "checkpoint '" + ckpt.path.string() + "'";
+  try {
+    if (j.at("format").get<int>() != kCheckpointFormat)
+      throw DataError(where + " has format " + j.at("format").dump() + ", this build reads " + std::to_string(kCheckpointFormat));
+    if (j.at("model").get<std::string>() != model.spec().name)
+      throw ConfigError(where + " is for model '" + j.at("model").get<std::string>() + "', the config says '" +
+                        model.spec().name + "'");
+    if (j.at("classes").get<std::vector<std::string>>() != class_names)
+      throw ConfigError(where + " was trained on classes " + j.at("classes").dump() + ", the data has " + json(class_names).dump());
+    s.step = j.at("step").get<std::int64_t>();
+    s.epoch = j.at("position").at("epoch").get<std::int64_t>();
+    s.epoch_samples = j.at("position").at("samples").get<std::int64_t>();
+    s.images_trained = j.at("images_trained").get<std::int64_t>();
+    s.train_seconds = s.train_seconds_at_save = j.at("train_seconds").get<double>();
+    s.best_metric = j.at("best").at("metric").get<std::string>();
+    s.best_value = number_or_nan(j.at("best").at("value"));
+    s.best_step = j.at("best").at("step").is_null() ? std::nullopt : std::optional<std::int64_t>(j.at("best").at("step").get<std::int64_t>());
+    s.evals_without_improvement = j.at("evals_without_improvement").get<int>();
+    s.bad_steps = j.at("bad_steps").get<int>();
+    s.last_finite_loss = number_or_nan(j.at("last_finite_loss"));
+    s.last_finite_step = j.at("last_finite_step").get<std::int64_t>();
+    s.history = j.at("history").get<std::vector<json>>();
+    scaler.load_state(j.at("scaler"));
+  } catch (const json::exception& e) {
+    throw DataError(where + ": missing or malformed state field: " + e.what());
+  }
+  if (s.best_metric != config.train.early_stopping_metric) {
+    // A different selection metric makes the stored best incomparable: start that record afresh.
+    s.best_metric = config.train.early_stopping_metric;
+    s.best_value = std::numeric_limits<double>::quiet_NaN();
+    s.best_step.reset();
+    s.evals_without_improvement = 0;
+  }
+
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(ckpt.tensors.data(), ckpt.tensors.size());
+    read_model(archive, model);
+    torch::serialize::InputArchive optim_archive;
+    archive.read("optimizer", optim_archive);
+    optimizer.load(optim_archive);
+    at::Tensor rng;
+    archive.read("rng.cpu", rng);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+  } catch (const c10::Error& e) {
+    throw DataError(where + ": cannot restore its tensors: " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace shoplens

@@ -1,0 +1,82 @@
+#include "shoplens/train/train_step.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/models/classifier.h"
+
+namespace shoplens {
+
+at::Tensor per_sample_loss(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& soft_targets,
+                           const at::Tensor& class_weights, double label_smoothing) {
+  namespace F = torch::nn::functional;
+  const auto logits32 = logits.to(torch::kFloat);
+  if (!soft_targets.defined()) {
+    // Hard labels: LibTorch's fused kernel computes the same formula with fewer passes.
+    auto options = F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(label_smoothing);
+    if (class_weights.defined()) options.weight(class_weights.to(logits32.device(), torch::kFloat));
+    return F::cross_entropy(logits32, labels.to(logits32.device()), options);
+  }
+  const auto log_probs = torch::log_softmax(logits32, 1);
+  const int64_t num_classes = logits.size(1);
+  at::Tensor target = soft_targets.to(log_probs.device(), torch::kFloat);
+  if (label_smoothing > 0) target = target * (1.0 - label_smoothing) + label_smoothing / num_classes;
+  if (class_weights.defined()) target = target * class_weights.to(log_probs.device(), torch::kFloat).unsqueeze(0);
+  return -(target * log_probs).sum(1);
+}
+
+TrainStep::TrainStep(ImageClassifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options)
+    : model_(model), optimizer_(optimizer), options_(std::move(options)), scaler_(options_.scaler) {
+  if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only
+}
+
+StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
+  StepResult result;
+  for (const auto& b : micro_batches) result.samples += b.images.size(0);
+  if (result.samples == 0) throw Error("TrainStep::run: no samples in the step");
+  const auto device = options_.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+
+  model_.train();
+  optimizer_.zero_grad();
+  at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
+  for (const auto& batch : micro_batches) {
+    at::Tensor loss;
+    {
+      AutocastScope autocast(options_.cuda, options_.precision);
+      auto images = batch.images.to(device, /*non_blocking=*/true);
+      auto logits = model_.forward(images);
+      auto losses = per_sample_loss(logits, batch.labels, batch.mixed ? batch.targets : at::Tensor(),
+                                    options_.class_weights, options_.label_smoothing);
+      // Dividing by the step's total sample count makes accumulation equal one big batch.
+      loss = losses.sum() / static_cast<double>(result.samples);
+    }
+    loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
+    scaler_.scale_loss(loss).backward();
+  }
+  result.loss = loss_sum.item<double>();
+  const bool finite_loss = std::isfinite(result.loss);
+
+  std::vector<at::Tensor> grads;
+  std::vector<at::Tensor> params;
+  for (auto& p : model_.parameters())
+    if (p.grad().defined()) {
+      grads.push_back(p.grad());
+      params.push_back(p);
+    }
+  const bool found_inf = scaler_.unscale_and_check(grads) || !finite_loss;
+  if (!found_inf) {
+    if (options_.clip_grad_norm > 0) result.grad_norm = torch::nn::utils::clip_grad_norm_(params, options_.clip_grad_norm);
+    optimizer_.step();
+    result.applied = true;
+  } else {
+    result.grad_norm = std::nan("");
+    result.non_finite = true;
+    optimizer_.zero_grad();
+  }
+  scaler_.update(found_inf);
+  return result;
+}
+
+}  // namespace shoplens

@@ -1,0 +1,467 @@
+#include "shoplens/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/progress.h"
+#include "shoplens/core/random.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/data/loader.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/metric_log.h"
+#include "shoplens/train/metrics.h"
+#include "shoplens/train/optimizer.h"
+#include "shoplens/train/schedule.h"
+#include "shoplens/train/train_state.h"
+#include "shoplens/train/train_step.h"
+
+namespace shoplens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::vector<std::int64_t> class_counts(const ImageSource& source) {
+  std::vector<std::int64_t> counts(source.num_classes(), 0);
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    const int label = source.sample(i).label;
+    if (label < 0 || label >= source.num_classes())
+      throw DataError("sample " + std::to_string(i) + " has label " + std::to_string(label) + " outside [0, " +
+                      std::to_string(source.num_classes()) + ")");
+    counts[label]++;
+  }
+  return counts;
+}
+
+std::vector<double> inverse_frequency_weights(const std::vector<std::int64_t>& counts) {
+  std::int64_t total = 0, present = 0;
+  for (auto c : counts) {
+    total += c;
+    present += c > 0;
+  }
+  std::vector<double> weights(counts.size(), 0.0);
+  for (std::size_t c = 0; c < counts.size(); ++c)
+    if (counts[c] > 0) weights[c] = static_cast<double>(total) / (static_cast<double>(present) * counts[c]);
+  return weights;
+}
+
+std::vector<std::uint32_t> balanced_epoch_order(const ImageSource& source, std::uint64_t seed, std::int64_t epoch) {
+  std::vector<std::vector<std::uint32_t>> by_class(source.num_classes());
+  for (std::size_t i = 0; i < source.size(); ++i) by_class[source.sample(i).label].push_back(static_cast<std::uint32_t>(i));
+  std::vector<int> present;
+  for (std::size_t c = 0; c < by_class.size(); ++c)
+    if (!by_class[c].empty()) present.push_back(static_cast<int>(c));
+  Rng rng(mix_seed(seed, static_cast<std::uint64_t>(epoch), 0xba1a9cedULL));
+  std::vector<std::uint32_t> order(source.size());
+  for (auto& index : order) {
+    const auto& members = by_class[present[rng.uniform_int(static_cast<int>(present.size()))]];
+    index = members[rng.uniform_int(static_cast<int>(members.size()))];
+  }
+  return order;
+}
+
+namespace {
+
+struct EvalResult {
+  ClassificationReport report;
+  double loss = 0;
+  double seconds = 0;
+};
+
+bool has_samples(const std::shared_ptr<const ImageSource>& s) { return s && s->size() > 0; }
+
+std::string fmt_metric(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
+
+}  // namespace
+
+struct Trainer::Impl {
+  Config config;
+  std::shared_ptr<ImageClassifier> model;
+  TrainData data;
+  fs::path run_dir;
+  bool cuda = false;
+  Precision precision = Precision::kFp32;
+
+  std::unique_ptr<Loader> train_loader;
+  std::unique_ptr<OptimizerSetup> optim;
+  std::unique_ptr<TrainStep> step_runner;
+  std::unique_ptr<CheckpointStore> store;
+  std::unique_ptr<MetricLog> log;
+  TrainState state;
+
+  std::int64_t micro_batches_per_epoch = 0;
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t total_steps = 0;
+  std::unique_ptr<LrSchedule> schedule;
+  int trainable = -1;
+  std::int64_t last_checkpoint_step = -1;
+
+  Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir)
+      : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)) {
+    if (!has_samples(data.train)) throw DataError("the train split has no samples");
+    if (static_cast<int>(data.class_names.size()) != model->num_classes())
+      throw ConfigError("the model has " + std::to_string(model->num_classes()) + " classes, the data " +
+                        std::to_string(data.class_names.size()));
+    precision = parse_precision(config.train.precision);
+    const std::string& device = config.train.device;
+    cuda = device == "cuda" || (device == "auto" && cuda_available());
+    if (cuda && !cuda_available())
+      throw ConfigError("train.device=cuda but this LibTorch has no usable CUDA device (" + torch_version() + ")");
+    if (precision == Precision::kFp16 && !cuda)
+      throw ConfigError("train.precision=fp16 needs CUDA (CPU autocast supports bf16 only); use bf16 or fp32");
+    if (config.train.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
+
+    auto loader_options = loader_options_from_config(config, /*train=*/true);
+    if (config.train.class_balance == "sampler") {
+      auto source = data.train;
+      const auto seed = static_cast<std::uint64_t>(config.run.seed);
+      loader_options.epoch_order = [source, seed](std::int64_t epoch) { return balanced_epoch_order(*source, seed, epoch); };
+    }
+    train_loader = std::make_unique<Loader>(data.train, config.augment, loader_options);
+    micro_batches_per_epoch = train_loader->batches_per_epoch();
+    const int accumulation = config.train.accumulation_steps;
+    steps_per_epoch = (micro_batches_per_epoch + accumulation - 1) / accumulation;
+    total_steps = steps_per_epoch * config.train.epochs;
+    if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
+    schedule = std::make_unique<LrSchedule>(config.schedule, steps_per_epoch, total_steps);
+
+    optim = std::make_unique<OptimizerSetup>(*model, config.optim);
+    TrainStepOptions step_options;
+    step_options.precision = precision;
+    step_options.cuda = cuda;
+    step_options.clip_grad_norm = config.optim.clip_grad_norm;
+    step_options.label_smoothing = config.train.label_smoothing;
+    step_options.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5,
+                           config.train.loss_scale_growth_interval};
+    if (config.train.class_balance == "weighted_loss") {
+      auto weights = inverse_frequency_weights(class_counts(*data.train));
+      step_options.class_weights = torch::tensor(weights, torch::kFloat);
+    }
+    step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
+    store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
+    log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
+    state.best_metric = config.train.early_stopping_metric;
+  }
+
+  bool resumed = false;
+
+  double epoch_progress() const {
+    return static_cast<double>(state.step) / std::max<std::int64_t>(1, steps_per_epoch);
+  }
+
+  // Head always trains; backbone stages train from the output side as the freeze plan allows.
+  void apply_freeze_plan() {
+    const auto stages = model->stage_prefixes();
+    const int n = trainable_stages(config.train, epoch_progress(), static_cast<int>(stages.size()));
+    if (n == trainable) return;
+    trainable = n;
+    const std::string head = model->head_prefix();
+    const int first_trainable = static_cast<int>(stages.size()) - n;
+    for (auto& item : model->named_parameters(true)) {
+      const std::string& name = item.key();
+      bool train = name.rfind(head, 0) == 0;
+      if (!train) {
+        int stage = 0;  // parameters outside every listed stage belong with the input side
+        for (int s = 0; s < static_cast<int>(stages.size()); ++s)
+          if (name.rfind(stages[s], 0) == 0) stage = s;
+        train = stage >= first_trainable;
+      }
+      item.value().set_requires_grad(train);
+      if (!train) item.value().mutable_grad() = at::Tensor();
+    }
+    if (config.train.freeze_backbone_epochs > 0 || n < static_cast<int>(stages.size()))
+      spdlog::info("train: step {}: {} of {} backbone stages trainable (+ head)", state.step, n, stages.size());
+  }
+
+  EvalResult evaluate(const std::shared_ptr<const ImageSource>& source, const std::string& what) {
+    EvalResult result;
+    const auto start = std::chrono::steady_clock::now();
+    auto options = loader_options_from_config(config, /*train=*/false);
+    if (config.train.eval_batch_size > 0) options.batch_size = config.train.eval_batch_size;
+    Loader loader(source, config.augment, options);
+    loader.start_epoch(0);
+    ConfusionMatrix confusion(model->num_classes());
+    double loss_sum = 0;
+    std::int64_t samples = 0;
+    const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    while (auto batch = loader.next()) {
+      if (interrupt_requested()) break;  // the caller checkpoints and stops
+      at::Tensor logits;
+      {
+        AutocastScope autocast(cuda, precision);
+        logits = model->forward(batch->images.to(device, true));
+      }
+      auto losses = per_sample_loss(logits, batch->labels, at::Tensor(), at::Tensor(), 0.0);
+      loss_sum += losses.sum().item<double>();
+      auto predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
+      auto labels = batch->labels.contiguous();
+      confusion.add_batch(labels.data_ptr<std::int64_t>(), predicted.data_ptr<std::int64_t>(),
+                          static_cast<std::size_t>(labels.size(0)));
+      samples += labels.size(0);
+    }
+    model->train();
+    result.report = classification_report(confusion);
+    result.loss = samples ? loss_sum / samples : std::nan("");
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::info("{}: step {}: loss {} accuracy {} macro-F1 {} ({} samples, {:.1f} s)", what, state.step,
+                 fmt_metric(result.loss), fmt_metric(result.report.accuracy), fmt_metric(result.report.macro_f1), samples,
+                 result.seconds);
+    return result;
+  }
+
+  json eval_record(const EvalResult& r, const std::string& phase) const {
+    json rec = report_to_json(r.report, data.class_names);
+    rec["phase"] = phase;
+    rec["step"] = state.step;
+    rec["epoch"] = epoch_progress();
+    rec["loss"] = std::isfinite(r.loss) ? json(r.loss) : json(nullptr);
+    return rec;
+  }
+
+  void log_eval(const EvalResult& r, const std::string& phase) {
+    log->record(state.step, epoch_progress(), phase,
+                {{"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
+                 {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
+                 {"macro_recall", r.report.macro_recall}});
+  }
+
+  // Validation + early-stopping bookkeeping; returns true when the current weights are the best.
+  bool validate() {
+    if (!has_samples(data.val)) return true;
+    EvalResult r = evaluate(data.val, "val");
+    if (interrupt_requested()) return false;
+    log_eval(r, "val");
+    state.history.push_back(eval_record(r, "val"));
+    const double value = metric_value(r.report, r.loss, state.best_metric);
+    const bool higher = metric_higher_is_better(state.best_metric);
+    const bool improved = !state.best_step.has_value() || (std::isfinite(value) && (higher ? value > state.best_value
+                                                                                           : value < state.best_value));
+    if (improved) {
+      state.best_value = value;
+      state.best_step = state.step;
+      state.evals_without_improvement = 0;
+    } else {
+      state.evals_without_improvement++;
+    }
+    return improved;
+  }
+
+  void checkpoint(bool is_best) {
+    state.train_seconds_at_save = state.train_seconds;
+    const json doc = state_to_json(state, config, *model, data.class_names, step_runner->scaler());
+    const std::string tensors = serialize_tensors(*model, optim->optimizer());
+    const auto path = store->save(state.step, doc, tensors, is_best);
+    last_checkpoint_step = state.step;
+    spdlog::info("checkpoint: {}{}", path.string(), is_best ? " (best so far)" : "");
+  }
+
+  void stop_for_interrupt() {
+    spdlog::warn("train: interrupted at step {}; writing a checkpoint before exiting", state.step);
+    checkpoint(false);
+    throw InterruptedError();
+  }
+
+  [[noreturn]] void diverged(const StepResult& r) {
+    const auto saved = store->list();
+    const std::string where = saved.empty() ? "" : saved.back().string();
+    throw Error(fmt::format(
+        "training diverged: the loss or gradients were not finite for {} consecutive steps (up to step {}, epoch {:.2f}, "
+        "head lr {:.3g}, last finite loss {} at step {}). Lower optim.lr, set optim.clip_grad_norm, check the data, or "
+        "use train.precision=fp32.{}",
+        state.bad_steps, state.step, epoch_progress(), optim->head_lr(), fmt_metric(state.last_finite_loss),
+        state.last_finite_step, where.empty() ? "" : " Last good checkpoint: " + where));
+  }
+
+  json fit() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    if (!resumed) log->truncate_after(-1);  // a fresh run owns its log from step 0
+    const int accumulation = config.train.accumulation_steps;
+    const std::int64_t global_batch = static_cast<std::int64_t>(config.loader.batch_size) * accumulation;
+    spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation = global batch {}; "
+                 "{} steps/epoch, {} steps in all{}",
+                 config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
+                 config.loader.batch_size, accumulation, global_batch, steps_per_epoch, total_steps,
+                 state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
+    if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
+
+    std::string stop_reason = "completed";
+    Progress progress("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
+    progress.advance(static_cast<std::uint64_t>(state.step));
+    double interval_loss = 0;
+    std::int64_t interval_steps = 0, interval_images = 0;
+    auto interval_start = std::chrono::steady_clock::now();
+    bool stop = state.step >= total_steps;
+
+    while (!stop && state.epoch < config.train.epochs) {
+      // Resuming mid-epoch continues at the next unconsumed micro-batch of the same order.
+      const std::int64_t skip = state.epoch_samples / config.loader.batch_size;
+      if (state.epoch_samples % config.loader.batch_size != 0)
+        spdlog::warn("train: loader.batch_size changed since the checkpoint; resuming at micro-batch {}", skip);
+      train_loader->start_epoch(state.epoch, skip);
+      while (!stop) {
+        apply_freeze_plan();
+        std::vector<Batch> micro;
+        while (static_cast<int>(micro.size()) < accumulation) {
+          auto batch = train_loader->next();
+          if (!batch) break;
+          micro.push_back(std::move(*batch));
+        }
+        if (micro.empty()) break;
+        optim->set_lr_factor(schedule->factor(state.step));
+        const auto step_start = std::chrono::steady_clock::now();
+        StepResult r = step_runner->run(micro);
+        state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+        state.step++;
+        state.epoch_samples += r.samples;
+        state.images_trained += r.samples;
+        progress.advance();
+
+        const bool bad_loss = !std::isfinite(r.loss);
+        if (!r.applied) {
+          // Under fp16 an overflow in the gradients is routine (the scaler backs off); a non-finite
+          // loss, or any non-finite step without scaling, counts toward divergence.
+          if (bad_loss || !step_runner->scaler().enabled()) state.bad_steps++;
+          spdlog::debug("train: step {} skipped (non-finite {})", state.step, bad_loss ? "loss" : "gradients");
+          if (state.bad_steps >= config.train.max_bad_steps) diverged(r);
+        } else {
+          state.bad_steps = 0;
+          state.last_finite_loss = r.loss;
+          state.last_finite_step = state.step;
+          interval_loss += r.loss;
+          interval_steps++;
+        }
+        interval_images += r.samples;
+        if (state.step % config.train.log_every_steps == 0 || state.step == total_steps) {
+          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start).count();
+          const double mean_loss = interval_steps ? interval_loss / interval_steps : std::nan("");
+          std::vector<std::pair<std::string, double>> values{
+              {"loss", mean_loss}, {"lr", optim->head_lr()}, {"images_per_second", secs > 0 ? interval_images / secs : 0.0},
+              {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
+              {"data_wait_seconds", train_loader->stats().wait_seconds}};
+          if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
+          if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
+          log->record(state.step, epoch_progress(), "train", values);
+          progress.set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
+          interval_loss = 0;
+          interval_steps = interval_images = 0;
+          interval_start = std::chrono::steady_clock::now();
+        }
+
+        if (interrupt_requested()) stop_for_interrupt();
+        const bool eval_now = config.train.eval_every_steps > 0 && state.step % config.train.eval_every_steps == 0;
+        bool best = false;
+        if (eval_now) {
+          best = validate();
+          if (interrupt_requested()) stop_for_interrupt();
+        }
+        const bool ckpt_now = (config.train.checkpoint_every_steps > 0 && state.step % config.train.checkpoint_every_steps == 0) ||
+                              (config.train.checkpoint_every_steps == 0 && eval_now);
+        if (ckpt_now || best) checkpoint(best);
+        if (config.train.patience > 0 && state.evals_without_improvement >= config.train.patience) {
+          stop_reason = "early_stopped";
+          stop = true;
+        }
+        if (state.step >= total_steps) {
+          if (config.train.max_steps > 0 && state.step >= config.train.max_steps) stop_reason = "max_steps";
+          stop = true;
+        }
+      }
+      // The epoch is over when every micro-batch of it was consumed (a stop can land exactly there).
+      const bool epoch_done = skip + static_cast<std::int64_t>(train_loader->stats().batches) >= micro_batches_per_epoch;
+      if (epoch_done) {
+        state.epoch++;
+        state.epoch_samples = 0;
+        if (config.train.eval_every_steps == 0 && stop_reason != "early_stopped") {
+          const bool best = validate();
+          if (interrupt_requested()) stop_for_interrupt();
+          checkpoint(best);
+          if (config.train.patience > 0 && state.evals_without_improvement >= config.train.patience) {
+            stop_reason = "early_stopped";
+            stop = true;
+          }
+        }
+      }
+    }
+    progress.finish();
+    if (last_checkpoint_step != state.step) checkpoint(!has_samples(data.val));
+    if (!has_samples(data.val) && !state.best_step) state.best_step = state.step;
+
+    // The test split is scored with the best weights, as a user would deploy them.
+    json test_json = nullptr;
+    if (has_samples(data.test)) {
+      if (state.best_step && *state.best_step != state.step && fs::exists(store->best_path())) {
+        restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
+        spdlog::info("test: using the best weights (step {})", *state.best_step);
+      }
+      EvalResult r = evaluate(data.test, "test");
+      if (interrupt_requested()) throw InterruptedError();
+      log_eval(r, "test");
+      test_json = eval_record(r, "test");
+      write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
+    }
+
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    json summary = {
+        {"status", stop_reason},
+        {"model", config.model.name},
+        {"precision", precision_name(precision)},
+        {"device", cuda ? "cuda" : "cpu"},
+        {"threads", resolve_threads(config.run.threads)},
+        {"micro_batch", config.loader.batch_size},
+        {"accumulation_steps", accumulation},
+        {"global_batch", global_batch},
+        {"steps", state.step},
+        {"epochs", epoch_progress()},
+        {"images_trained", state.images_trained},
+        {"train_seconds", state.train_seconds},
+        {"wall_seconds_this_process", wall},
+        {"images_per_second", state.train_seconds > 0 ? state.images_trained / state.train_seconds : 0.0},
+        {"skipped_steps", step_runner->scaler().skipped_steps()},
+        {"peak_rss_bytes", peak_rss_bytes()},
+        {"best", {{"metric", state.best_metric},
+                  {"value", state.best_step && std::isfinite(state.best_value) ? json(state.best_value) : json(nullptr)},
+                  {"step", state.best_step ? json(*state.best_step) : json(nullptr)},
+                  {"checkpoint", store->best_path().string()}}},
+        {"final_val", state.history.empty() ? json(nullptr) : state.history.back()},
+        {"test", test_json},
+        {"test_macro_f1", test_json.is_null() ? json(nullptr) : test_json["macro_f1"]},
+        {"classes", data.class_names},
+        {"commit", build_commit()},
+        {"torch", torch_version()},
+    };
+    write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
+    spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}; {:.1f} images/s; summary: {}",
+                 stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
+                 state.best_step ? std::to_string(*state.best_step) : "-",
+                 test_json.is_null() ? "-" : fmt_metric(test_json["macro_f1"].get<double>()),
+                 summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
+    return summary;
+  }
+};
+
+Trainer::Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, fs::path run_dir)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir))) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::resume(const Checkpoint& checkpoint) {
+  auto& s = *impl_;
+  restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(), s.state);
+  s.last_checkpoint_step = s.state.step;
+  s.resumed = true;
+  s.log->truncate_after(s.state.step);
+  spdlog::info("train: resumed from {} (step {}, epoch {}, {} samples into it)", checkpoint.path.string(), s.state.step,
+               s.state.epoch, s.state.epoch_samples);
+}
+
+nlohmann::json Trainer::fit() { return impl_->fit(); }
+
+}  // namespace shoplens

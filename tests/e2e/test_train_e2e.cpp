@@ -1,0 +1,154 @@
+// End-to-end: `shoplens train` on a tiny catalog the test makes: outputs, SIGTERM + resume
+// equivalence, and bad input.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_shoplens;
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+
+std::vector<std::pair<long, double>> train_losses(const fs::path& run) {
+  std::vector<std::pair<long, double>> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j["phase"] == "train") out.emplace_back(j["step"].get<long>(), j["loss"].get<double>());
+  }
+  return out;
+}
+
+// One catalog and its shards for every test in this file (make-data + prepare take seconds).
+class E2eTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-train");
+    const fs::path catalog = *dir_ / "catalog";
+    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 240 --image-size-range 48:72 --seed 4");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
+                                 " --storage-size 40 --records-per-shard 64 --threads 2");
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path shards() { return *dir_ / "shards"; }
+  static std::string train_args(const fs::path& run) {
+    return "train --shards " + shards().string() + " --out " + run.string() +
+           " --model small_cnn --epochs 3 --batch-size 16 --threads 2 --lr 0.003 --set augment.image_size=32"
+           " --set train.log_every_steps=1 --set train.deterministic=true --set loader.workers=2";
+  }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* E2eTrain::dir_ = nullptr;
+
+TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
+  const fs::path run = *dir_ / "run";
+  auto r = run_shoplens(train_args(run) + " --accumulation 2 --set train.class_balance=weighted_loss");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"config.json", "train.log", "metrics.jsonl", "metrics.csv", "summary.json", "test_report.md",
+                        "checkpoints/best.ckpt"})
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+  bool has_events = false;
+  for (const auto& e : fs::directory_iterator(run)) has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_TRUE(has_events);
+
+  auto summary = read_json(run / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["global_batch"], 32);
+  EXPECT_GT(summary["steps"].get<int>(), 0);
+  EXPECT_GT(summary["images_per_second"].get<double>(), 0.0);
+  EXPECT_GT(summary["peak_rss_bytes"].get<double>(), 0.0);
+  ASSERT_TRUE(summary["test_macro_f1"].is_number());
+  EXPECT_GE(summary["test_macro_f1"].get<double>(), 0.0);
+  EXPECT_TRUE(summary["test"]["confusion_matrix"].is_array() || summary["test"]["confusion"].is_array()) << summary["test"];
+  EXPECT_EQ(read_json(run / "config.json")["train"]["accumulation_steps"], 2);
+  EXPECT_NE(testing::read_text(run / "metrics.csv").find("step,epoch,phase,name,value"), std::string::npos);
+}
+
+TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
+  const fs::path reference = *dir_ / "reference", run = *dir_ / "interrupted";
+  auto ref = run_shoplens(train_args(reference));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto expected = train_losses(reference);
+  ASSERT_GE(expected.size(), 8u);
+
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string(SHOPLENS_BIN) + " " + train_args(run);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (train_losses(run).size() < 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 130) << "SIGTERM must end the run with the documented code";
+  ASSERT_FALSE(fs::exists(run / "summary.json"));
+  bool has_checkpoint = false;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) has_checkpoint |= e.path().extension() == ".ckpt";
+  ASSERT_TRUE(has_checkpoint);
+
+  auto resumed = run_shoplens("train --out " + run.string() + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const auto got = train_losses(run);
+  ASSERT_EQ(got.size(), expected.size());  // each step once: the log was cut back to the checkpoint
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, expected[i].first);
+    EXPECT_NEAR(got[i].second, expected[i].second, 1e-4) << "step " << got[i].first;
+  }
+  EXPECT_NEAR(read_json(run / "summary.json")["test_macro_f1"].get<double>(),
+              read_json(reference / "summary.json")["test_macro_f1"].get<double>(), 1e-6);
+}
+
+TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
+  const fs::path run = *dir_ / "bad";
+  auto unknown = run_shoplens(train_args(run) + " --model resnet19");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("resnet18"), std::string::npos) << unknown.output;
+
+  auto zero_lr = run_shoplens(train_args(run) + " --lr 0");
+  EXPECT_EQ(zero_lr.exit_code, 2);
+  EXPECT_NE(zero_lr.output.find("optim.lr"), std::string::npos) << zero_lr.output;
+
+  auto zero_batch = run_shoplens(train_args(run) + " --batch-size 0");
+  EXPECT_EQ(zero_batch.exit_code, 2);
+
+  auto no_shards = run_shoplens("train --shards " + (*dir_ / "nowhere").string() + " --out " + run.string());
+  EXPECT_EQ(no_shards.exit_code, 2);
+  EXPECT_NE(no_shards.output.find("nowhere"), std::string::npos) << no_shards.output;
+
+  testing::write_text(*dir_ / "garbage.ckpt", "not a checkpoint at all");
+  auto bad_ckpt = run_shoplens(train_args(run) + " --resume " + (*dir_ / "garbage.ckpt").string());
+  EXPECT_EQ(bad_ckpt.exit_code, 1);
+  EXPECT_NE(bad_ckpt.output.find("garbage.ckpt"), std::string::npos) << bad_ckpt.output;
+
+  auto fp16 = run_shoplens(train_args(run) + " --precision fp16 --device cpu");
+  EXPECT_EQ(fp16.exit_code, 2);
+  EXPECT_NE(fp16.output.find("fp16"), std::string::npos) << fp16.output;
+}
+
+}  // namespace
+}  // namespace shoplens

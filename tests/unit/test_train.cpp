@@ -1,0 +1,401 @@
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/amp.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/optimizer.h"
+#include "shoplens/train/schedule.h"
+#include "shoplens/train/train_step.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/train/trainer.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+// A model without batch statistics, so accumulation must match one big batch exactly.
+class TinyLinear : public ImageClassifier {
+ public:
+  TinyLinear(int classes, int size) : ImageClassifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
+    fc = register_module("fc", torch::nn::Linear(3 * size * size, classes));
+    stem = register_module("stem", torch::nn::Linear(3 * size * size, 3 * size * size));
+  }
+  at::Tensor forward(const at::Tensor& x) override { return fc->forward(torch::relu(stem->forward(x.flatten(1)))); }
+  std::string head_prefix() const override { return "fc."; }
+  std::vector<std::string> stage_prefixes() const override { return {"stem."}; }
+  void reset_head(int) override {}
+  int num_classes() const override { return static_cast<int>(fc->options.out_features()); }
+  torch::nn::Linear fc{nullptr}, stem{nullptr};
+};
+
+Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
+  Batch b;
+  b.images = images;
+  b.labels = labels;
+  return b;
+}
+
+TEST(Schedule, WarmupThenCosineToFloor) {
+  ScheduleConfig c;
+  c.name = "cosine";
+  c.warmup_epochs = 1;
+  c.warmup_start_factor = 0.1;
+  c.min_lr_ratio = 0.2;
+  LrSchedule s(c, /*steps_per_epoch=*/10, /*total_steps=*/50);
+  EXPECT_EQ(s.warmup_steps(), 10);
+  EXPECT_DOUBLE_EQ(s.factor(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.factor(5), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(s.factor(10), 1.0);
+  EXPECT_NEAR(s.factor(30), 0.2 + 0.8 * 0.5, 1e-12);  // half-way through the cosine
+  EXPECT_NEAR(s.factor(50), 0.2, 1e-12);
+  EXPECT_NEAR(s.factor(500), 0.2, 1e-12);
+}
+
+TEST(Schedule, StepDecayAndConstant) {
+  ScheduleConfig c;
+  c.name = "step";
+  c.warmup_epochs = 0;
+  c.step_epochs = 2;
+  c.gamma = 0.5;
+  LrSchedule s(c, 10, 100);
+  EXPECT_DOUBLE_EQ(s.factor(0), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(19), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(20), 0.5);
+  EXPECT_DOUBLE_EQ(s.factor(45), 0.25);
+  c.name = "constant";
+  LrSchedule k(c, 10, 100);
+  EXPECT_DOUBLE_EQ(k.factor(77), 1.0);
+}
+
+TEST(Schedule, FreezeThenGradualUnfreeze) {
+  TrainConfig t;
+  t.freeze_backbone_epochs = 1;
+  t.unfreeze_every_epochs = 0.5;
+  EXPECT_EQ(trainable_stages(t, 0.0, 4), 0);
+  EXPECT_EQ(trainable_stages(t, 0.99, 4), 0);
+  EXPECT_EQ(trainable_stages(t, 1.0, 4), 1);
+  EXPECT_EQ(trainable_stages(t, 1.5, 4), 2);
+  EXPECT_EQ(trainable_stages(t, 9.0, 4), 4);
+  t.unfreeze_every_epochs = 0;
+  EXPECT_EQ(trainable_stages(t, 1.0, 4), 4);
+}
+
+TEST(LossScaler, OverflowBacksOffAndCountsSkippedSteps) {
+  LossScaler scaler({true, 1024.0, 2.0, 0.5, 3});
+  auto g = torch::full({4}, 2048.0);
+  EXPECT_FALSE(scaler.unscale_and_check({g}));
+  EXPECT_TRUE(torch::allclose(g, torch::full({4}, 2.0)));
+  auto bad = torch::tensor({1.0f, std::numeric_limits<float>::infinity()});
+  EXPECT_TRUE(scaler.unscale_and_check({bad}));
+  scaler.update(true);
+  EXPECT_DOUBLE_EQ(scaler.scale(), 512.0);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  scaler.update(false);
+  scaler.update(false);
+  EXPECT_DOUBLE_EQ(scaler.scale(), 512.0);
+  scaler.update(false);  // third clean step in a row
+  EXPECT_DOUBLE_EQ(scaler.scale(), 1024.0);
+
+  LossScaler restored({true, 1.0, 2.0, 0.5, 3});
+  restored.load_state(scaler.state());
+  EXPECT_DOUBLE_EQ(restored.scale(), 1024.0);
+  EXPECT_EQ(restored.skipped_steps(), 1);
+  EXPECT_DOUBLE_EQ(restored.scale_loss(torch::ones({})).item<double>(), 1024.0);
+}
+
+TEST(LossScaler, DisabledStillDetectsNaN) {
+  LossScaler scaler;
+  auto g = torch::tensor({1.0f, std::nanf("")});
+  EXPECT_TRUE(scaler.unscale_and_check({g, at::Tensor()}));
+  EXPECT_FLOAT_EQ(g[0].item<float>(), 1.0f);
+}
+
+TEST(Amp, Fp16OnCpuIsAConfigError) {
+  EXPECT_THROW(AutocastScope(false, Precision::kFp16), ConfigError);
+  EXPECT_THROW(parse_precision("fp8"), ConfigError);
+}
+
+TEST(Amp, Bf16AutocastOnCpuRunsMatmulInBf16) {
+  auto a = torch::randn({4, 4});
+  {
+    AutocastScope scope(false, Precision::kBf16);
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
+}
+
+TEST(Loss, MatchesCrossEntropyWithLabelSmoothing) {
+  torch::manual_seed(3);
+  auto logits = torch::randn({6, 5});
+  auto labels = torch::tensor({0, 1, 2, 3, 4, 1}, torch::kLong);
+  auto ours = per_sample_loss(logits, labels, at::Tensor(), at::Tensor(), 0.1).mean();
+  auto ref = torch::nn::functional::cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.1));
+  EXPECT_NEAR(ours.item<double>(), ref.item<double>(), 1e-6);
+
+  // The fused hard-label path and the explicit soft-target formula agree, with smoothing and weights.
+  auto soft = torch::one_hot(labels, 5).to(torch::kFloat);
+  auto w = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
+  EXPECT_TRUE(torch::allclose(per_sample_loss(logits, labels, soft, w, 0.1),
+                              per_sample_loss(logits, labels, at::Tensor(), w, 0.1), 1e-5, 1e-6));
+  // Without smoothing, class weights scale each sample's loss by w_y; by hand for sample 0.
+  auto plain = per_sample_loss(logits, labels, at::Tensor(), at::Tensor(), 0.0);
+  auto weighted = per_sample_loss(logits, labels, at::Tensor(), w, 0.0);
+  EXPECT_TRUE(torch::allclose(weighted, plain * w.index_select(0, labels)));
+  const double by_hand = -torch::log_softmax(logits[0], 0)[0].item<double>();
+  EXPECT_NEAR(plain[0].item<double>(), by_hand, 1e-6);
+}
+
+TEST(TrainStep, AccumulationMatchesOneBigBatch) {
+  torch::manual_seed(11);
+  auto images = torch::randn({8, 3, 4, 4});
+  auto labels = torch::tensor({0, 1, 2, 0, 1, 2, 0, 1}, torch::kLong);
+  auto run = [&](std::vector<Batch> micro) {
+    torch::manual_seed(5);
+    TinyLinear model(3, 4);
+    OptimConfig oc;
+    oc.name = "sgd";
+    oc.lr = 0.5;
+    oc.momentum = 0.9;
+    oc.weight_decay = 0.01;
+    OptimizerSetup optim(model, oc);
+    TrainStep step(model, optim.optimizer(), {});
+    StepResult r;
+    for (int i = 0; i < 3; ++i) r = step.run(micro);
+    EXPECT_TRUE(r.applied);
+    EXPECT_EQ(r.samples, 8);
+    return std::make_pair(r.loss, torch::cat({model.fc->weight.flatten(), model.stem->weight.flatten()}));
+  };
+  auto [big_loss, big] = run({make_batch(images, labels)});
+  auto [acc_loss, acc] = run({make_batch(images.slice(0, 0, 4), labels.slice(0, 0, 4)),
+                              make_batch(images.slice(0, 4, 8), labels.slice(0, 4, 8))});
+  EXPECT_NEAR(big_loss, acc_loss, 1e-5);
+  EXPECT_TRUE(torch::allclose(big, acc, 1e-5, 1e-6)) << (big - acc).abs().max().item<double>();
+}
+
+TEST(TrainStep, NonFiniteLossSkipsTheStepAndLeavesWeights) {
+  torch::manual_seed(2);
+  TinyLinear model(3, 2);
+  OptimizerSetup optim(model, OptimConfig{});
+  TrainStep step(model, optim.optimizer(), {});
+  auto before = model.fc->weight.clone();
+  auto images = torch::full({2, 3, 2, 2}, std::numeric_limits<float>::quiet_NaN());
+  auto r = step.run({make_batch(images, torch::tensor({0, 1}, torch::kLong))});
+  EXPECT_FALSE(r.applied);
+  EXPECT_TRUE(r.non_finite);
+  EXPECT_TRUE(torch::equal(before, model.fc->weight));
+}
+
+TEST(Optimizer, NoDecayOnBiasesNormsAndTokens) {
+  EXPECT_TRUE(exempt_from_weight_decay("layer1.0.bn1.weight", 1));
+  EXPECT_TRUE(exempt_from_weight_decay("fc.bias", 1));
+  EXPECT_TRUE(exempt_from_weight_decay("cls_token", 3));
+  EXPECT_TRUE(exempt_from_weight_decay("pos_embed", 3));
+  EXPECT_FALSE(exempt_from_weight_decay("conv1.weight", 4));
+
+  TinyLinear model(3, 2);
+  OptimConfig oc;
+  oc.lr = 0.1;
+  oc.backbone_lr_scale = 0.1;
+  OptimizerSetup optim(model, oc);
+  ASSERT_EQ(optim.groups().size(), 4u);
+  for (const auto& g : optim.groups()) {
+    const bool head = g.name.rfind("head", 0) == 0;
+    EXPECT_DOUBLE_EQ(g.base_lr, head ? 0.1 : 0.01) << g.name;
+    EXPECT_DOUBLE_EQ(g.weight_decay, g.name.find("no_decay") != std::string::npos ? 0.0 : oc.weight_decay) << g.name;
+  }
+  optim.set_lr_factor(0.5);
+  EXPECT_DOUBLE_EQ(optim.head_lr(), 0.05);
+}
+
+TEST(ClassBalance, InverseFrequencyWeightsAndBalancedOrder) {
+  auto w = inverse_frequency_weights({6, 2, 0, 4});
+  EXPECT_DOUBLE_EQ(w[0], 12.0 / (3 * 6));
+  EXPECT_DOUBLE_EQ(w[1], 12.0 / (3 * 2));
+  EXPECT_DOUBLE_EQ(w[2], 0.0);
+  EXPECT_DOUBLE_EQ(w[3], 12.0 / (3 * 4));
+
+  InMemoryImageSource source(2);
+  for (int i = 0; i < 100; ++i) source.add(std::vector<std::uint8_t>(3, 0), 1, 1, PayloadEncoding::kRaw, i < 90 ? 0 : 1);
+  auto counts = class_counts(source);
+  EXPECT_EQ(counts, (std::vector<std::int64_t>{90, 10}));
+  auto order = balanced_epoch_order(source, 7, 0);
+  ASSERT_EQ(order.size(), 100u);
+  int minority = 0;
+  for (auto i : order) minority += i >= 90;
+  EXPECT_GT(minority, 30);
+  EXPECT_LT(minority, 70);
+  EXPECT_EQ(order, balanced_epoch_order(source, 7, 0));
+  EXPECT_NE(order, balanced_epoch_order(source, 7, 1));
+}
+
+TEST(Checkpoint, RoundTripAndCorruptionIsDetected) {
+  testing::ScratchDir dir("ckpt");
+  const auto path = dir.path() / "a.ckpt";
+  nlohmann::json state = {{"step", 7}, {"note", "x"}};
+  std::string tensors(1000, '\0');
+  for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i] = static_cast<char>(i * 7);
+  write_checkpoint(path, state, tensors);
+  auto back = read_checkpoint(path);
+  EXPECT_EQ(back.state, state);
+  EXPECT_EQ(back.tensors, tensors);
+
+  std::string bytes = testing::read_text(path);
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x40;
+  testing::write_text(path, flipped);
+  EXPECT_THROW(read_checkpoint(path), DataError);
+  testing::write_text(path, bytes.substr(0, bytes.size() - 10));
+  EXPECT_THROW(read_checkpoint(path), DataError);
+  testing::write_text(path, "not a checkpoint");
+  EXPECT_THROW(read_checkpoint(path), DataError);
+  EXPECT_THROW(read_checkpoint(dir.path() / "missing.ckpt"), DataError);
+}
+
+TEST(Checkpoint, StoreKeepsLastKAndBestAndSkipsCorrupt) {
+  testing::ScratchDir dir("store");
+  CheckpointStore store(dir.path(), 2);
+  store.save(1, {{"step", 1}}, "one", /*is_best=*/true);
+  store.save(2, {{"step", 2}}, "two", false);
+  store.save(3, {{"step", 3}}, "three", false);
+  auto paths = store.list();
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0].filename(), "step-000000000002.ckpt");
+  EXPECT_EQ(read_checkpoint(store.best_path()).state["step"], 1);  // best survives pruning
+
+  testing::write_text(paths[1], "torn");
+  auto newest = store.newest_valid();
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->state["step"], 2);
+}
+
+// ---- the whole trainer on in-memory data ----
+
+std::shared_ptr<InMemoryImageSource> tiny_source(int n, int classes, int seed) {
+  auto src = std::make_shared<InMemoryImageSource>(classes);
+  for (int i = 0; i < n; ++i) {
+    const int label = (i * 7 + seed) % classes;
+    std::vector<std::uint8_t> px(12 * 12 * 3);
+    for (std::size_t k = 0; k < px.size(); ++k)
+      px[k] = static_cast<std::uint8_t>((k % 3 == static_cast<std::size_t>(label) ? 200 : 40) + (k * 13 + i * 5) % 30);
+    src->add(std::move(px), 12, 12, PayloadEncoding::kRaw, label);
+  }
+  return src;
+}
+
+Config tiny_config(const std::filesystem::path& run_dir) {
+  Config c;
+  c.run.dir = run_dir.string();
+  c.run.seed = 5;
+  c.augment.image_size = 8;
+  c.loader.batch_size = 4;
+  c.loader.workers = 2;
+  c.model.name = "small_cnn";
+  c.train.epochs = 3;
+  c.train.log_every_steps = 1;
+  c.train.keep_last = 100;
+  c.train.checkpoint_every_steps = 3;
+  c.train.deterministic = true;
+  c.train.tensorboard = false;
+  c.optim.lr = 0.01;
+  return c;
+}
+
+TrainData tiny_data() {
+  TrainData d;
+  d.train = tiny_source(24, 3, 0);
+  d.val = tiny_source(9, 3, 1);
+  d.test = tiny_source(9, 3, 2);
+  d.class_names = {"a", "b", "c"};
+  return d;
+}
+
+std::shared_ptr<ImageClassifier> tiny_model(const Config& c) {
+  torch::manual_seed(static_cast<std::uint64_t>(c.run.seed));
+  return make_model(ModelSpec{c.model.name, 3, c.augment.image_size, 0.0, false});
+}
+
+std::vector<double> train_losses(const std::filesystem::path& run_dir) {
+  std::vector<double> losses;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["phase"] == "train") losses.push_back(j["loss"].get<double>());
+  }
+  return losses;
+}
+
+TEST(Trainer, ResumedRunFollowsTheSameLossCurve) {
+  testing::ScratchDir dir("resume");
+  const auto full_dir = dir.path() / "full";
+  Config config = tiny_config(full_dir);
+  auto summary = Trainer(config, tiny_model(config), tiny_data(), full_dir).fit();
+  EXPECT_EQ(summary["steps"], 18);  // 24 samples / 4 per batch x 3 epochs
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_TRUE(summary["test"].is_object());
+  const auto full = train_losses(full_dir);
+  ASSERT_EQ(full.size(), 18u);
+
+  // A second run starts from the full run's checkpoint of step 9 (mid-epoch 1: 6 steps/epoch).
+  const auto resumed_dir = dir.path() / "resumed";
+  Config config2 = tiny_config(resumed_dir);
+  auto model2 = tiny_model(config2);
+  Trainer trainer(config2, model2, tiny_data(), resumed_dir);
+  trainer.resume(read_checkpoint(full_dir / "checkpoints" / "step-000000000009.ckpt"));
+  auto summary2 = trainer.fit();
+  EXPECT_EQ(summary2["steps"], 18);
+  const auto resumed = train_losses(resumed_dir);
+  ASSERT_EQ(resumed.size(), 9u);  // steps 10..18
+  for (std::size_t i = 0; i < resumed.size(); ++i) EXPECT_NEAR(resumed[i], full[9 + i], 1e-5) << "step " << 10 + i;
+  EXPECT_NEAR(summary2["test_macro_f1"].get<double>(), summary["test_macro_f1"].get<double>(), 1e-9);
+}
+
+TEST(Trainer, InterruptWritesACheckpointAndThrows) {
+  testing::ScratchDir dir("interrupt");
+  Config config = tiny_config(dir.path());
+  Trainer trainer(config, tiny_model(config), tiny_data(), dir.path());
+  request_interrupt();
+  EXPECT_THROW(trainer.fit(), InterruptedError);
+  clear_interrupt();
+  auto ckpt = CheckpointStore(dir.path() / "checkpoints", 2).newest_valid();
+  ASSERT_TRUE(ckpt);
+  EXPECT_EQ(ckpt->state["step"], 1);  // the step in flight finished first
+}
+
+TEST(Trainer, DivergenceStopsWithADiagnostic) {
+  testing::ScratchDir dir("diverge");
+  Config config = tiny_config(dir.path());
+  config.optim.lr = 1e30;  // beyond the validated range on purpose: built directly, not from JSON
+  config.optim.name = "sgd";
+  config.optim.momentum = 0;
+  config.schedule.warmup_epochs = 0;
+  config.train.max_bad_steps = 2;
+  Trainer trainer(config, tiny_model(config), tiny_data(), dir.path());
+  try {
+    trainer.fit();
+    FAIL() << "expected divergence";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, ResumeRejectsAnotherModelsCheckpoint) {
+  testing::ScratchDir dir("mismatch");
+  Config config = tiny_config(dir.path() / "a");
+  config.train.epochs = 1;
+  Trainer(config, tiny_model(config), tiny_data(), dir.path() / "a").fit();
+  Config other = tiny_config(dir.path() / "b");
+  other.model.name = "resnet18";
+  Trainer trainer(other, tiny_model(other), tiny_data(), dir.path() / "b");
+  EXPECT_THROW(trainer.resume(read_checkpoint(dir.path() / "a" / "checkpoints" / "best.ckpt")), ConfigError);
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -1,0 +1,45 @@
+// `shoplens bench-train`: the trainer's step on synthetic tensors, for side-by-side comparison
+// with Python PyTorch (scripts/bench/train_step.sh).
+#include <iostream>
+
+#include "command.h"
+#include "shoplens/bench/train_bench.h"
+
+namespace shoplens::cli {
+namespace {
+
+class BenchTrainCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    app.add_option("-m,--model", o_.model, "model name");
+    app.add_option("-b,--batch-size", o_.batch_size, "batch size")->check(CLI::PositiveNumber);
+    app.add_option("--image-size", o_.image_size, "input side, pixels")->check(CLI::Range(8, 4096));
+    app.add_option("--num-classes", o_.num_classes, "classes of the head")->check(CLI::PositiveNumber);
+    app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
+    app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+    app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("--warmup", o_.warmup_steps, "unmeasured steps first")->check(CLI::NonNegativeNumber);
+    app.add_option("--steps", o_.steps, "measured steps")->check(CLI::PositiveNumber);
+    app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
+    app.add_option("--format", format_, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
+  }
+
+  int run() override {
+    const auto result = run_train_bench(o_);
+    if (format_ == "json") std::cout << train_bench_json(result);
+    else if (format_ == "csv") std::cout << train_bench_csv(result);
+    else std::cout << train_bench_table(result);
+    return 0;
+  }
+
+ private:
+  TrainBenchOptions o_;
+  std::string format_ = "table";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_bench_train_command() { return std::make_unique<BenchTrainCommand>(); }
+
+}  // namespace shoplens::cli
