@@ -1,0 +1,57 @@
+// The model table: name -> factory, in the order --help lists them.
+#include <functional>
+
+#include <torch/torch.h>
+
+#include "models_internal.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace {
+
+struct Entry {
+  const char* name;
+  std::function<std::shared_ptr<ImageClassifier>(const ModelSpec&)> make;
+  bool is_vit;
+};
+
+const std::vector<Entry>& table() {
+  static const std::vector<Entry> entries = {
+      {"small_cnn", detail::make_small_cnn, false},
+      {"resnet18", [](const ModelSpec& s) { return detail::make_resnet(s, 18); }, false},
+      {"resnet34", [](const ModelSpec& s) { return detail::make_resnet(s, 34); }, false},
+      {"resnet50", [](const ModelSpec& s) { return detail::make_resnet(s, 50); }, false},
+      {"vit_tiny", [](const ModelSpec& s) { return detail::make_vit(s, 192, 3); }, true},
+      {"vit_small", [](const ModelSpec& s) { return detail::make_vit(s, 384, 6); }, true},
+      {"vit_base", [](const ModelSpec& s) { return detail::make_vit(s, 768, 12); }, true},
+  };
+  return entries;
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& e : table()) names.emplace_back(e.name);
+  return names;
+}
+
+std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec) {
+  const Entry* entry = nullptr;
+  for (const auto& e : table())
+    if (spec.name == e.name) entry = &e;
+  if (!entry)
+    throw ConfigError("unknown model '" + spec.name + "'" + did_you_mean(spec.name, model_names()) +
+                      "; known: " + join(model_names(), ", "));
+  detail::check_num_classes(spec.num_classes);
+  if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
+    throw ConfigError("model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
+  // A ViT's position embedding has one entry per 16x16 patch, so the size must be a multiple.
+  if (entry->is_vit && (spec.image_size < 16 || spec.image_size % 16 != 0))
+    throw ConfigError(spec.name + " needs model.image_size to be a positive multiple of 16 (the patch size), got " +
+                      std::to_string(spec.image_size));
+  return entry->make(spec);
+}
+
+}  // namespace shoplens

@@ -1,0 +1,174 @@
+// Vision Transformer (patch 16, class-token pooling) with timm's VisionTransformer parameter
+// names and initialisation, so timm state dicts load unchanged. channels_last does not apply:
+// the only convolution is the patch embedding, and the blocks work on [B, N, D] tokens.
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "models_internal.h"
+#include "shoplens/core/errors.h"
+
+namespace shoplens::detail {
+namespace {
+
+namespace nn = torch::nn;
+
+constexpr int kPatch = 16;
+constexpr int kDepth = 12;
+constexpr int kMlpRatio = 4;
+constexpr double kLayerNormEps = 1e-6;
+
+// timm's trunc_normal_(t, mean, std, a=-2, b=2). The cut-off is absolute, not in stds: for std
+// 0.02 it sits 100 stds out, where a plain normal never reaches, so that case samples normal_
+// directly (erfinv_, the inverse-CDF route timm takes, costs ~4 s for ViT-B on one core).
+void trunc_normal_(at::Tensor t, double mean, double std, double a = -2.0, double b = 2.0) {
+  if ((b - mean) / std >= 8.0 && (mean - a) / std >= 8.0) {
+    t.normal_(mean, std).clamp_(a, b);
+    return;
+  }
+  auto cdf = [](double x) { return (1.0 + std::erf(x / std::sqrt(2.0))) / 2.0; };
+  const double lo = cdf((a - mean) / std), hi = cdf((b - mean) / std);
+  t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).add_(mean).clamp_(a, b);
+}
+
+nn::LayerNorm layer_norm(int dim) {
+  return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kLayerNormEps));
+}
+
+class PatchEmbed : public nn::Module {
+ public:
+  explicit PatchEmbed(int dim) {
+    proj = register_module("proj", nn::Conv2d(nn::Conv2dOptions(3, dim, kPatch).stride(kPatch)));
+  }
+  // [B, 3, H, W] -> [B, N, D]
+  at::Tensor forward(const at::Tensor& x) { return proj->forward(x).flatten(2).transpose(1, 2); }
+  nn::Conv2d proj{nullptr};
+};
+
+class Attention : public nn::Module {
+ public:
+  Attention(int dim, int heads) : heads_(heads), scale_(1.0 / std::sqrt(static_cast<double>(dim / heads))) {
+    qkv = register_module("qkv", nn::Linear(dim, dim * 3));
+    proj = register_module("proj", nn::Linear(dim, dim));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const auto b = x.size(0), n = x.size(1), c = x.size(2);
+    auto qkv_out = qkv->forward(x).reshape({b, n, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
+    auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
+    auto attn = torch::matmul(q * scale_, k.transpose(-2, -1)).softmax(-1);
+    auto out = torch::matmul(attn, v).transpose(1, 2).reshape({b, n, c});
+    return proj->forward(out);
+  }
+  nn::Linear qkv{nullptr}, proj{nullptr};
+
+ private:
+  int64_t heads_;
+  double scale_;
+};
+
+class Mlp : public nn::Module {
+ public:
+  explicit Mlp(int dim) {
+    fc1 = register_module("fc1", nn::Linear(dim, dim * kMlpRatio));
+    fc2 = register_module("fc2", nn::Linear(dim * kMlpRatio, dim));
+  }
+  // Exact (erf) GELU, as nn.GELU() in timm.
+  at::Tensor forward(const at::Tensor& x) { return fc2->forward(torch::gelu(fc1->forward(x))); }
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+class Block : public nn::Module {
+ public:
+  Block(int dim, int heads) {
+    norm1 = register_module("norm1", layer_norm(dim));
+    attn = register_module("attn", std::make_shared<Attention>(dim, heads));
+    norm2 = register_module("norm2", layer_norm(dim));
+    mlp = register_module("mlp", std::make_shared<Mlp>(dim));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = x + attn->forward(norm1->forward(x));
+    return x + mlp->forward(norm2->forward(x));
+  }
+  nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  std::shared_ptr<Attention> attn;
+  std::shared_ptr<Mlp> mlp;
+};
+
+class VisionTransformer : public ImageClassifier {
+ public:
+  VisionTransformer(const ModelSpec& spec, int dim, int heads) : ImageClassifier(spec), grid_(spec.image_size / kPatch) {
+    patch_embed_ = register_module("patch_embed", std::make_shared<PatchEmbed>(dim));
+    cls_token_ = register_parameter("cls_token", torch::zeros({1, 1, dim}));
+    pos_embed_ = register_parameter("pos_embed", torch::zeros({1, 1 + grid_ * grid_, dim}));
+    blocks_ = register_module("blocks", nn::ModuleList());
+    for (int i = 0; i < kDepth; ++i) blocks_->push_back(std::make_shared<Block>(dim, heads));
+    norm_ = register_module("norm", layer_norm(dim));
+    head_drop_ = register_module("head_drop", nn::Dropout(spec.dropout));
+    head_ = register_module("head", nn::Linear(dim, spec.num_classes));
+    init_weights();
+  }
+
+  at::Tensor forward(const at::Tensor& images) override {
+    if (images.dim() != 4 || images.size(2) != grid_ * kPatch || images.size(3) != grid_ * kPatch)
+      throw ConfigError(spec_.name + " was built for " + std::to_string(grid_ * kPatch) + "x" +
+                        std::to_string(grid_ * kPatch) + " images (model.image_size), got input of shape " +
+                        c10::str(images.sizes()));
+    auto x = patch_embed_->forward(images);
+    x = torch::cat({cls_token_.expand({x.size(0), -1, -1}), x}, 1) + pos_embed_;
+    for (auto& block : *blocks_) x = block->as<Block>()->forward(x);
+    x = norm_->forward(x).select(1, 0);  // class-token pooling
+    return head_->forward(head_drop_->forward(x));
+  }
+
+  std::string head_prefix() const override { return "head."; }
+
+  std::vector<std::string> stage_prefixes() const override {
+    std::vector<std::string> stages = {"patch_embed.", "cls_token", "pos_embed"};
+    for (int i = 0; i < kDepth; ++i) stages.push_back("blocks." + std::to_string(i) + ".");
+    stages.push_back("norm.");
+    return stages;
+  }
+
+  void reset_head(int num_classes) override {
+    check_num_classes(num_classes);
+    auto head = fresh_head(head_, num_classes);
+    init_linear(*head);
+    head_ = replace_module("head", head);
+    spec_.num_classes = num_classes;
+  }
+
+  int num_classes() const override { return static_cast<int>(head_->options.out_features()); }
+
+ private:
+  static void init_linear(nn::LinearImpl& linear) {
+    torch::NoGradGuard no_grad;
+    trunc_normal_(linear.weight, 0.0, 0.02);
+    nn::init::zeros_(linear.bias);
+  }
+
+  // timm's default ('') scheme: trunc normal 0.02 for pos_embed and every Linear (zero bias),
+  // cls_token N(0, 1e-6), LayerNorm 1/0; the patch conv keeps PyTorch's default.
+  void init_weights() {
+    torch::NoGradGuard no_grad;
+    trunc_normal_(pos_embed_, 0.0, 0.02);
+    nn::init::normal_(cls_token_, 0.0, 1e-6);
+    for (auto& m : modules(/*include_self=*/false))
+      if (auto* linear = m->as<nn::Linear>()) init_linear(*linear);
+  }
+
+  int64_t grid_;
+  std::shared_ptr<PatchEmbed> patch_embed_;
+  at::Tensor cls_token_, pos_embed_;
+  nn::ModuleList blocks_{nullptr};
+  nn::LayerNorm norm_{nullptr};
+  nn::Dropout head_drop_{nullptr};
+  nn::Linear head_{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<ImageClassifier> make_vit(const ModelSpec& spec, int width, int heads) {
+  return std::make_shared<VisionTransformer>(spec, width, heads);
+}
+
+}  // namespace shoplens::detail
