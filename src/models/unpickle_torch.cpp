@@ -3,6 +3,8 @@
 // opcodes (protocol 0/1) are not emitted by torch.save and are rejected.
 #include <cstring>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <torch/torch.h>
 
@@ -39,6 +41,15 @@ class Unpickler {
  public:
   Unpickler(std::string_view data, const std::string& source, const StorageLoader& load)
       : data_(data), source_(source), load_(load) {}
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
+
+  // A failed or cyclic load frees its values here: a pickle can append a memoized list to
+  // itself, and reference-counted cycles would otherwise leak with every hostile file.
+  ~Unpickler() {
+    if (!done_)
+      for (auto& c : containers_) release(*c);
+  }
 
   PickleValuePtr run() {
     while (true) {
@@ -50,6 +61,8 @@ class Unpickler {
         case '(': marks_.push_back(stack_.size()); break;  // MARK
         case '.':                                      // STOP
           if (stack_.size() != 1) fail("STOP with " + std::to_string(stack_.size()) + " values on the stack", at);
+          if (has_cycle()) fail("a container that contains itself (no state dict does)", at);
+          done_ = true;
           return stack_.back();
         case '0': pop(); break;                        // POP
         case '1': pop_mark(); break;                   // POP_MARK
@@ -189,7 +202,55 @@ class Unpickler {
     return out;
   }
 
-  void push(PickleValuePtr v) { stack_.push_back(std::move(v)); }
+  void push(PickleValuePtr v) {
+    const auto k = v->kind;
+    if ((k == Kind::kList || k == Kind::kTuple || k == Kind::kDict) && seen_.insert(v.get()).second)
+      containers_.push_back(v);
+    stack_.push_back(std::move(v));
+  }
+
+  // Drops a container's edges; its child containers stay alive in containers_ until their turn.
+  static void release(PickleValue& v) {
+    auto items = std::move(v.items);
+    auto entries = std::move(v.entries);
+    v.items.clear();
+    v.entries.clear();
+  }
+
+  // Iterative depth-first search over the containers (only they have edges).
+  bool has_cycle() const {
+    std::unordered_map<const PickleValue*, int> state;  // absent: unvisited, 1: on the path, 2: done
+    auto children = [](const PickleValue& v, std::size_t i) -> const PickleValue* {
+      if (i < v.items.size()) return v.items[i].get();
+      i -= v.items.size();
+      if (i < 2 * v.entries.size()) return (i % 2 ? v.entries[i / 2].second : v.entries[i / 2].first).get();
+      return nullptr;
+    };
+    for (const auto& container : containers_) {
+      const PickleValue* root = container.get();
+      if (state.count(root)) continue;
+      std::vector<std::pair<const PickleValue*, std::size_t>> path{{root, 0}};
+      state[root] = 1;
+      while (!path.empty()) {
+        auto& [node, next] = path.back();
+        const PickleValue* child = children(*node, next++);
+        if (!child) {
+          state[node] = 2;
+          path.pop_back();
+          continue;
+        }
+        if (!seen_.count(child)) continue;  // not a container
+        auto it = state.find(child);
+        if (it == state.end()) {
+          state[child] = 1;
+          path.emplace_back(child, 0);
+        } else if (it->second == 1) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
   void push_bool(bool b) {
     auto v = make(Kind::kBool);
     v->boolean = b;
@@ -363,6 +424,11 @@ class Unpickler {
   std::vector<std::size_t> marks_;
   std::map<std::uint64_t, PickleValuePtr> memo_;
   std::map<std::string, PickleValuePtr> storages_;
+  // Every list, tuple and dict created, held until the end so that a failed load can cut
+  // their edges (see the destructor).
+  std::vector<PickleValuePtr> containers_;
+  std::unordered_set<const PickleValue*> seen_;
+  bool done_ = false;
 };
 
 }  // namespace

@@ -221,6 +221,8 @@ TEST(WeightsUnpickler, MalformedPicklesAreDataErrors) {
   EXPECT_NE(error_of("80024e4e2e").find("test.pkl"), std::string::npos);
   // A persistent id that is not a storage tuple.
   EXPECT_NE(error_of("80024e512e").find("not a torch storage"), std::string::npos);
+  // l = []; l.append(l): a cycle, rejected (and freed: the sanitizer build checks for leaks).
+  EXPECT_NE(error_of("80025d71006800612e").find("contains itself"), std::string::npos);
 }
 
 TEST(WeightsUnpickler, DeepNestingIsFreedWithoutRecursion) {
