@@ -125,15 +125,16 @@ TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
 
 TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   const fs::path run = *dir_ / "bad";
-  auto unknown = run_shoplens(train_args(run) + " --model resnet19");
+  const std::string base = "train --shards " + shards().string() + " --out " + run.string() + " --epochs 1";
+  auto unknown = run_shoplens(base + " --model resnet19");
   EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_NE(unknown.output.find("resnet18"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("did you mean 'resnet18'"), std::string::npos) << unknown.output;
 
-  auto zero_lr = run_shoplens(train_args(run) + " --lr 0");
+  auto zero_lr = run_shoplens(base + " --lr 0");
   EXPECT_EQ(zero_lr.exit_code, 2);
   EXPECT_NE(zero_lr.output.find("optim.lr"), std::string::npos) << zero_lr.output;
 
-  auto zero_batch = run_shoplens(train_args(run) + " --batch-size 0");
+  auto zero_batch = run_shoplens(base + " --batch-size 0");
   EXPECT_EQ(zero_batch.exit_code, 2);
 
   auto no_shards = run_shoplens("train --shards " + (*dir_ / "nowhere").string() + " --out " + run.string());

@@ -293,7 +293,7 @@ Config tiny_config(const std::filesystem::path& run_dir) {
   Config c;
   c.run.dir = run_dir.string();
   c.run.seed = 5;
-  c.augment.image_size = 8;
+  c.augment.image_size = 16;
   c.loader.batch_size = 4;
   c.loader.workers = 2;
   c.model.name = "small_cnn";

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
 #include "command.h"
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
     if (e.exit_code() == ExitCode::kInterrupted) spdlog::warn("interrupted; stopped at a safe point");
     else spdlog::error("{}", e.what());
     return static_cast<int>(e.exit_code());
+  } catch (const c10::Error& e) {
+    // LibTorch's own errors carry a C++ backtrace that helps nobody running the tool.
+    spdlog::error("{}", e.what_without_backtrace());
+    return static_cast<int>(ExitCode::kFailure);
   } catch (const std::bad_alloc&) {
     spdlog::error("out of memory");
     return static_cast<int>(ExitCode::kFailure);
