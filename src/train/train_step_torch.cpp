@@ -39,7 +39,9 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   const auto device = options_.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 
   model_.train();
-  optimizer_.zero_grad();
+  // Gradients start undefined (PyTorch's set_to_none): backward then writes instead of adding to
+  // zeros, and frozen parameters keep no stale gradient for the optimizer to apply.
+  for (auto& p : model_.parameters()) p.mutable_grad() = at::Tensor();
   at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
   for (const auto& batch : micro_batches) {
     at::Tensor loss;
@@ -65,15 +67,22 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
       grads.push_back(p.grad());
       params.push_back(p);
     }
-  const bool found_inf = scaler_.unscale_and_check(grads) || !finite_loss;
+  // Without loss scaling a finite loss is taken to mean finite gradients: checking every
+  // gradient costs a pass over all of them each step. Non-finite weights then show up as a
+  // non-finite loss on the next step, which the trainer counts toward max_bad_steps.
+  bool found_inf = !finite_loss || (scaler_.enabled() && scaler_.unscale_and_check(grads));
+  if (!found_inf && options_.clip_grad_norm > 0) {
+    // The norm is computed anyway: a non-finite one skips the step instead of poisoning weights.
+    result.grad_norm = torch::nn::utils::clip_grad_norm_(params, options_.clip_grad_norm);
+    found_inf = !std::isfinite(result.grad_norm);
+  }
   if (!found_inf) {
-    if (options_.clip_grad_norm > 0) result.grad_norm = torch::nn::utils::clip_grad_norm_(params, options_.clip_grad_norm);
     optimizer_.step();
     result.applied = true;
   } else {
     result.grad_norm = std::nan("");
     result.non_finite = true;
-    optimizer_.zero_grad();
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
   }
   scaler_.update(found_inf);
   return result;
