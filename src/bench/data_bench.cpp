@@ -112,13 +112,6 @@ std::optional<BenchRecord> bench_torchvision(const DataBenchOptions& o, const fs
   return r;
 }
 
-std::string today() {
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
 }  // namespace
 
 DataBenchResult run_data_bench(const DataBenchOptions& o) {
@@ -126,7 +119,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
   result.commit = build_commit();
   result.cpu = cpu_model();
   result.torch_version = torch_version();
-  result.date = today();
+  result.date = today_date();
   const int threads = resolve_threads(o.config.run.threads);
   const auto& c = o.config;
   result.parameters = {{"input", c.data.input},

@@ -19,13 +19,6 @@
 namespace shoplens {
 namespace {
 
-std::string today() {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -82,7 +75,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   result.cpu = cpu_model();
   result.torch_version = torch_version();
   result.device = cuda ? "cuda" : "cpu";
-  result.date = today();
+  result.date = today_date();
   return result;
 }
 

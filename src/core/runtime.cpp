@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <ctime>
+
 #include <sched.h>
 
 #include <fstream>
@@ -44,6 +46,13 @@ std::string shoplens_version() { return build_info::kVersion; }
 std::string version_string() {
   return "shoplens " + shoplens_version() + " (commit " + build_commit() + ")\nLibTorch " + torch_version() +
          "\nCUDA " + (cuda_available() ? "yes" : "no");
+}
+
+std::string today_date() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&now));
+  return buf;
 }
 
 std::uint64_t peak_rss_bytes() {

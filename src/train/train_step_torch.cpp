@@ -41,7 +41,8 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   model_.train();
   // Gradients start undefined (PyTorch's set_to_none): backward then writes instead of adding to
   // zeros, and frozen parameters keep no stale gradient for the optimizer to apply.
-  for (auto& p : model_.parameters()) p.mutable_grad() = at::Tensor();
+  const auto parameters = model_.parameters();
+  for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
   at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
   for (const auto& batch : micro_batches) {
     at::Tensor loss;
@@ -60,20 +61,19 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   result.loss = loss_sum.item<double>();
   const bool finite_loss = std::isfinite(result.loss);
 
-  std::vector<at::Tensor> grads;
-  std::vector<at::Tensor> params;
-  for (auto& p : model_.parameters())
-    if (p.grad().defined()) {
-      grads.push_back(p.grad());
-      params.push_back(p);
-    }
   // Without loss scaling a finite loss is taken to mean finite gradients: checking every
   // gradient costs a pass over all of them each step. Non-finite weights then show up as a
   // non-finite loss on the next step, which the trainer counts toward max_bad_steps.
-  bool found_inf = !finite_loss || (scaler_.enabled() && scaler_.unscale_and_check(grads));
+  bool found_inf = !finite_loss;
+  if (!found_inf && scaler_.enabled()) {
+    std::vector<at::Tensor> grads;  // undefined ones (frozen parameters) are skipped by the scaler
+    grads.reserve(parameters.size());
+    for (const auto& p : parameters) grads.push_back(p.grad());
+    found_inf = scaler_.unscale_and_check(grads);
+  }
   if (!found_inf && options_.clip_grad_norm > 0) {
     // The norm is computed anyway: a non-finite one skips the step instead of poisoning weights.
-    result.grad_norm = torch::nn::utils::clip_grad_norm_(params, options_.clip_grad_norm);
+    result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters, options_.clip_grad_norm);  // skips undefined grads
     found_inf = !std::isfinite(result.grad_norm);
   }
   if (!found_inf) {
@@ -82,7 +82,7 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   } else {
     result.grad_norm = std::nan("");
     result.non_finite = true;
-    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
   }
   scaler_.update(found_inf);
   return result;

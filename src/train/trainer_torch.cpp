@@ -99,6 +99,7 @@ struct Trainer::Impl {
   std::int64_t total_steps = 0;
   std::unique_ptr<LrSchedule> schedule;
   int trainable = -1;
+  std::vector<std::string> stages;  // backbone stage prefixes, input side first
   std::int64_t last_checkpoint_step = -1;
 
   Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir)
@@ -144,6 +145,7 @@ struct Trainer::Impl {
       step_options.class_weights = torch::tensor(weights, torch::kFloat);
     }
     step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
+    stages = model->stage_prefixes();
     store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
     log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
     state.best_metric = config.train.early_stopping_metric;
@@ -157,7 +159,6 @@ struct Trainer::Impl {
 
   // Head always trains; backbone stages train from the output side as the freeze plan allows.
   void apply_freeze_plan() {
-    const auto stages = model->stage_prefixes();
     const int n = trainable_stages(config.train, epoch_progress(), static_cast<int>(stages.size()));
     if (n == trainable) return;
     trainable = n;

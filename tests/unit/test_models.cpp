@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
@@ -11,13 +12,7 @@
 namespace shoplens {
 namespace {
 
-ModelSpec spec(const std::string& name, int classes = 5, int image_size = 64) {
-  ModelSpec s;
-  s.name = name;
-  s.num_classes = classes;
-  s.image_size = image_size;
-  return s;
-}
+using testing::spec;
 
 std::int64_t parameter_count(torch::nn::Module& m) {
   std::int64_t n = 0;

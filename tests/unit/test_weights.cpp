@@ -11,6 +11,7 @@
 
 #include "models/models_internal.h"
 #include "models/pickle_internal.h"
+#include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
@@ -21,13 +22,7 @@ namespace {
 
 using testing::ScratchDir;
 
-ModelSpec spec(const std::string& name, int classes = 5, int image_size = 64) {
-  ModelSpec s;
-  s.name = name;
-  s.num_classes = classes;
-  s.image_size = image_size;
-  return s;
-}
+using testing::spec;
 
 const at::Tensor* find(const StateDict& sd, const std::string& name) {
   for (const auto& [n, t] : sd)

@@ -21,6 +21,8 @@ bool cuda_available();
 std::string cpu_model();
 std::string version_string();  // version, commit, LibTorch version, CUDA yes/no
 std::string build_commit();
+// Local date as YYYY-MM-DD, for benchmark records.
+std::string today_date();
 // Peak resident set size of this process so far (getrusage), bytes.
 std::uint64_t peak_rss_bytes();
 std::string shoplens_version();
