@@ -94,6 +94,7 @@ struct Field {
   std::function<void(Config&, const json&, const std::string& source)> set;
   bool is_string = false;
   bool is_list = false;
+  bool accepts_word = false;  // a number that may also be a word ("auto")
 };
 
 template <class T>
@@ -168,6 +169,42 @@ Check<std::vector<double>> three_numbers(bool positive) {
   };
 }
 
+Check<std::string> byte_size_or_empty() {
+  return [](const std::string& v, const std::string& path, const std::string& source) {
+    if (v.empty()) return;
+    try {
+      if (parse_bytes(v, path) == 0) throw UsageError("zero");
+    } catch (const Error&) {
+      throw ConfigError(source + ": " + path + ": expected a size such as \"2GiB\" or \"512MiB\", got \"" + v + "\"");
+    }
+  };
+}
+
+// loader.batch_size takes a number or "auto" (the largest micro-batch that fits, found first).
+Field batch_size_field() {
+  Field f;
+  f.section = "loader";
+  f.key = "batch_size";
+  f.type = "integer or \"auto\"";
+  f.help = "samples per micro-batch, or \"auto\": the largest that fits the memory budget (docs/FIND_BATCH.md)";
+  f.get = [](const Config& c) { return c.loader.auto_batch ? json("auto") : json(c.loader.batch_size); };
+  f.set = [](Config& c, const json& v, const std::string& source) {
+    const std::string path = "loader.batch_size";
+    if (v.is_string() && v.get<std::string>() == "auto") {
+      c.loader.auto_batch = true;
+      return;
+    }
+    if (!v.is_number()) type_error(path, "integer or \"auto\"", v, source);
+    int value = 0;
+    read_value(v, value, path, source);
+    in_range(1, 1 << 20)(value, path, source);
+    c.loader.batch_size = value;
+    c.loader.auto_batch = false;
+  };
+  f.accepts_word = true;
+  return f;
+}
+
 const std::vector<Field>& schema() {
   static const std::vector<Field> fields = [] {
     std::vector<Field> f;
@@ -235,7 +272,7 @@ const std::vector<Field>& schema() {
     f.push_back(field(&C::augment, "augment", &AugmentConfig::worst_case, "worst_case",
                       "largest-footprint augmentation (every op on, mixed soft targets)"));
     // loader
-    f.push_back(field(&C::loader, "loader", &LoaderConfig::batch_size, "batch_size", "samples per batch", in_range(1, 1 << 20)));
+    f.push_back(batch_size_field());
     f.push_back(field(&C::loader, "loader", &LoaderConfig::workers, "workers", "decode threads (0: run.threads)", in_range(0, 1024)));
     f.push_back(field(&C::loader, "loader", &LoaderConfig::prefetch_batches, "prefetch_batches", "batches prepared ahead",
                       in_range(1, 1024)));
@@ -322,6 +359,40 @@ const std::vector<Field>& schema() {
     f.push_back(field(&C::train, "train", &TrainConfig::tensorboard, "tensorboard", "write TensorBoard event files"));
     f.push_back(field(&C::train, "train", &TrainConfig::deterministic, "deterministic",
                       "deterministic kernels (resumed runs reproduce the loss curve)"));
+    f.push_back(field(&C::train, "train", &TrainConfig::memory_budget, "memory_budget",
+                      "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
+                      "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
+                      byte_size_or_empty()));
+    f.push_back(field(&C::train, "train", &TrainConfig::oom_recovery, "oom_recovery",
+                      "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step"));
+    // find_batch
+    using FB = FindBatchConfig;
+    f.push_back(field(&C::find_batch, "find_batch", &FB::strategy, "strategy",
+                      "fit (memory model + verification) | binsearch (Lightning's) | exact (benchmark truth, slow)",
+                      one_of({"fit", "binsearch", "exact"})));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::headroom, "headroom", "fraction of the budget always left free",
+                      in_range(0.0, 0.5)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::probe_steps, "probe_steps", "training steps per probe",
+                      in_range(1, 100)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::verify_steps, "verify_steps",
+                      "steps the answer must run within the budget", in_range(1, 1000)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::first_batch, "first_batch", "batch of the first probe",
+                      in_range(1, 1 << 20)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::max_batch, "max_batch", "largest micro-batch considered",
+                      in_range(1, 1 << 20)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::round_to, "round_to",
+                      "round the micro-batch down to a multiple of this (0: 8 on CUDA with bf16/fp16, else 1)",
+                      in_range(0, 4096)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::target_global_batch, "target_global_batch",
+                      "global batch to reach with accumulation (0: one micro-batch per step)", at_least<std::int64_t>(0)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::lr_scaling, "lr_scaling",
+                      "learning-rate rule for the new global batch: linear | sqrt | none", one_of({"linear", "sqrt", "none"})));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::reference_batch, "reference_batch",
+                      "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
+                      at_least<std::int64_t>(0)));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::cache, "cache", "reuse a result with the same fingerprint"));
+    f.push_back(field(&C::find_batch, "find_batch", &FB::cache_dir, "cache_dir",
+                      "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)"));
     return f;
   }();
   return fields;
@@ -417,6 +488,7 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
     }
   } else {
     value = json::parse(text, nullptr, false);
+    if (value.is_discarded() && f->accepts_word) value = text;
     if (value.is_discarded()) throw ConfigError(source + ": '" + text + "' is not a valid " + f->type + " for " + name);
   }
   Config probe;

@@ -17,6 +17,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
@@ -108,27 +109,8 @@ bool shard_files_intact(const fs::path& dir, const ShardInfo& info) {
   return crc32_of(bytes.data(), bytes.size()) == info.index_crc32;
 }
 
-std::string hex64(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-struct Hasher {
-  std::uint64_t h = 1469598103934665603ULL;
-  void add(std::string_view s) {
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    h ^= 0xff;
-    h *= 1099511628211ULL;
-  }
-  void add(std::uint64_t v) { add(std::to_string(v)); }
-};
-
 std::string shard_fingerprint(const PrepareOptions& o, const Manifest& m, const ShardPlan& plan) {
-  Hasher hasher;
+  Fingerprint hasher;
   hasher.add(kPrepareFormat);
   hasher.add(o.storage_size);
   hasher.add(static_cast<std::uint64_t>(o.encoding));
@@ -150,7 +132,7 @@ std::string shard_fingerprint(const PrepareOptions& o, const Manifest& m, const 
       hasher.add(static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ULL + st.st_mtim.tv_nsec);
     }
   }
-  return hex64(hasher.h);
+  return hasher.hex();
 }
 
 std::vector<std::vector<std::string>> build_vocabulary(const Manifest& m) {

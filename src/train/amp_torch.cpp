@@ -1,13 +1,11 @@
 #include "shoplens/train/amp.h"
 
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
-
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "torch_compat.h"
 
 namespace shoplens {
 
@@ -26,26 +24,14 @@ const char* precision_name(Precision precision) {
   }
 }
 
-// ---- autocast: the LibTorch 1.13 / 2.x split lives here only ----
+// ---- autocast (the 1.13 / 2.x split is in torch_compat.h) ----
 namespace {
 
 at::ScalarType dtype_of(Precision p) { return p == Precision::kFp16 ? at::kHalf : at::kBFloat16; }
 
-#if TORCH_VERSION_MAJOR >= 2
-bool autocast_enabled(bool cuda) { return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU); }
-void set_autocast(bool cuda, bool on) { at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, on); }
-void set_autocast_dtype(bool cuda, at::ScalarType t) { at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, t); }
-#else
-bool autocast_enabled(bool cuda) { return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled(); }
-void set_autocast(bool cuda, bool on) {
-  if (cuda) at::autocast::set_enabled(on);
-  else at::autocast::set_cpu_enabled(on);
-}
-void set_autocast_dtype(bool cuda, at::ScalarType t) {
-  if (cuda) at::autocast::set_autocast_gpu_dtype(t);
-  else at::autocast::set_autocast_cpu_dtype(t);
-}
-#endif
+using compat::autocast_enabled;
+using compat::set_autocast;
+using compat::set_autocast_dtype;
 
 }  // namespace
 

@@ -52,6 +52,7 @@ json state_to_json(const TrainState& s, const Config& config, const ImageClassif
           {"last_finite_loss", finite_or_null(s.last_finite_loss)},
           {"last_finite_step", s.last_finite_step},
           {"history", s.history},
+          {"oom", {{"micro_split", s.micro_split}, {"retries", s.oom_retries}}},
           {"scaler", scaler.state()},
           {"model", model.spec().name},
           {"classes", class_names},
@@ -109,6 +110,10 @@ void restore_state(const Checkpoint& ckpt, const Config& config, ImageClassifier
     s.last_finite_loss = number_or_nan(j.at("last_finite_loss"));
     s.last_finite_step = j.at("last_finite_step").get<std::int64_t>();
     s.history = j.at("history").get<std::vector<json>>();
+    if (j.contains("oom")) {  // absent in checkpoints written before OOM recovery existed
+      s.micro_split = j.at("oom").at("micro_split").get<int>();
+      s.oom_retries = j.at("oom").at("retries").get<std::int64_t>();
+    }
     scaler.load_state(j.at("scaler"));
   } catch (const json::exception& e) {
     throw DataError(where + ": missing or malformed state field: " + e.what());

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
 #include "shoplens/models/classifier.h"
 
 namespace shoplens {
@@ -44,19 +45,27 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   const auto parameters = model_.parameters();
   for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
   at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
-  for (const auto& batch : micro_batches) {
-    at::Tensor loss;
-    {
-      AutocastScope autocast(options_.cuda, options_.precision);
-      auto images = batch.images.to(device, /*non_blocking=*/true);
-      auto logits = model_.forward(images);
-      auto losses = per_sample_loss(logits, batch.labels, batch.mixed ? batch.targets : at::Tensor(),
-                                    options_.class_weights, options_.label_smoothing);
-      // Dividing by the step's total sample count makes accumulation equal one big batch.
-      loss = losses.sum() / static_cast<double>(result.samples);
+  try {
+    for (const auto& batch : micro_batches) {
+      at::Tensor loss;
+      {
+        AutocastScope autocast(options_.cuda, options_.precision);
+        auto images = batch.images.to(device, /*non_blocking=*/true);
+        auto logits = model_.forward(images);
+        auto losses = per_sample_loss(logits, batch.labels, batch.mixed ? batch.targets : at::Tensor(),
+                                      options_.class_weights, options_.label_smoothing);
+        // Dividing by the step's total sample count makes accumulation equal one big batch.
+        loss = losses.sum() / static_cast<double>(result.samples);
+      }
+      loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
+      scaler_.scale_loss(loss).backward();
     }
-    loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
-    scaler_.scale_loss(loss).backward();
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    // Nothing of the step was applied: drop its partial gradients so a smaller retry starts clean.
+    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+    throw OutOfMemoryError("out of memory in the forward/backward pass of a step of " + std::to_string(result.samples) +
+                           " samples: " + error_message(e));
   }
   result.loss = loss_sum.item<double>();
   const bool finite_loss = std::isfinite(result.loss);

@@ -75,6 +75,29 @@ struct EvalResult {
 
 bool has_samples(const std::shared_ptr<const ImageSource>& s) { return s && s->size() > 0; }
 
+// Loader batches cut into micro-batches of at most `size` samples (0: as they are). The step
+// divides by its total sample count, so the cut leaves the gradients of the global batch unchanged.
+std::vector<Batch> split_batches(const std::vector<Batch>& batches, int size) {
+  if (size <= 0) return batches;
+  std::vector<Batch> out;
+  for (const auto& b : batches) {
+    const std::int64_t n = b.images.size(0);
+    for (std::int64_t start = 0; start < n; start += size) {
+      const std::int64_t len = std::min<std::int64_t>(size, n - start);
+      Batch piece;
+      piece.index = b.index;
+      piece.mixed = b.mixed;
+      piece.images = b.images.narrow(0, start, len);
+      piece.labels = b.labels.narrow(0, start, len);
+      if (b.targets.defined()) piece.targets = b.targets.narrow(0, start, len);
+      piece.sample_ids.assign(b.sample_ids.begin() + std::min<std::int64_t>(start, b.sample_ids.size()),
+                              b.sample_ids.begin() + std::min<std::int64_t>(start + len, b.sample_ids.size()));
+      out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
 std::string fmt_metric(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
 
 }  // namespace
@@ -109,8 +132,7 @@ struct Trainer::Impl {
       throw ConfigError("the model has " + std::to_string(model->num_classes()) + " classes, the data " +
                         std::to_string(data.class_names.size()));
     precision = parse_precision(config.train.precision);
-    const std::string& device = config.train.device;
-    cuda = device == "cuda" || (device == "auto" && cuda_available());
+    cuda = wants_cuda(config.train.device);
     if (cuda && !cuda_available())
       throw ConfigError("train.device=cuda but this LibTorch has no usable CUDA device (" + torch_version() + ")");
     if (precision == Precision::kFp16 && !cuda)
@@ -270,6 +292,29 @@ struct Trainer::Impl {
     throw InterruptedError();
   }
 
+  int effective_micro_batch() const { return state.micro_split > 0 ? state.micro_split : config.loader.batch_size; }
+
+  // Runs the step; on out-of-memory halves the micro-batch (the accumulation doubles, the global
+  // batch and the data order stay) and retries the same step until it fits or is down to 1.
+  StepResult run_step(const std::vector<Batch>& micro) {
+    for (;;) {
+      try {
+        return step_runner->run(split_batches(micro, state.micro_split));
+      } catch (const OutOfMemoryError& e) {
+        const int current = effective_micro_batch();
+        if (!config.train.oom_recovery || current <= 1)
+          throw Error(std::string(e.what()) + (current <= 1 ? "; even a micro-batch of 1 does not fit: raise "
+                                                               "train.memory_budget or use a smaller model"
+                                                             : "; train.oom_recovery is off"));
+        state.micro_split = (current + 1) / 2;
+        state.oom_retries++;
+        spdlog::warn("train: out of memory at step {} with micro-batches of {}: retrying the step with micro-batches of {} "
+                     "(global batch unchanged); set loader.batch_size to {} or run find-batch to avoid the retry",
+                     state.step + 1, current, state.micro_split, state.micro_split);
+      }
+    }
+  }
+
   [[noreturn]] void diverged(const StepResult& r) {
     const auto saved = store->list();
     const std::string where = saved.empty() ? "" : saved.back().string();
@@ -318,7 +363,7 @@ struct Trainer::Impl {
         if (micro.empty()) break;
         optim->set_lr_factor(schedule->factor(state.step));
         const auto step_start = std::chrono::steady_clock::now();
-        StepResult r = step_runner->run(micro);
+        StepResult r = run_step(micro);
         state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
         state.step++;
         state.epoch_samples += r.samples;
@@ -348,6 +393,10 @@ struct Trainer::Impl {
               {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
               {"data_wait_seconds", train_loader->stats().wait_seconds}};
           if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
+          if (state.oom_retries > 0) {
+            values.emplace_back("oom_retries", static_cast<double>(state.oom_retries));
+            values.emplace_back("micro_batch", static_cast<double>(effective_micro_batch()));
+          }
           if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
           log->record(state.step, epoch_progress(), "train", values);
           progress.set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
@@ -417,6 +466,8 @@ struct Trainer::Impl {
         {"device", cuda ? "cuda" : "cpu"},
         {"threads", resolve_threads(config.run.threads)},
         {"micro_batch", config.loader.batch_size},
+        {"micro_batch_effective", effective_micro_batch()},
+        {"oom_retries", state.oom_retries},
         {"accumulation_steps", accumulation},
         {"global_batch", global_batch},
         {"steps", state.step},

@@ -5,6 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include "command.h"
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/strings.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/runtime.h"
@@ -38,7 +42,10 @@ class TrainCommand : public Command {
     options_.add_flag_for(app, "--pretrained", "model.pretrained", "starting weights (.safetensors or torch.save)");
     options_.add_flag_for(app, "--epochs", "train.epochs", "epochs to train");
     options_.add_flag_for(app, "--max-steps", "train.max_steps", "stop after this many optimizer steps (0: no limit)");
-    options_.add_flag_for(app, "-b,--batch-size", "loader.batch_size", "micro-batch size");
+    options_.add_flag_for(app, "-b,--batch-size", "loader.batch_size",
+                          "micro-batch size, or 'auto': the largest that fits (find-batch runs first)");
+    options_.add_flag_for(app, "--memory-budget", "train.memory_budget",
+                          "device memory the job may use, e.g. 24GiB (empty: no cap)");
     options_.add_flag_for(app, "--accumulation", "train.accumulation_steps", "micro-batches per optimizer step");
     options_.add_flag_for(app, "--lr", "optim.lr", "peak learning rate");
     options_.add_flag_for(app, "--precision", "train.precision", "fp32, bf16 or fp16 (CUDA)");
@@ -79,7 +86,23 @@ class TrainCommand : public Command {
     if (!checkpoint && !config->run.dir.empty() && fs::is_directory(existing) && !CheckpointStore(existing, 1).list().empty())
       throw UsageError("train: " + config->run.dir + " already holds checkpoints of a run; continue it with --resume auto, "
                        "or choose another --out");
+    // The budget stands in for the fleet's card: the allocator refuses beyond it for the whole run.
+    std::unique_ptr<MemoryProbe> budget_guard;
+    if (!config->train.memory_budget.empty()) {
+      budget_guard = make_memory_probe(wants_cuda(config->train.device));
+      budget_guard->set_budget(static_cast<std::int64_t>(parse_bytes(config->train.memory_budget, "train.memory_budget")));
+    }
+    std::optional<nlohmann::json> found_batch;
+    if (config->loader.auto_batch) {
+      const FindBatchResult found = find_batch(*config, static_cast<int>(data.class_names.size()), /*use_cache=*/true);
+      apply_plan(*config, found.plan);
+      spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation, lr {:.4g} ({} probes{})",
+                   found.plan.micro_batch, found.plan.accumulation_steps, found.plan.lr, found.search.at("probes").size(),
+                   found.from_cache ? ", cached" : "");
+      found_batch = found.to_json();
+    }
     const fs::path run_dir = open_run_dir(*config, "train");
+    if (found_batch) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
     seed_torch(static_cast<std::uint64_t>(config->run.seed));
     ModelSpec spec;
     spec.name = config->model.name;

@@ -21,6 +21,8 @@ const CommandEntry kCommands[] = {
     {"make-data", "write a synthetic product catalog (images + CSV manifest)", &make_make_data_command},
     {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
     {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
+    {"find-batch", "find the largest micro-batch that fits the memory budget by probing the real training step",
+     &make_find_batch_command},
     {"train", "train a classifier on prepared shards: AMP, accumulation, checkpoints, resume, metrics", &make_train_command},
     {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
     {"bench-train", "benchmark the training step on synthetic tensors (compare with Python: scripts/bench/train_step.sh)",

@@ -55,7 +55,8 @@ struct AugmentConfig {
 };
 
 struct LoaderConfig {
-  int batch_size = 32;
+  int batch_size = 32;                          // micro-batch
+  bool auto_batch = false;                      // batch_size "auto": `train` runs find-batch first
   int workers = 0;                              // 0 = run.threads
   int prefetch_batches = 4;
   bool shuffle = true;
@@ -113,6 +114,23 @@ struct TrainConfig {
   std::int64_t log_every_steps = 10;
   bool tensorboard = true;
   bool deterministic = false;                   // deterministic CPU kernels where LibTorch offers them
+  std::string memory_budget;                    // "24GiB": caps the device allocator (empty: no cap)
+  bool oom_recovery = true;                     // on OOM: halve the micro-batch, double accumulation, retry
+};
+
+struct FindBatchConfig {
+  std::string strategy = "fit";                 // fit | binsearch (Lightning's) | exact (benchmark truth)
+  double headroom = 0.02;                       // fraction of the budget always left free (fit)
+  int probe_steps = 3;                          // training steps per probe (steady state)
+  int verify_steps = 3;                         // steps the answer must run within the budget
+  int first_batch = 2;
+  int max_batch = 4096;
+  int round_to = 0;                             // multiple to round down to (0: 8 on CUDA with bf16/fp16, else 1)
+  std::int64_t target_global_batch = 0;         // 0: one micro-batch per rank and step
+  std::string lr_scaling = "linear";            // linear | sqrt | none
+  std::int64_t reference_batch = 0;             // global batch optim.lr was tuned for (0: loader.batch_size x accumulation)
+  bool cache = true;
+  std::string cache_dir;                        // empty: $XDG_CACHE_HOME/shoplens, else ~/.cache/shoplens
 };
 
 struct Config {
@@ -124,6 +142,7 @@ struct Config {
   OptimConfig optim;
   ScheduleConfig schedule;
   TrainConfig train;
+  FindBatchConfig find_batch;
 };
 
 // Every field of every section: dotted name, type, default and help. Drives validation,

@@ -41,6 +41,13 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// The device (or the memory budget standing in for it) refused an allocation during a training
+// step's forward/backward; the step left no gradients behind and can be retried smaller.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 // SIGINT/SIGTERM arrived; work stopped at a safe point.
 class InterruptedError : public Error {
  public:

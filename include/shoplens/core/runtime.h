@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include <exception>
 #include <string>
 
 namespace shoplens {
@@ -18,6 +19,8 @@ void seed_torch(std::uint64_t seed);
 
 std::string torch_version();
 bool cuda_available();
+// train.device semantics: "cuda", or "auto" on a machine where CUDA is usable.
+bool wants_cuda(const std::string& device);
 std::string cpu_model();
 std::string version_string();  // version, commit, LibTorch version, CUDA yes/no
 std::string build_commit();
@@ -26,5 +29,9 @@ std::string today_date();
 // Peak resident set size of this process so far (getrusage), bytes.
 std::uint64_t peak_rss_bytes();
 std::string shoplens_version();
+// True for LibTorch's out-of-memory errors (a CPU budget, CUDA), std::bad_alloc and ours.
+bool is_out_of_memory(const std::exception& e);
+// The message without LibTorch's C++ backtrace.
+std::string error_message(const std::exception& e);
 
 }  // namespace shoplens

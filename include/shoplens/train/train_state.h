@@ -39,6 +39,8 @@ struct TrainState {
   double last_finite_loss = std::numeric_limits<double>::quiet_NaN();
   std::int64_t last_finite_step = 0;
   std::vector<nlohmann::json> history;   // every validation record
+  int micro_split = 0;                   // after an OOM: loader batches run as micro-batches of this (0: whole)
+  std::int64_t oom_retries = 0;          // steps retried smaller after running out of memory
 };
 
 nlohmann::json state_to_json(const TrainState& state, const Config& config, const ImageClassifier& model,

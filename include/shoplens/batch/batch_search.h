@@ -1,0 +1,76 @@
+// The batch-size search, independent of what a probe is: it sees only "run the job at batch b
+// and tell me its peak memory (or that it ran out)". The real probe is the training step
+// (job_probe.h); tests drive it with fake memory curves. Method: docs/FIND_BATCH.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shoplens {
+
+struct ProbeResult {
+  enum class Outcome { kRan, kOutOfMemory, kFailed };
+  int batch = 0;
+  Outcome outcome = Outcome::kRan;
+  std::int64_t peak_bytes = 0;            // peak allocated over the probe's steps and evaluation;
+                                          // on OOM, what was needed at the refusal (a lower bound) or 0
+  std::int64_t reserved_gap_bytes = 0;    // peak reserved - peak allocated (CUDA cache, fragmentation)
+  std::int64_t step_spread_bytes = 0;     // max - min of the per-step peaks: steady-state noise
+  std::int64_t baseline_bytes = 0;        // live after the steps with the batch freed: weights,
+                                          // gradients, optimizer state (a lower bound of the static part)
+  int steps = 0;
+  double seconds = 0;
+  double images_per_second = 0;           // training throughput in the probe (after its first step)
+  std::string error;                      // kOutOfMemory / kFailed: the message
+  bool fits = false;                      // set by the search: ran and peak within the usable budget
+};
+
+using ProbeFn = std::function<ProbeResult(int batch)>;
+
+struct SearchOptions {
+  std::string strategy = "fit";           // fit | binsearch | exact
+  std::int64_t budget_bytes = 0;          // > 0
+  double headroom_fraction = 0.02;        // kept free at least (fit); measured noise can raise it
+  int first_batch = 2;
+  int max_batch = 4096;
+  int max_probes = 16;                    // fit: cap, including a bisection fallback
+  double tolerance = 0.01;                // bisection stops when hi - lo <= max(1, tolerance x lo)
+  double binsearch_margin = 0.05;         // binsearch: Lightning's final margin
+  int binsearch_max_trials = 25;          // binsearch: Lightning's max_trials
+};
+
+struct MemoryFit {
+  double static_bytes = 0;
+  double bytes_per_sample = 0;
+  double r2 = 0;                          // 1 with two points
+  int points = 0;
+  double predict(double batch) const { return static_bytes + bytes_per_sample * batch; }
+  // Largest batch whose prediction is within `bytes` (0 when none).
+  int largest_within(double bytes, int max_batch) const;
+};
+
+// Least squares over (batch, peak) points; needs two distinct batches (points = 0 otherwise).
+MemoryFit fit_memory(const std::vector<std::pair<double, double>>& points);
+
+struct SearchResult {
+  int batch = 0;                          // the answer: 0 when nothing fits
+  std::int64_t budget_bytes = 0;
+  std::int64_t headroom_bytes = 0;
+  std::int64_t usable_bytes = 0;          // budget - headroom
+  std::int64_t predicted_peak_bytes = 0;  // the fit at `batch`
+  std::int64_t measured_peak_bytes = 0;   // the probe at `batch`
+  MemoryFit fit;
+  std::vector<ProbeResult> probes;        // in the order they ran
+  std::vector<std::string> warnings;
+  bool bisected = false;                  // the model missed and the search bisected
+  double seconds = 0;
+  const ProbeResult* probe_at(int batch) const;
+};
+
+// Runs the chosen strategy. Throws Error when batch 1 does not fit (with the memory it needed),
+// and when a probe fails for a reason other than memory (never mistaken for an OOM).
+SearchResult search_batch(const ProbeFn& probe, const SearchOptions& options);
+
+}  // namespace shoplens

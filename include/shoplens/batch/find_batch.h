@@ -1,0 +1,68 @@
+// `shoplens find-batch`: the largest micro-batch of the configured training job that fits the
+// device's memory budget, found by probing the real step, then the accumulation and learning
+// rate that reach a target global batch, as a config patch. Results are cached by fingerprint.
+// Method and output fields: docs/FIND_BATCH.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/batch/batch_search.h"
+#include "shoplens/core/config.h"
+
+namespace shoplens {
+
+// How a micro-batch limit becomes the job's batch settings.
+struct BatchPlan {
+  int micro_batch = 0;
+  int accumulation_steps = 1;
+  int world_size = 1;
+  std::int64_t global_batch = 0;          // micro x accumulation x world size
+  std::int64_t reference_batch = 0;       // what optim.lr was tuned for
+  std::string lr_scaling = "linear";
+  double lr = 0;                          // scaled for global_batch
+  double lr_factor = 1;
+  double warmup_epochs = 0;               // at least 1 when the lr was scaled up (Goyal et al.)
+  std::vector<std::string> notes;
+};
+
+// The largest micro-batch <= max_micro that reaches `target_global` exactly (micro x k x world),
+// fewest accumulation steps first; without a target, one micro-batch per rank and step. When no
+// exact split exists the global batch is rounded up and a note says so.
+BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config);
+// {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...}
+nlohmann::json config_patch(const BatchPlan& plan, int eval_batch);
+// Applies the plan to a config (what `train` does with batch_size "auto").
+void apply_plan(Config& config, const BatchPlan& plan);
+
+nlohmann::json search_to_json(const SearchResult& search);
+
+struct FindBatchResult {
+  nlohmann::json search;                  // search_to_json, plus device, model, fingerprint: what the cache keeps
+  int micro_batch = 0;                    // the answer after rounding and verification
+  int eval_batch = 0;
+  BatchPlan plan;
+  bool from_cache = false;
+  double total_seconds = 0;               // this call (a cache hit costs almost nothing)
+  nlohmann::json to_json() const;         // the --json document
+  std::string to_table() const;           // for people
+};
+
+// What decides the answer: model, classes, input size, augmentation footprint, precision,
+// optimizer, loader buffering, device and its memory, LibTorch version, budget, search settings.
+std::string find_batch_fingerprint(const Config& config, int num_classes, const std::string& device_name,
+                                   std::int64_t device_total_bytes, std::int64_t budget_bytes);
+std::filesystem::path find_batch_cache_dir(const Config& config);
+std::optional<nlohmann::json> read_cached_search(const Config& config, const std::string& fingerprint);
+void write_cached_search(const Config& config, const std::string& fingerprint, const nlohmann::json& search);
+
+// Runs the search on this machine's device (or answers from the cache when allowed).
+// `num_classes` sizes the head; the data itself is not read (inputs are synthetic, worst case).
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache);
+
+}  // namespace shoplens

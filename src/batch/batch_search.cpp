@@ -1,0 +1,277 @@
+#include "shoplens/batch/batch_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+
+int MemoryFit::largest_within(double bytes, int max_batch) const {
+  if (points < 2) return 0;
+  if (bytes_per_sample <= 0) return bytes >= static_bytes ? max_batch : 0;
+  const double b = std::floor((bytes - static_bytes) / bytes_per_sample);
+  if (b < 0) return 0;
+  return static_cast<int>(std::min<double>(b, max_batch));
+}
+
+MemoryFit fit_memory(const std::vector<std::pair<double, double>>& points) {
+  MemoryFit fit;
+  const double n = static_cast<double>(points.size());
+  if (points.size() < 2) return fit;
+  double sx = 0, sy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+  }
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (const auto& [x, y] : points) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+    syy += (y - my) * (y - my);
+  }
+  if (sxx <= 0) return fit;  // one distinct batch: no slope
+  fit.bytes_per_sample = sxy / sxx;
+  fit.static_bytes = my - fit.bytes_per_sample * mx;
+  double ss_res = 0;
+  for (const auto& [x, y] : points) {
+    const double e = y - fit.predict(x);
+    ss_res += e * e;
+  }
+  fit.r2 = syy > 0 ? 1.0 - ss_res / syy : 1.0;
+  fit.points = static_cast<int>(points.size());
+  return fit;
+}
+
+const ProbeResult* SearchResult::probe_at(int b) const {
+  for (auto it = probes.rbegin(); it != probes.rend(); ++it)
+    if (it->batch == b) return &*it;
+  return nullptr;
+}
+
+namespace {
+
+using Outcome = ProbeResult::Outcome;
+
+class Search {
+ public:
+  Search(const ProbeFn& probe, const SearchOptions& options) : probe_(probe), o_(options) {
+    if (o_.budget_bytes <= 0) throw ConfigError("the batch search needs a memory budget > 0");
+    if (o_.max_batch < 1) throw ConfigError("find_batch.max_batch must be >= 1");
+    result_.budget_bytes = o_.budget_bytes;
+    update_headroom();
+  }
+
+  SearchResult run() {
+    const auto start = std::chrono::steady_clock::now();
+    if (o_.strategy == "fit") fit_strategy();
+    else if (o_.strategy == "binsearch") binsearch_strategy();
+    else if (o_.strategy == "exact") exact_strategy();
+    else throw ConfigError("find_batch.strategy '" + o_.strategy + "' is not one of fit, binsearch, exact" +
+                           did_you_mean(o_.strategy, {"fit", "binsearch", "exact"}));
+    result_.fit = fit_memory(ran_points());
+    if (result_.fit.points >= 2) result_.predicted_peak_bytes = static_cast<std::int64_t>(result_.fit.predict(result_.batch));
+    if (const auto* p = result_.probe_at(result_.batch); p && p->outcome == Outcome::kRan)
+      result_.measured_peak_bytes = p->peak_bytes;
+    if (o_.strategy == "fit" && result_.fit.points >= 3 && result_.fit.r2 < 0.99)
+      result_.warnings.push_back(fmt::format("memory is not linear in the batch size (R^2 {:.3f} over {} probes)",
+                                             result_.fit.r2, result_.fit.points));
+    result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(result_);
+  }
+
+ private:
+  bool use_headroom() const { return o_.strategy == "fit"; }
+
+  void update_headroom() {
+    std::int64_t h = use_headroom() ? static_cast<std::int64_t>(o_.headroom_fraction * o_.budget_bytes) : 0;
+    if (use_headroom()) h = std::max(h, measured_headroom_);
+    result_.headroom_bytes = h;
+    result_.usable_bytes = o_.budget_bytes - h;
+    for (auto& p : result_.probes) p.fits = p.outcome == Outcome::kRan && p.peak_bytes <= result_.usable_bytes;
+  }
+
+  // Runs (or recalls) the probe at batch b.
+  ProbeResult probe(int b) {
+    if (const auto* known = result_.probe_at(b)) return *known;
+    ProbeResult p = probe_(b);
+    p.batch = b;
+    if (p.outcome == Outcome::kFailed)
+      throw Error(fmt::format("the probe at batch {} failed, and not for lack of memory: {}", b, p.error));
+    if (p.outcome == Outcome::kRan)
+      measured_headroom_ = std::max({measured_headroom_, p.reserved_gap_bytes, 2 * p.step_spread_bytes});
+    result_.probes.push_back(p);
+    update_headroom();
+    return *result_.probe_at(b);
+  }
+
+  std::vector<std::pair<double, double>> ran_points() const {
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& p : result_.probes)
+      if (p.outcome == Outcome::kRan) pts.emplace_back(p.batch, static_cast<double>(p.peak_bytes));
+    return pts;
+  }
+
+  int largest_fitting() const {
+    int best = 0;
+    for (const auto& p : result_.probes)
+      if (p.fits) best = std::max(best, p.batch);
+    return best;
+  }
+
+  bool close_enough(int lo, int hi) const {
+    return hi - lo <= std::max(1, static_cast<int>(std::floor(o_.tolerance * lo)));
+  }
+
+  bool out_of_probes() const { return static_cast<int>(result_.probes.size()) >= o_.max_probes; }
+
+  [[noreturn]] void batch_one_does_not_fit(const ProbeResult& p) {
+    const std::string need = p.peak_bytes > 0 ? format_bytes(static_cast<double>(p.peak_bytes)) : "more than the budget";
+    throw Error(fmt::format(
+        "batch 1 does not fit: the training step at batch 1 needs {}{}, the budget is {} ({} usable after {} headroom). "
+        "Raise train.memory_budget, use train.precision=bf16, a smaller model or augment.image_size",
+        p.outcome == Outcome::kOutOfMemory ? "at least " : "", need, format_bytes(static_cast<double>(o_.budget_bytes)),
+        format_bytes(static_cast<double>(result_.usable_bytes)), format_bytes(static_cast<double>(result_.headroom_bytes))));
+  }
+
+  // Fit: one small probe, a jump to the batch that must fit if memory is linear, a fitted
+  // prediction verified by a probe, and bisection only inside the bracket when it misses.
+  void fit_strategy() {
+    const int b1 = std::clamp(o_.first_batch, 1, o_.max_batch);
+    ProbeResult first = probe(b1);
+    if (!first.fits) {
+      if (b1 == 1) batch_one_does_not_fit(first);
+      ProbeResult one = probe(1);
+      if (!one.fits) batch_one_does_not_fit(one);
+      bracket(1, b1);
+      return;
+    }
+    // peak(b) = S + k b with S >= baseline gives k <= (peak(b1) - baseline) / b1: the batch below
+    // fits for sure when memory is linear, and is usually close to the answer.
+    const double slope_bound =
+        std::max(1.0, static_cast<double>(first.peak_bytes - std::min(first.baseline_bytes, first.peak_bytes)) / b1);
+    double jump = b1 + std::floor(static_cast<double>(result_.usable_bytes - first.peak_bytes) / slope_bound);
+    int b2 = static_cast<int>(std::clamp<double>(jump, b1 + 1, o_.max_batch));
+    if (b2 <= b1) {
+      result_.batch = b1;
+      return;
+    }
+    ProbeResult second = probe(b2);
+    if (!second.fits) {
+      bracket(b1, b2);
+      return;
+    }
+    for (;;) {
+      const int best = largest_fitting();
+      if (best >= o_.max_batch || out_of_probes()) {
+        result_.batch = best;
+        return;
+      }
+      const int predicted = fit_memory(ran_points()).largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch);
+      if (predicted <= best || close_enough(best, predicted)) {
+        result_.batch = best;
+        return;
+      }
+      ProbeResult check = probe(predicted);
+      if (!check.fits) {
+        bracket(best, predicted);
+        return;
+      }
+    }
+  }
+
+  // lo fits, hi does not: the fitted line's guess while it lands inside, then bisection.
+  void bracket(int lo, int hi) {
+    bool model_missed = false;
+    while (!close_enough(lo, hi) && !out_of_probes()) {
+      int guess = 0;
+      bool from_model = false;
+      if (!model_missed) {
+        guess = fit_memory(ran_points()).largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch);
+        from_model = guess > lo && guess < hi;
+      }
+      if (!from_model) {
+        if (!result_.bisected)
+          result_.warnings.push_back(
+              fmt::format("the memory model missed (batch {} does not fit); bisecting between {} and {}", hi, lo, hi));
+        result_.bisected = true;
+        guess = lo + (hi - lo) / 2;
+      }
+      if (probe(guess).fits) {
+        lo = guess;
+      } else {
+        hi = guess;
+        model_missed = model_missed || from_model;
+      }
+    }
+    result_.batch = lo;
+  }
+
+  // Lightning's BatchSizeFinder(mode="binsearch"): double from init_val until a trial runs out of
+  // memory, then bisect; the answer keeps a fixed margin. No memory model, OOM is the only signal.
+  void binsearch_strategy() {
+    int low = 1, high = 0, b = std::clamp(o_.first_batch, 1, o_.max_batch), trials = 0;
+    for (;;) {
+      ProbeResult p = probe(b);
+      if (p.outcome == Outcome::kRan) {
+        if (++trials > o_.binsearch_max_trials) break;
+        low = b;
+        if (high) {
+          if (high - low <= 1) break;
+          b = (high + low) / 2;
+        } else {
+          const int next = std::min(b * 2, o_.max_batch);
+          if (next == b) break;
+          b = next;
+        }
+      } else {
+        high = b;
+        b = (high + low) / 2;
+        if (high - low <= 1) break;
+      }
+    }
+    const auto* at_low = result_.probe_at(low);
+    if (!at_low || at_low->outcome != Outcome::kRan)
+      result_.warnings.push_back(fmt::format("binsearch answered batch {} without a trial that ran at it", low));
+    result_.batch = std::max(1, static_cast<int>(std::floor(low * (1.0 - o_.binsearch_margin))));
+  }
+
+  // The true maximum for benchmarks: doubling, then bisection to a gap of 1 on "did not run out of
+  // memory" alone (no headroom, no margin).
+  void exact_strategy() {
+    int lo = 0, hi = 0, b = std::clamp(o_.first_batch, 1, o_.max_batch);
+    while (!hi) {
+      ProbeResult p = probe(b);
+      if (p.outcome != Outcome::kRan) {
+        hi = b;
+      } else {
+        lo = b;
+        if (b == o_.max_batch) break;
+        b = std::min(b * 2, o_.max_batch);
+      }
+    }
+    while (hi && hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      if (probe(mid).outcome == Outcome::kRan) lo = mid;
+      else hi = mid;
+    }
+    if (lo == 0) batch_one_does_not_fit(*result_.probe_at(1));
+    result_.batch = lo;
+  }
+
+  const ProbeFn& probe_;
+  SearchOptions o_;
+  SearchResult result_;
+  std::int64_t measured_headroom_ = 0;
+};
+
+}  // namespace
+
+SearchResult search_batch(const ProbeFn& probe, const SearchOptions& options) { return Search(probe, options).run(); }
+
+}  // namespace shoplens

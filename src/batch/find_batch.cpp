@@ -1,0 +1,228 @@
+// The parts of find-batch that need no LibTorch: planning, output, fingerprint and cache.
+#include "shoplens/batch/find_batch.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/hash.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+constexpr int kCacheFormat = 1;  // bump when a cached answer would no longer be valid
+
+std::string probe_outcome_name(const ProbeResult& p) {
+  switch (p.outcome) {
+    case ProbeResult::Outcome::kOutOfMemory: return "oom";
+    case ProbeResult::Outcome::kFailed: return "failed";
+    default: return p.fits ? "fits" : "over_budget";
+  }
+}
+
+std::string mib(double bytes) { return format_bytes(bytes); }
+}  // namespace
+
+BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config) {
+  if (max_micro < 1) throw Error("plan_batch: no micro-batch fits");
+  BatchPlan plan;
+  plan.world_size = std::max(1, world_size);
+  const std::int64_t per_rank_max = max_micro;
+  if (target_global <= 0) {
+    plan.micro_batch = max_micro;
+    plan.accumulation_steps = 1;
+  } else {
+    const std::int64_t w = plan.world_size;
+    std::int64_t k = std::max<std::int64_t>(1, (target_global + per_rank_max * w - 1) / (per_rank_max * w));
+    // The fewest accumulation steps whose split is exact: the largest micro-batch that divides.
+    std::int64_t exact = 0;
+    for (std::int64_t kk = k; kk <= std::min<std::int64_t>(target_global, k * 4); ++kk)
+      if (target_global % (kk * w) == 0) {
+        exact = kk;
+        break;
+      }
+    if (exact) {
+      k = exact;
+      plan.micro_batch = static_cast<int>(target_global / (k * w));
+    } else {
+      plan.micro_batch = static_cast<int>((target_global + k * w - 1) / (k * w));
+      plan.notes.push_back(fmt::format("{} has no exact split into micro-batches of at most {} on {} rank(s); the global "
+                                       "batch is rounded up to {}",
+                                       target_global, max_micro, w, plan.micro_batch * k * w));
+    }
+    plan.accumulation_steps = static_cast<int>(k);
+  }
+  plan.global_batch = static_cast<std::int64_t>(plan.micro_batch) * plan.accumulation_steps * plan.world_size;
+
+  plan.reference_batch = config.find_batch.reference_batch > 0
+                             ? config.find_batch.reference_batch
+                             : static_cast<std::int64_t>(config.loader.batch_size) * config.train.accumulation_steps;
+  plan.lr_scaling = config.find_batch.lr_scaling;
+  const double ratio = static_cast<double>(plan.global_batch) / static_cast<double>(plan.reference_batch);
+  plan.lr_factor = plan.lr_scaling == "linear" ? ratio : plan.lr_scaling == "sqrt" ? std::sqrt(ratio) : 1.0;
+  plan.lr = config.optim.lr * plan.lr_factor;
+  plan.warmup_epochs = config.schedule.warmup_epochs;
+  if (plan.lr_factor > 1.0 && plan.warmup_epochs < 1.0) {
+    plan.warmup_epochs = 1.0;
+    plan.notes.push_back("the learning rate was scaled up: warm-up lengthened to 1 epoch");
+  }
+  return plan;
+}
+
+json config_patch(const BatchPlan& plan, int eval_batch) {
+  return {{"loader", {{"batch_size", plan.micro_batch}}},
+          {"train", {{"accumulation_steps", plan.accumulation_steps}, {"eval_batch_size", eval_batch}}},
+          {"optim", {{"lr", plan.lr}}},
+          {"schedule", {{"warmup_epochs", plan.warmup_epochs}}}};
+}
+
+void apply_plan(Config& config, const BatchPlan& plan) {
+  config.loader.batch_size = plan.micro_batch;
+  config.loader.auto_batch = false;
+  config.train.accumulation_steps = plan.accumulation_steps;
+  config.optim.lr = plan.lr;
+  config.schedule.warmup_epochs = plan.warmup_epochs;
+}
+
+json search_to_json(const SearchResult& s) {
+  json probes = json::array();
+  for (const auto& p : s.probes)
+    probes.push_back({{"batch", p.batch},
+                      {"result", probe_outcome_name(p)},
+                      {"ok", p.fits},
+                      {"oom", p.outcome == ProbeResult::Outcome::kOutOfMemory},
+                      {"peak_bytes", p.peak_bytes},
+                      {"baseline_bytes", p.baseline_bytes},
+                      {"step_spread_bytes", p.step_spread_bytes},
+                      {"reserved_gap_bytes", p.reserved_gap_bytes},
+                      {"steps", p.steps},
+                      {"seconds", p.seconds},
+                      {"images_per_second", p.images_per_second},
+                      {"error", p.error}});
+  return {{"found_batch", s.batch},
+          {"budget_bytes", s.budget_bytes},
+          {"headroom_bytes", s.headroom_bytes},
+          {"usable_bytes", s.usable_bytes},
+          {"predicted_peak_bytes", s.predicted_peak_bytes},
+          {"measured_peak_bytes", s.measured_peak_bytes},
+          {"fit", {{"static_bytes", s.fit.static_bytes}, {"bytes_per_sample", s.fit.bytes_per_sample}, {"r2", s.fit.r2},
+                   {"points", s.fit.points}}},
+          {"probes", probes},
+          {"bisected", s.bisected},
+          {"warnings", s.warnings},
+          {"search_seconds", s.seconds}};
+}
+
+json FindBatchResult::to_json() const {
+  json doc = search;
+  doc["micro_batch"] = micro_batch;
+  doc["accumulation_steps"] = plan.accumulation_steps;
+  doc["world_size"] = plan.world_size;
+  doc["global_batch"] = plan.global_batch;
+  doc["eval_batch"] = eval_batch;
+  doc["lr"] = plan.lr;
+  doc["lr_factor"] = plan.lr_factor;
+  doc["lr_scaling"] = plan.lr_scaling;
+  doc["reference_batch"] = plan.reference_batch;
+  doc["notes"] = plan.notes;
+  doc["config_patch"] = config_patch(plan, eval_batch);
+  doc["from_cache"] = from_cache;
+  doc["total_seconds"] = total_seconds;
+  return doc;
+}
+
+std::string FindBatchResult::to_table() const {
+  std::ostringstream os;
+  const auto& s = search;
+  os << fmt::format("find-batch: {} {} on {}, strategy {}, budget {} (headroom {})\n", s.value("model", "?"),
+                    s.value("precision", "?"), s.value("device", "?"), s.value("strategy", "?"),
+                    mib(s.value("budget_bytes", 0.0)), mib(s.value("headroom_bytes", 0.0)));
+  os << fmt::format("  {:>5}  {:>6}  {:>12}  {:<11}  {:>7}  {:>8}\n", "probe", "batch", "peak", "result", "seconds", "img/s");
+  int i = 0;
+  for (const auto& p : s.at("probes"))
+    os << fmt::format("  {:>5}  {:>6}  {:>12}  {:<11}  {:>7.2f}  {:>8.1f}\n", ++i, p.at("batch").get<int>(),
+                      p.at("peak_bytes").get<double>() > 0 ? mib(p.at("peak_bytes").get<double>()) : "-",
+                      p.at("result").get<std::string>(), p.at("seconds").get<double>(),
+                      p.at("images_per_second").get<double>());
+  const auto& fit = s.at("fit");
+  if (fit.at("points").get<int>() >= 2)
+    os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {} probes)\n", mib(fit.at("static_bytes").get<double>()),
+                      mib(fit.at("bytes_per_sample").get<double>()), fit.at("r2").get<double>(), fit.at("points").get<int>());
+  os << fmt::format("micro-batch {} (found {}; predicted peak {}, measured {}), eval batch {}\n", micro_batch,
+                    s.value("found_batch", 0), mib(s.value("predicted_peak_bytes", 0.0)),
+                    mib(s.value("measured_peak_bytes", 0.0)), eval_batch);
+  os << fmt::format("global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
+                    plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
+                    plan.lr_factor, plan.reference_batch);
+  for (const auto& w : s.value("warnings", std::vector<std::string>{})) os << "warning: " << w << "\n";
+  for (const auto& n : plan.notes) os << "note: " << n << "\n";
+  os << "config patch: " << config_patch(plan, eval_batch).dump() << "\n";
+  os << fmt::format("{} probes, {:.1f} s{}\n", s.at("probes").size(), total_seconds,
+                    from_cache ? fmt::format(" (cached answer, fingerprint {})", s.value("fingerprint", "")) : "");
+  return os.str();
+}
+
+std::string find_batch_fingerprint(const Config& c, int num_classes, const std::string& device_name,
+                                   std::int64_t device_total_bytes, std::int64_t budget_bytes) {
+  Fingerprint f;
+  f.add(kCacheFormat).add(build_commit()).add(torch_version());
+  f.add(device_name).add(static_cast<std::uint64_t>(device_total_bytes)).add(static_cast<std::uint64_t>(budget_bytes));
+  f.add(c.model.name).add(static_cast<std::uint64_t>(num_classes)).add(c.model.channels_last ? 1 : 0);
+  f.add(std::to_string(c.model.dropout));
+  f.add(static_cast<std::uint64_t>(c.augment.image_size));
+  f.add(c.augment.mixup_alpha > 0 || c.augment.cutmix_alpha > 0 || c.augment.worst_case ? 1 : 0);
+  f.add(c.train.precision).add(c.train.device).add(c.optim.name).add(std::to_string(c.optim.momentum));
+  f.add(c.optim.clip_grad_norm > 0 ? 1 : 0).add(c.train.class_balance).add(std::to_string(c.train.label_smoothing));
+  f.add(static_cast<std::uint64_t>(c.train.eval_batch_size));
+  f.add(static_cast<std::uint64_t>(c.loader.prefetch_batches)).add(static_cast<std::uint64_t>(c.loader.workers));
+  f.add(static_cast<std::uint64_t>(resolve_threads(c.run.threads)));
+  const auto& fb = c.find_batch;
+  f.add(fb.strategy).add(std::to_string(fb.headroom)).add(static_cast<std::uint64_t>(fb.probe_steps));
+  f.add(static_cast<std::uint64_t>(fb.verify_steps)).add(static_cast<std::uint64_t>(fb.first_batch));
+  f.add(static_cast<std::uint64_t>(fb.max_batch)).add(static_cast<std::uint64_t>(fb.round_to));
+  return f.hex();
+}
+
+fs::path find_batch_cache_dir(const Config& config) {
+  if (!config.find_batch.cache_dir.empty()) return config.find_batch.cache_dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "shoplens";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "shoplens";
+  return fs::temp_directory_path() / "shoplens-cache";
+}
+
+std::optional<json> read_cached_search(const Config& config, const std::string& fingerprint) {
+  const fs::path file = find_batch_cache_dir(config) / "find-batch" / (fingerprint + ".json");
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  try {
+    json doc = json::parse(read_file(file));
+    if (doc.value("fingerprint", "") != fingerprint || !doc.contains("found_batch") || !doc.contains("probes"))
+      throw Error("fields missing");
+    return doc;
+  } catch (const std::exception& e) {
+    // A torn or foreign file is a cache miss, never an answer.
+    spdlog::warn("find-batch: ignoring unreadable cache entry {}: {}", file.string(), e.what());
+    return std::nullopt;
+  }
+}
+
+void write_cached_search(const Config& config, const std::string& fingerprint, const json& search) {
+  const fs::path dir = find_batch_cache_dir(config) / "find-batch";
+  try {
+    fs::create_directories(dir);
+    write_file_atomic(dir / (fingerprint + ".json"), search.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    spdlog::warn("find-batch: could not cache the result in {}: {}", dir.string(), e.what());
+  }
+}
+
+}  // namespace shoplens

@@ -1,0 +1,158 @@
+// find-batch on this machine's device: budget, the job probe, the search, rounding, verification.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
+
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/batch/job_probe.h"
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+#include "shoplens/train/amp.h"
+
+namespace shoplens {
+namespace {
+
+using json = nlohmann::json;
+
+int world_size_from_env() {
+  for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS"})
+    if (const char* v = std::getenv(name); v && *v) return std::max(1, std::atoi(v));
+  return 1;
+}
+
+std::int64_t resolve_budget(const Config& config, const MemoryProbe& memory) {
+  if (!config.train.memory_budget.empty())
+    return static_cast<std::int64_t>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
+  const std::int64_t free = memory.device_free_bytes();
+  if (free <= 0) throw ConfigError("find-batch: cannot read the free memory of " + memory.device_name() + "; set train.memory_budget");
+  spdlog::info("find-batch: no train.memory_budget given; using the free memory of {}: {}", memory.device_name(),
+               format_bytes(static_cast<double>(free)));
+  return free;
+}
+
+const char* outcome_text(const ProbeResult& p) {
+  if (p.outcome == ProbeResult::Outcome::kOutOfMemory) return "out of memory";
+  if (p.outcome == ProbeResult::Outcome::kFailed) return "failed";
+  return "ran";
+}
+
+}  // namespace
+
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto& fb = config.find_batch;
+  const Precision precision = parse_precision(config.train.precision);
+  const bool cuda = wants_cuda(config.train.device);
+  auto memory = make_memory_probe(cuda);
+  const std::int64_t budget = resolve_budget(config, *memory);
+  if (budget > memory->device_total_bytes() && memory->device_total_bytes() > 0)
+    spdlog::warn("find-batch: the budget {} exceeds {}'s memory {}", format_bytes(static_cast<double>(budget)),
+                 memory->device_name(), format_bytes(static_cast<double>(memory->device_total_bytes())));
+  const int round_to = fb.round_to > 0 ? fb.round_to : (cuda && precision != Precision::kFp32 ? 8 : 1);
+  const std::string fingerprint =
+      find_batch_fingerprint(config, num_classes, memory->device_name(), memory->device_total_bytes(), budget);
+
+  FindBatchResult result;
+  if (use_cache && fb.cache) {
+    if (auto cached = read_cached_search(config, fingerprint)) {
+      result.search = std::move(*cached);
+      result.from_cache = true;
+      spdlog::info("find-batch: cached answer for fingerprint {} (find_batch.cache=false or --no-cache to search again)",
+                   fingerprint);
+    }
+  }
+
+  if (!result.from_cache) {
+    memory->set_budget(budget);  // the allocator refuses beyond it, as the real card would
+    JobProbe job(config, num_classes, *memory);
+    const std::int64_t static_bytes = job.static_bytes_estimate();
+    if (static_bytes >= budget)
+      throw ConfigError(fmt::format(
+          "train.memory_budget {} is below the static memory of {} with {}: about {} for weights, gradients and "
+          "optimizer state before any batch; raise the budget or choose a smaller model or optimizer",
+          format_bytes(static_cast<double>(budget)), config.model.name, config.optim.name,
+          format_bytes(static_cast<double>(static_bytes))));
+
+    SearchOptions options;
+    options.strategy = fb.strategy;
+    options.budget_bytes = budget;
+    options.headroom_fraction = fb.headroom;
+    options.first_batch = fb.first_batch;
+    options.max_batch = fb.max_batch;
+    int probe_number = 0;
+    const ProbeFn probe = [&](int batch) {
+      ProbeResult r = job.run(batch, fb.probe_steps);
+      spdlog::info("find-batch: probe {} at batch {}: {}, peak {}, {:.1f} s", ++probe_number, batch, outcome_text(r),
+                   r.peak_bytes > 0 ? format_bytes(static_cast<double>(r.peak_bytes)) : "-", r.seconds);
+      return r;
+    };
+    SearchResult s = search_batch(probe, options);
+
+    int micro = s.batch;
+    if (round_to > 1 && micro >= round_to) micro -= micro % round_to;
+    // The answer must itself have run verify_steps steps within the usable budget.
+    if (fb.strategy == "fit") {
+      for (int attempt = 0;; ++attempt) {
+        const ProbeResult* known = s.probe_at(micro);
+        if (known && known->fits && known->steps >= fb.verify_steps) break;
+        ProbeResult v = job.run(micro, fb.verify_steps);
+        v.batch = micro;
+        v.fits = v.outcome == ProbeResult::Outcome::kRan && v.peak_bytes <= s.usable_bytes;
+        spdlog::info("find-batch: verifying batch {} over {} steps: {}, peak {}", micro, fb.verify_steps,
+                     v.fits ? "fits" : outcome_text(v), format_bytes(static_cast<double>(v.peak_bytes)));
+        s.probes.push_back(v);
+        if (v.outcome == ProbeResult::Outcome::kFailed)
+          throw Error("find-batch: the verification at batch " + std::to_string(micro) + " failed: " + v.error);
+        if (v.fits) break;
+        if (attempt >= 3 || micro <= 1)
+          throw Error("find-batch: batch " + std::to_string(micro) +
+                      " did not stay within the budget over the verification steps; memory is too noisy to promise a "
+                      "batch: raise find_batch.headroom");
+        const int step_down = std::max(round_to, std::max(1, micro / 50));
+        s.warnings.push_back("batch " + std::to_string(micro) + " exceeded the usable budget during verification; stepped down");
+        micro = std::max(1, micro - step_down);
+        if (round_to > 1 && micro >= round_to) micro -= micro % round_to;
+      }
+    }
+    if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
+      s.measured_peak_bytes = at->peak_bytes;
+    if (s.fit.points >= 2) s.predicted_peak_bytes = static_cast<std::int64_t>(s.fit.predict(micro));
+
+    result.search = search_to_json(s);
+    auto& doc = result.search;
+    doc["fingerprint"] = fingerprint;
+    doc["micro_batch"] = micro;
+    doc["round_to"] = round_to;
+    doc["strategy"] = fb.strategy;
+    doc["device"] = memory->device_name();
+    doc["device_total_bytes"] = memory->device_total_bytes();
+    doc["model"] = config.model.name;
+    doc["num_classes"] = num_classes;
+    doc["precision"] = precision_name(precision);
+    doc["image_size"] = config.augment.image_size;
+    doc["channels_last"] = config.model.channels_last;
+    doc["optimizer"] = config.optim.name;
+    doc["static_bytes_estimate"] = static_bytes;
+    doc["loader_batches_held"] = job.loader_batches_held();
+    doc["probe_steps"] = fb.probe_steps;
+    doc["verify_steps"] = fb.verify_steps;
+    doc["threads"] = resolve_threads(config.run.threads);
+    doc["torch"] = torch_version();
+    doc["commit"] = build_commit();
+    doc["date"] = today_date();
+    if (fb.cache) write_cached_search(config, fingerprint, doc);
+  }
+
+  result.micro_batch = result.search.at("micro_batch").get<int>();
+  result.eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : result.micro_batch;
+  result.plan = plan_batch(result.micro_batch, fb.target_global_batch, world_size_from_env(), config);
+  result.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace shoplens

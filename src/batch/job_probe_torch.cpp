@@ -1,0 +1,184 @@
+#include "shoplens/batch/job_probe.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/data/augment.h"
+#include "shoplens/data/loader.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/amp.h"
+#include "shoplens/train/optimizer.h"
+#include "shoplens/train/train_step.h"
+
+namespace shoplens {
+
+struct JobProbe::Impl {
+  Config config;
+  int num_classes;
+  MemoryProbe& memory;
+  bool cuda = false;
+  Precision precision = Precision::kFp32;
+  std::shared_ptr<ImageClassifier> model;
+  std::unique_ptr<OptimizerSetup> optim;
+  std::unique_ptr<TrainStep> step;
+  int image_size = 0;
+  bool soft_targets = true;
+
+  Impl(const Config& c, int classes, MemoryProbe& m) : config(c), num_classes(classes), memory(m) {
+    precision = parse_precision(config.train.precision);
+    cuda = wants_cuda(config.train.device);
+    if (precision == Precision::kFp16 && !cuda)
+      throw ConfigError("train.precision=fp16 needs CUDA (CPU autocast supports bf16 only); use bf16 or fp32");
+    // The worst case the loader can produce: largest input, every op on, mixed soft targets.
+    const AugmentConfig worst = worst_case_augment(config.augment);
+    image_size = worst.image_size;
+    soft_targets = uses_soft_targets(worst);
+
+    ModelSpec spec;
+    spec.name = config.model.name;
+    spec.num_classes = num_classes;
+    spec.image_size = image_size;
+    spec.dropout = config.model.dropout;
+    spec.channels_last = config.model.channels_last;
+    model = make_model(spec);
+    model->to(device());
+    optim = std::make_unique<OptimizerSetup>(*model, config.optim);
+    TrainStepOptions options;
+    options.precision = precision;
+    options.cuda = cuda;
+    options.clip_grad_norm = config.optim.clip_grad_norm;
+    options.label_smoothing = config.train.label_smoothing;
+    options.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5,
+                      config.train.loss_scale_growth_interval};
+    if (config.train.class_balance == "weighted_loss") options.class_weights = torch::ones({num_classes});
+    step = std::make_unique<TrainStep>(*model, optim->optimizer(), options);
+  }
+
+  torch::Device device() const { return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
+
+  int loader_batches_held() const {
+    if (cuda) return 0;
+    const int workers = config.loader.workers > 0 ? config.loader.workers : resolve_threads(config.run.threads);
+    return config.loader.prefetch_batches + workers + 2;  // the loader's pool: ring + one per worker + the consumer's
+  }
+
+  std::int64_t static_bytes_estimate() const {
+    std::int64_t params = 0;
+    for (const auto& p : model->parameters()) params += p.numel() * static_cast<std::int64_t>(p.element_size());
+    const double state = config.optim.name == "adamw" ? 2.0 : (config.optim.momentum > 0 ? 1.0 : 0.0);
+    return static_cast<std::int64_t>(params * (2.0 + state));  // weights + gradients + optimizer state
+  }
+
+  Batch synthetic_batch(int batch) const {
+    Batch b;
+    b.images = torch::randn({batch, 3, image_size, image_size});
+    b.labels = torch::randint(0, num_classes, {batch}, torch::kLong);
+    if (soft_targets) {
+      b.targets = torch::softmax(torch::randn({batch, num_classes}), 1);
+      b.mixed = true;
+    }
+    if (cuda) {
+      b.images = b.images.to(device());
+      b.labels = b.labels.to(device());
+      if (b.targets.defined()) b.targets = b.targets.to(device());
+    }
+    return b;
+  }
+
+  void synchronize() const {
+    // A probe's timing and its memory readings must cover finished work.
+    if (cuda) torch::ones({1}, torch::TensorOptions().device(device())).item<float>();
+  }
+
+  ProbeResult run(int batch, int steps) {
+    ProbeResult r;
+    r.batch = batch;
+    r.steps = steps;
+    const auto start = std::chrono::steady_clock::now();
+    memory.release_cached();
+    memory.reset_peak();
+    std::vector<double> step_seconds;
+    try {
+      std::int64_t max_step_peak = 0, min_step_peak = -1, max_gap = 0;
+      {
+        std::vector<at::Tensor> held;  // the training loader's batch buffers (CPU)
+        for (int i = 0; i < loader_batches_held(); ++i) held.push_back(torch::empty({batch, 3, image_size, image_size}));
+        std::vector<Batch> micro{synthetic_batch(batch)};
+        for (int s = 0; s < steps; ++s) {
+          memory.reset_peak();
+          const auto t0 = std::chrono::steady_clock::now();
+          step->run(micro);
+          synchronize();
+          step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          const MemoryStats st = memory.stats();
+          max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
+          // The first step also allocates the optimizer state: steady state starts after it.
+          if (s > 0 || steps == 1)
+            min_step_peak = min_step_peak < 0 ? st.peak_allocated_bytes : std::min(min_step_peak, st.peak_allocated_bytes);
+          max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
+        }
+        micro.clear();
+        // Validation runs between steps: weights, gradients and optimizer state stay, the train
+        // loader keeps its buffers, and the eval loader adds its own.
+        const int eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : batch;
+        memory.reset_peak();
+        {
+          std::vector<at::Tensor> eval_held;
+          for (int i = 0; i < loader_batches_held(); ++i)
+            eval_held.push_back(torch::empty({eval_batch, 3, image_size, image_size}));
+          torch::NoGradGuard no_grad;
+          model->eval();
+          AutocastScope autocast(cuda, precision);
+          auto images = torch::randn({eval_batch, 3, image_size, image_size}).to(device());
+          auto logits = model->forward(images);
+          logits.argmax(1).to(torch::kCPU);
+          synchronize();
+        }
+        model->train();
+        const MemoryStats st = memory.stats();
+        max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
+        max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
+      }
+      r.peak_bytes = max_step_peak;
+      r.step_spread_bytes = min_step_peak < 0 ? 0 : max_step_peak - min_step_peak;
+      r.reserved_gap_bytes = max_gap;
+      r.baseline_bytes = memory.stats().allocated_bytes;
+      r.outcome = ProbeResult::Outcome::kRan;
+    } catch (const std::exception& e) {
+      model->train();
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      r.error = error_message(e);
+      if (is_out_of_memory(e)) {
+        r.outcome = ProbeResult::Outcome::kOutOfMemory;
+        r.peak_bytes = memory.stats().last_refused_need_bytes;
+      } else {
+        r.outcome = ProbeResult::Outcome::kFailed;
+      }
+      memory.release_cached();
+    }
+    if (step_seconds.size() > 1) {
+      std::vector<double> steady(step_seconds.begin() + 1, step_seconds.end());
+      std::nth_element(steady.begin(), steady.begin() + steady.size() / 2, steady.end());
+      r.images_per_second = batch / steady[steady.size() / 2];
+    } else if (step_seconds.size() == 1) {
+      r.images_per_second = batch / step_seconds[0];
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+};
+
+JobProbe::JobProbe(const Config& config, int num_classes, MemoryProbe& memory)
+    : impl_(std::make_unique<Impl>(config, num_classes, memory)) {}
+JobProbe::~JobProbe() = default;
+ProbeResult JobProbe::run(int batch, int steps) { return impl_->run(batch, steps); }
+std::int64_t JobProbe::static_bytes_estimate() const { return impl_->static_bytes_estimate(); }
+int JobProbe::loader_batches_held() const { return impl_->loader_batches_held(); }
+bool JobProbe::cuda() const { return impl_->cuda; }
+
+}  // namespace shoplens

@@ -1,0 +1,69 @@
+// `shoplens find-batch`: the largest micro-batch of the configured job that fits the memory
+// budget, by probing the real training step (docs/FIND_BATCH.md).
+#include <fstream>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "command.h"
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/data/shards.h"
+
+namespace shoplens::cli {
+namespace {
+
+class FindBatchCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    options_.add_to(app);
+    options_.add_flag_for(app, "-m,--model", "model.name", "model to size the batch for");
+    options_.add_flag_for(app, "--precision", "train.precision", "fp32, bf16 or fp16 (CUDA)");
+    options_.add_flag_for(app, "--device", "train.device", "auto, cpu or cuda");
+    options_.add_flag_for(app, "--image-size", "augment.image_size", "input side, pixels (the largest the job sees)");
+    options_.add_flag_for(app, "--memory-budget", "train.memory_budget",
+                          "device memory to fit in, e.g. 24GiB (empty: the device's free memory)");
+    options_.add_flag_for(app, "--strategy", "find_batch.strategy",
+                          "fit (memory model), binsearch (Lightning's, for comparison) or exact (true maximum, slow)");
+    options_.add_flag_for(app, "--target-global-batch", "find_batch.target_global_batch",
+                          "global batch to reach with accumulation (0: one micro-batch per step)");
+    options_.add_flag_for(app, "--lr-scaling", "find_batch.lr_scaling", "linear, sqrt or none");
+    options_.add_flag_for(app, "--max-batch", "find_batch.max_batch", "largest micro-batch considered");
+    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset: sizes the head by its classes");
+    app.add_option("--classes", classes_, "classes of the head when neither --shards nor data.classes says")
+        ->check(CLI::Range(2, 100000));
+    app.add_flag("--json", json_, "print the result as JSON (for machines) instead of the table");
+    app.add_flag("--no-cache", no_cache_, "search again even when a cached answer exists (the new one is cached)");
+    app.add_option("-o,--out", out_, "also write the JSON result to this file");
+  }
+
+  int run() override {
+    auto config = begin(options_);
+    if (!config) return 0;
+    int classes = classes_;
+    if (!config->data.classes.empty()) classes = static_cast<int>(config->data.classes.size());
+    if (!config->data.shards.empty())
+      classes = static_cast<int>(ShardDataset::open(config->data.shards, Split::kTrain)->info().classes.size());
+    if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
+
+    const FindBatchResult result = find_batch(*config, classes, !no_cache_);
+    const auto doc = result.to_json();
+    if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
+    if (json_) std::cout << doc.dump(2) << std::endl;
+    else std::cout << result.to_table() << std::flush;
+    return 0;
+  }
+
+ private:
+  ConfigOptions options_;
+  int classes_ = 12;
+  bool json_ = false;
+  bool no_cache_ = false;
+  std::string out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_find_batch_command() { return std::make_unique<FindBatchCommand>(); }
+
+}  // namespace shoplens::cli
