@@ -14,7 +14,7 @@ namespace shoplens {
 int MemoryFit::largest_within(double bytes, int max_batch) const {
   if (points < 2) return 0;
   if (bytes_per_sample <= 0) return bytes >= static_bytes ? max_batch : 0;
-  const double b = std::floor((bytes - static_bytes) / bytes_per_sample);
+  const double b = std::floor((bytes - static_bytes) / bytes_per_sample + 1e-9);  // 299.999.. is 300
   if (b < 0) return 0;
   return static_cast<int>(std::min<double>(b, max_batch));
 }

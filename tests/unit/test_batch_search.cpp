@@ -1,0 +1,222 @@
+// The batch search on fake devices whose memory curve the test chooses: linear, noisy,
+// non-linear; Lightning's binsearch; the exact maximum; and the failure messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "shoplens/batch/batch_search.h"
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// A device with a memory curve and a hard budget: beyond it, allocation fails (an OOM).
+struct FakeDevice {
+  std::function<double(int)> memory;
+  double static_bytes = 0;     // what stays allocated between steps (weights, optimizer state)
+  double budget = 0;
+  int calls = 0;
+
+  ProbeResult operator()(int batch) {
+    ++calls;
+    ProbeResult r;
+    const double need = memory(batch);
+    if (need > budget) {
+      r.outcome = ProbeResult::Outcome::kOutOfMemory;
+      r.peak_bytes = static_cast<std::int64_t>(need);
+      r.error = "fake OOM";
+    } else {
+      r.peak_bytes = static_cast<std::int64_t>(need);
+      r.baseline_bytes = static_cast<std::int64_t>(static_bytes);
+      r.steps = 3;
+    }
+    return r;
+  }
+
+  // The largest batch with memory within `limit`, by scanning (what the search must approach).
+  int true_max(double limit, int cap = 100000) const {
+    int best = 0;
+    for (int b = 1; b <= cap; ++b)
+      if (memory(b) <= limit) best = b;
+    return best;
+  }
+};
+
+SearchOptions options_for(double budget, const std::string& strategy = "fit") {
+  SearchOptions o;
+  o.strategy = strategy;
+  o.budget_bytes = static_cast<std::int64_t>(budget);
+  o.max_batch = 100000;
+  return o;
+}
+
+TEST(FitMemory, RecoversALineAndReportsR2) {
+  const auto fit = fit_memory({{2, 106}, {10, 130}, {50, 250}});
+  EXPECT_NEAR(fit.static_bytes, 100, 1e-9);
+  EXPECT_NEAR(fit.bytes_per_sample, 3, 1e-9);
+  EXPECT_NEAR(fit.r2, 1.0, 1e-12);
+  EXPECT_EQ(fit.points, 3);
+  EXPECT_EQ(fit.largest_within(400, 1000), 100);
+  EXPECT_EQ(fit.largest_within(400, 64), 64);
+  EXPECT_EQ(fit.largest_within(50, 1000), 0);
+  EXPECT_LT(fit_memory({{1, 10}, {2, 40}, {3, 10}}).r2, 0.5);
+  EXPECT_EQ(fit_memory({{4, 10}, {4, 12}}).points, 0);  // one distinct batch: no slope
+}
+
+TEST(BatchSearchFit, LinearMemoryIsFoundInFewProbesWithinTheHeadroom) {
+  FakeDevice device;
+  device.static_bytes = 300 * kMiB;
+  device.memory = [](int b) { return 300 * kMiB + 3.1 * kMiB * b; };
+  device.budget = 2048 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget));
+  const double usable = static_cast<double>(result.usable_bytes);
+  EXPECT_NEAR(usable, 0.98 * device.budget, 1.0);
+  EXPECT_EQ(result.batch, device.true_max(usable));  // exact on a line
+  EXPECT_LE(device.calls, 3);
+  EXPECT_GE(result.batch, 0.97 * device.true_max(device.budget));
+  EXPECT_LE(result.measured_peak_bytes, result.usable_bytes);
+  EXPECT_NEAR(result.fit.bytes_per_sample, 3.1 * kMiB, 1.0);
+  EXPECT_FALSE(result.bisected);
+}
+
+TEST(BatchSearchFit, AStaticPartAboveTheBaselineCostsOneMoreProbe) {
+  FakeDevice device;
+  device.static_bytes = 100 * kMiB;  // the workspace below is batch-independent but not live between steps
+  device.memory = [](int b) { return 100 * kMiB + 400 * kMiB + 2.0 * kMiB * b; };
+  device.budget = 2048 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget));
+  EXPECT_EQ(result.batch, device.true_max(static_cast<double>(result.usable_bytes)));
+  EXPECT_LE(device.calls, 4);
+}
+
+TEST(BatchSearchFit, NoisyMemoryStaysWithinTheBudgetAndNearTheMaximum) {
+  FakeDevice device;
+  device.static_bytes = 200 * kMiB;
+  // Deterministic +-1.5% wobble, as allocator rounding and kernel choice produce.
+  device.memory = [](int b) {
+    const double base = 200 * kMiB + 5.0 * kMiB * b;
+    return base * (1.0 + 0.015 * std::sin(b * 12.9898));
+  };
+  device.budget = 2048 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget));
+  ASSERT_GT(result.batch, 0);
+  EXPECT_LE(device.memory(result.batch), static_cast<double>(result.usable_bytes));
+  EXPECT_GE(result.batch, 0.95 * device.true_max(device.budget));
+  EXPECT_LE(static_cast<int>(result.probes.size()), 8);
+}
+
+TEST(BatchSearchFit, NonLinearMemoryFallsBackToBisectionWithAWarning) {
+  FakeDevice device;
+  device.static_bytes = 100 * kMiB;
+  // Attention-like quadratic growth: the straight line through small probes overshoots.
+  device.memory = [](int b) { return 100 * kMiB + 1.0 * kMiB * b + 0.02 * kMiB * b * b; };
+  device.budget = 2048 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget));
+  const int truth = device.true_max(static_cast<double>(result.usable_bytes));
+  EXPECT_LE(device.memory(result.batch), static_cast<double>(result.usable_bytes));
+  EXPECT_GE(result.batch, truth - std::max(1, static_cast<int>(0.01 * truth)));
+  EXPECT_TRUE(result.bisected);
+  EXPECT_FALSE(result.warnings.empty());
+}
+
+TEST(BatchSearchFit, StopsAtMaxBatch) {
+  FakeDevice device;
+  device.memory = [](int b) { return 10 * kMiB + 1000.0 * b; };
+  device.budget = 2048 * kMiB;
+  auto options = options_for(device.budget);
+  options.max_batch = 256;
+  const auto result = search_batch(std::ref(device), options);
+  EXPECT_EQ(result.batch, 256);
+  EXPECT_LE(device.calls, 2);
+}
+
+TEST(BatchSearchFit, MeasuredNoiseRaisesTheHeadroom) {
+  auto probe = [](int b) {
+    ProbeResult r;
+    r.peak_bytes = static_cast<std::int64_t>(100 * kMiB + kMiB * b);
+    r.step_spread_bytes = static_cast<std::int64_t>(50 * kMiB);  // steps differ by 50 MiB
+    return r;
+  };
+  const auto result = search_batch(probe, options_for(1024 * kMiB));
+  EXPECT_EQ(result.headroom_bytes, static_cast<std::int64_t>(100 * kMiB));
+  EXPECT_LE(result.measured_peak_bytes, static_cast<std::int64_t>(924 * kMiB));
+}
+
+TEST(BatchSearchFit, BatchOneThatDoesNotFitNamesTheMemoryNeeded) {
+  FakeDevice device;
+  device.memory = [](int b) { return 900 * kMiB + 200 * kMiB * b; };
+  device.budget = 1024 * kMiB;
+  try {
+    search_batch(std::ref(device), options_for(device.budget));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("batch 1 does not fit"), std::string::npos) << what;
+    EXPECT_NE(what.find("needs at least 1.1 GiB"), std::string::npos) << what;  // 900 + 200 MiB at batch 1
+  }
+}
+
+TEST(BatchSearchFit, AFailedProbeIsNotMistakenForOutOfMemory) {
+  auto probe = [](int b) {
+    ProbeResult r;
+    if (b > 2) {
+      r.outcome = ProbeResult::Outcome::kFailed;
+      r.error = "shape mismatch in layer4";
+      return r;
+    }
+    r.peak_bytes = static_cast<std::int64_t>(kMiB * b);
+    return r;
+  };
+  try {
+    search_batch(probe, options_for(1024 * kMiB));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("not for lack of memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("shape mismatch in layer4"), std::string::npos) << what;
+  }
+}
+
+TEST(BatchSearchBinsearch, ReproducesLightningAndNeedsMoreProbesThanFit) {
+  FakeDevice lightning;
+  lightning.static_bytes = 300 * kMiB;
+  lightning.memory = [](int b) { return 300 * kMiB + 3.1 * kMiB * b; };
+  lightning.budget = 2048 * kMiB;
+  FakeDevice ours = lightning;
+  const auto bin = search_batch(std::ref(lightning), options_for(lightning.budget, "binsearch"));
+  const auto fit = search_batch(std::ref(ours), options_for(ours.budget, "fit"));
+  const int truth = lightning.true_max(lightning.budget);  // 563
+  // Doubling 2..512 runs, 1024 fails, bisection to 563 | 564, then the 5% margin.
+  EXPECT_EQ(bin.probes.front().batch, 2);
+  EXPECT_EQ(bin.probes[9].batch, 1024);
+  EXPECT_EQ(bin.batch, static_cast<int>(std::floor(truth * 0.95)));
+  EXPECT_GT(lightning.calls, ours.calls);
+  EXPECT_GT(fit.batch, bin.batch);
+}
+
+TEST(BatchSearchExact, FindsTheTrueMaximumUnderTheBudget) {
+  FakeDevice device;
+  device.memory = [](int b) { return 50 * kMiB + 0.7 * kMiB * b + (b % 7 == 0 ? 0.5 * kMiB : 0.0); };
+  device.budget = 512 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget, "exact"));
+  EXPECT_EQ(result.batch, device.true_max(device.budget));
+  EXPECT_EQ(result.headroom_bytes, 0);
+}
+
+TEST(BatchSearch, RejectsAnUnknownStrategyWithTheNearestName) {
+  FakeDevice device;
+  device.memory = [](int b) { return 1.0 * b; };
+  device.budget = 1000;
+  try {
+    search_batch(std::ref(device), options_for(device.budget, "binsearh"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("binsearch"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace shoplens

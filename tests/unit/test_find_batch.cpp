@@ -1,0 +1,211 @@
+// find-batch's pieces below the CLI: the CPU budget allocator, the job probe on the real step,
+// the accumulation plan and learning-rate scaling, the config patch, fingerprint and cache,
+// and loader.batch_size "auto" in the config.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/batch/job_probe.h"
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/config.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+TEST(CpuBudgetAllocator, CountsLiveAndPeakBytesOfLibTorchTensors) {
+  auto memory = make_cpu_memory_probe();
+  const std::int64_t before = memory->stats().allocated_bytes;
+  memory->reset_peak();
+  {
+    auto a = torch::empty({1024, 1024}, torch::kFloat);  // 4 MiB
+    EXPECT_EQ(memory->stats().allocated_bytes - before, 4 * kMiB);
+    auto b = torch::empty({512, 1024}, torch::kFloat);   // 2 MiB
+    EXPECT_EQ(memory->stats().allocated_bytes - before, 6 * kMiB);
+  }
+  EXPECT_EQ(memory->stats().allocated_bytes, before);
+  EXPECT_EQ(memory->stats().peak_allocated_bytes - before, 6 * kMiB);
+  memory->reset_peak();
+  EXPECT_EQ(memory->stats().peak_allocated_bytes, before);
+}
+
+TEST(CpuBudgetAllocator, RefusesBeyondTheBudgetWithLibTorchsOutOfMemoryError) {
+  auto memory = make_cpu_memory_probe();
+  const std::int64_t live = memory->stats().allocated_bytes;
+  memory->set_budget(live + 8 * kMiB);
+  auto fits = torch::zeros({1024, 1024}, torch::kFloat);  // 4 MiB
+  EXPECT_THROW(torch::zeros({1024, 1024 + 512}, torch::kFloat), c10::OutOfMemoryError);  // 6 more MiB
+  try {
+    (void)torch::ones({2048, 1024}, torch::kFloat);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(is_out_of_memory(e));
+    EXPECT_NE(std::string(e.what()).find("CPU memory budget exceeded"), std::string::npos);
+  }
+  const auto stats = memory->stats();
+  EXPECT_GE(stats.refused_allocations, 2);
+  EXPECT_EQ(stats.last_refused_need_bytes, live + 4 * kMiB + 8 * kMiB);
+  EXPECT_EQ(stats.allocated_bytes, live + 4 * kMiB);  // refused requests leave nothing behind
+}
+
+TEST(CpuBudgetAllocator, TheProbeRestoresThePreviousBudget) {
+  auto outer = make_cpu_memory_probe();
+  outer->set_budget(0);
+  {
+    auto inner = make_cpu_memory_probe();
+    inner->set_budget(kMiB);
+    EXPECT_EQ(outer->budget(), kMiB);  // one allocator for the process
+    EXPECT_THROW(torch::empty({4 * kMiB}, torch::kByte), c10::OutOfMemoryError);
+  }
+  EXPECT_EQ(outer->budget(), 0);
+  EXPECT_NO_THROW(torch::empty({4 * kMiB}, torch::kByte));
+}
+
+Config tiny_job() {
+  Config c;
+  c.model.name = "small_cnn";
+  c.augment.image_size = 32;
+  c.loader.workers = 1;
+  c.loader.prefetch_batches = 2;
+  c.run.threads = 1;
+  c.train.device = "cpu";
+  return c;
+}
+
+TEST(JobProbe, MeasuresTheRealStepAndReportsOutOfMemoryAsAnOutcome) {
+  set_compute_threads(1);
+  auto memory = make_cpu_memory_probe();
+  memory->set_budget(0);
+  JobProbe job(tiny_job(), 5, *memory);
+  EXPECT_EQ(job.loader_batches_held(), 2 + 1 + 2);
+  const auto small = job.run(2, 2);
+  const auto large = job.run(16, 2);
+  ASSERT_EQ(small.outcome, ProbeResult::Outcome::kRan) << small.error;
+  ASSERT_EQ(large.outcome, ProbeResult::Outcome::kRan) << large.error;
+  EXPECT_GT(large.peak_bytes, small.peak_bytes);
+  // The held loader buffers alone grow by 5 x 14 x 3 x 32 x 32 x 4 bytes.
+  EXPECT_GT(large.peak_bytes - small.peak_bytes, 5LL * 14 * 3 * 32 * 32 * 4);
+  EXPECT_GE(small.baseline_bytes, job.static_bytes_estimate());  // weights, gradients, AdamW state stay live
+  EXPECT_GT(large.images_per_second, 0.0);
+
+  memory->set_budget(memory->stats().allocated_bytes + 256 * 1024);
+  const auto refused = job.run(64, 2);
+  EXPECT_EQ(refused.outcome, ProbeResult::Outcome::kOutOfMemory);
+  EXPECT_FALSE(refused.error.empty());
+  EXPECT_GT(refused.peak_bytes, 0);  // what was needed when refused
+  memory->set_budget(0);
+  EXPECT_EQ(job.run(4, 1).outcome, ProbeResult::Outcome::kRan);  // the job is usable after an OOM
+}
+
+TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {
+  Config c;
+  c.loader.batch_size = 32;
+  c.optim.lr = 0.001;
+  auto plan = plan_batch(300, 512, 1, c);
+  EXPECT_EQ(plan.micro_batch, 256);
+  EXPECT_EQ(plan.accumulation_steps, 2);
+  EXPECT_EQ(plan.global_batch, 512);
+  EXPECT_NEAR(plan.lr, 0.016, 1e-12);  // linear: 512 / 32
+  EXPECT_GE(plan.warmup_epochs, 1.0);
+
+  plan = plan_batch(300, 1024, 2, c);  // two ranks
+  EXPECT_EQ(plan.micro_batch, 256);
+  EXPECT_EQ(plan.accumulation_steps, 2);
+  EXPECT_EQ(plan.global_batch, 1024);
+
+  plan = plan_batch(100, 0, 1, c);  // no target: one micro-batch per step
+  EXPECT_EQ(plan.micro_batch, 100);
+  EXPECT_EQ(plan.accumulation_steps, 1);
+
+  plan = plan_batch(100, 1009, 1, c);  // a prime: no exact split, rounded up with a note
+  EXPECT_GE(plan.global_batch, 1009);
+  EXPECT_LE(plan.micro_batch, 100);
+  EXPECT_FALSE(plan.notes.empty());
+
+  c.find_batch.lr_scaling = "sqrt";
+  plan = plan_batch(128, 128, 1, c);
+  EXPECT_NEAR(plan.lr, 0.002, 1e-12);  // sqrt(128 / 32) = 2
+  c.find_batch.lr_scaling = "none";
+  c.find_batch.reference_batch = 64;
+  plan = plan_batch(128, 128, 1, c);
+  EXPECT_NEAR(plan.lr, 0.001, 1e-12);
+  EXPECT_EQ(plan.reference_batch, 64);
+}
+
+TEST(PlanBatch, ThePatchAppliesToAConfig) {
+  Config c;
+  const auto plan = plan_batch(48, 96, 1, c);
+  const auto patch = config_patch(plan, 48);
+  EXPECT_EQ(patch["loader"]["batch_size"], 48);
+  EXPECT_EQ(patch["train"]["accumulation_steps"], 2);
+  EXPECT_EQ(patch["train"]["eval_batch_size"], 48);
+  auto doc = config_to_json(c);
+  for (auto sec = patch.begin(); sec != patch.end(); ++sec)
+    for (auto kv = sec.value().begin(); kv != sec.value().end(); ++kv) doc[sec.key()][kv.key()] = kv.value();
+  const Config patched = config_from_json(doc, "patch");
+  EXPECT_EQ(patched.loader.batch_size, 48);
+  EXPECT_EQ(patched.train.accumulation_steps, 2);
+  EXPECT_DOUBLE_EQ(patched.optim.lr, plan.lr);
+}
+
+TEST(FindBatchCache, FingerprintFollowsWhatDecidesTheAnswer) {
+  Config c;
+  const auto base = find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 29);
+  EXPECT_EQ(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 29));
+  EXPECT_NE(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 28));  // budget
+  EXPECT_NE(base, find_batch_fingerprint(c, 12, "cuda:0", 1 << 30, 1 << 29));  // device
+  Config other = c;
+  other.train.precision = "bf16";
+  EXPECT_NE(base, find_batch_fingerprint(other, 12, "cpu", 1 << 30, 1 << 29));
+  other = c;
+  other.augment.mixup_alpha = 0.2;  // soft targets
+  EXPECT_NE(base, find_batch_fingerprint(other, 12, "cpu", 1 << 30, 1 << 29));
+  other = c;
+  other.find_batch.target_global_batch = 512;  // planning only: the search answer is the same
+  EXPECT_EQ(base, find_batch_fingerprint(other, 12, "cpu", 1 << 30, 1 << 29));
+}
+
+TEST(FindBatchCache, RoundTripsAndIgnoresTornEntries) {
+  testing::ScratchDir dir("fb-cache");
+  Config c;
+  c.find_batch.cache_dir = dir.path().string();
+  EXPECT_FALSE(read_cached_search(c, "abc").has_value());
+  nlohmann::json doc = {{"fingerprint", "abc"}, {"found_batch", 40}, {"micro_batch", 40}, {"probes", nlohmann::json::array()}};
+  write_cached_search(c, "abc", doc);
+  auto back = read_cached_search(c, "abc");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ((*back)["micro_batch"], 40);
+  testing::write_text(dir.path() / "find-batch" / "abc.json", "{\"fingerprint\": \"abc\", \"found_ba");
+  EXPECT_FALSE(read_cached_search(c, "abc").has_value());
+  testing::write_text(dir.path() / "find-batch" / "abc.json", doc.dump());  // but the wrong key
+  EXPECT_FALSE(read_cached_search(c, "abd").has_value());
+}
+
+TEST(ConfigAutoBatch, BatchSizeTakesANumberOrAuto) {
+  auto config = load_config(std::nullopt, {"loader.batch_size=auto"});
+  EXPECT_TRUE(config.loader.auto_batch);
+  EXPECT_EQ(config_to_json(config)["loader"]["batch_size"], "auto");
+  config = load_config(std::nullopt, {"loader.batch_size=auto", "loader.batch_size=24"});
+  EXPECT_FALSE(config.loader.auto_batch);
+  EXPECT_EQ(config.loader.batch_size, 24);
+  EXPECT_THROW(load_config(std::nullopt, {"loader.batch_size=big"}), ConfigError);
+  EXPECT_THROW(load_config(std::nullopt, {"loader.batch_size=0"}), ConfigError);
+  try {
+    config_from_json(nlohmann::json{{"loader", {{"batch_size", "automatic"}}}}, "c.json");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("integer or \"auto\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_config(std::nullopt, {"train.memory_budget=lots"}), ConfigError);
+  EXPECT_EQ(load_config(std::nullopt, {"train.memory_budget=2GiB"}).train.memory_budget, "2GiB");
+}
+
+}  // namespace
+}  // namespace shoplens
