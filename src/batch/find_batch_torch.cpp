@@ -68,7 +68,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   }
 
   if (!result.from_cache) {
-    memory->set_budget(budget);  // the allocator refuses beyond it, as the real card would
+    // The model is built before the cap so that a budget below its weights gets the message below.
     JobProbe job(config, num_classes, *memory);
     const std::int64_t static_bytes = job.static_bytes_estimate();
     if (static_bytes >= budget)
@@ -77,6 +77,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
           "optimizer state before any batch; raise the budget or choose a smaller model or optimizer",
           format_bytes(static_cast<double>(budget)), config.model.name, config.optim.name,
           format_bytes(static_cast<double>(static_bytes))));
+    memory->set_budget(budget);  // the allocator refuses beyond it, as the real card would
 
     SearchOptions options;
     options.strategy = fb.strategy;

@@ -1,0 +1,131 @@
+// End-to-end: `shoplens find-batch` on CPU under a memory budget (the tracking allocator), its
+// cache, its errors, and `train` with batch_size auto and with OOM recovery.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::run_shoplens;
+
+class E2eFindBatch : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-find-batch");
+    const fs::path catalog = *dir_ / "catalog";
+    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:60 --seed 8");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
+                                 " --storage-size 36 --records-per-shard 64 --threads 2");
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path shards() { return *dir_ / "shards"; }
+  // The small CNN at 32 px under 40 MiB: a few dozen samples fit.
+  static std::string job_args(const std::string& budget = "40MiB", const std::string& model = "small_cnn") {
+    return " --shards " + shards().string() + " -m " + model + " --memory-budget " + budget +
+           " --threads 2 --set augment.image_size=32 --set loader.workers=2 --set find_batch.cache_dir=" +
+           (*dir_ / "cache").string();
+  }
+  static json find_batch_json(const std::string& extra) {
+    auto r = run_shoplens("find-batch --json" + job_args() + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto start = r.output.find("{\n");
+    return json::parse(r.output.substr(start == std::string::npos ? 0 : start), nullptr, false);
+  }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* E2eFindBatch::dir_ = nullptr;
+
+TEST_F(E2eFindBatch, FitFindsAVerifiedBatchInFewProbesAndCachesIt) {
+  const json first = find_batch_json("--no-cache");
+  ASSERT_FALSE(first.is_discarded());
+  const int micro = first["micro_batch"].get<int>();
+  EXPECT_GT(micro, 8);
+  EXPECT_LE(first["probes"].size(), 5u);
+  EXPECT_EQ(first["budget_bytes"], 40 * 1024 * 1024);
+  EXPECT_LE(first["measured_peak_bytes"].get<std::int64_t>(),
+            first["budget_bytes"].get<std::int64_t>() - first["headroom_bytes"].get<std::int64_t>());
+  EXPECT_GT(first["fit"]["r2"].get<double>(), 0.99);
+  EXPECT_FALSE(first["from_cache"].get<bool>());
+  for (const char* key : {"accumulation_steps", "eval_batch", "predicted_peak_bytes", "total_seconds", "device", "fingerprint",
+                          "config_patch"})
+    EXPECT_TRUE(first.contains(key)) << key;
+
+  const json again = find_batch_json("");
+  EXPECT_TRUE(again["from_cache"].get<bool>());
+  EXPECT_EQ(again["micro_batch"], micro);
+  EXPECT_EQ(again["fingerprint"], first["fingerprint"]);
+
+  // Lightning's binsearch on the same job: more probes, a smaller answer (its 5% margin).
+  const json bin = find_batch_json("--no-cache --strategy binsearch");
+  EXPECT_GT(bin["probes"].size(), first["probes"].size());
+  EXPECT_LT(bin["micro_batch"].get<int>(), micro);
+  EXPECT_NE(bin["fingerprint"], first["fingerprint"]);
+
+  // A target global batch comes back as micro-batch x accumulation with the lr scaled.
+  const json planned = find_batch_json("--target-global-batch " + std::to_string(4 * micro));
+  EXPECT_EQ(planned["global_batch"], 4 * micro);
+  EXPECT_LE(planned["config_patch"]["loader"]["batch_size"].get<int>(), micro);
+  EXPECT_GE(planned["accumulation_steps"].get<int>(), 4);
+}
+
+TEST_F(E2eFindBatch, BudgetsThatCannotWorkGetClearErrors) {
+  auto below_static = run_shoplens("find-batch --no-cache" + job_args("40MiB", "resnet18"));
+  EXPECT_EQ(below_static.exit_code, 2) << below_static.output;
+  EXPECT_NE(below_static.output.find("below the static memory of resnet18"), std::string::npos) << below_static.output;
+
+  auto tiny = run_shoplens("find-batch --no-cache" + job_args("6MiB"));
+  EXPECT_EQ(tiny.exit_code, 1) << tiny.output;
+  EXPECT_NE(tiny.output.find("batch 1 does not fit"), std::string::npos) << tiny.output;
+
+  auto typo = run_shoplens("find-batch" + job_args("40MB_"));
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_NE(typo.output.find("train.memory_budget"), std::string::npos) << typo.output;
+}
+
+TEST_F(E2eFindBatch, TrainWithAutoBatchRunsTheFoundBatchWithoutOutOfMemory) {
+  const fs::path run = *dir_ / "auto-run";
+  auto r = run_shoplens("train" + job_args() + " --out " + run.string() +
+                        " --epochs 1 -b auto --set augment.worst_case=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json found = json::parse(testing::read_text(run / "find_batch.json"));
+  const json summary = json::parse(testing::read_text(run / "summary.json"));
+  EXPECT_EQ(summary["micro_batch"], found["micro_batch"]);
+  EXPECT_EQ(summary["oom_retries"], 0);
+  const json config = json::parse(testing::read_text(run / "config.json"));
+  EXPECT_EQ(config["loader"]["batch_size"], found["micro_batch"]);  // resolved, so a resume does not search again
+}
+
+TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobalBatch) {
+  const fs::path run = *dir_ / "oom-run";
+  auto r = run_shoplens("train" + job_args() + " --out " + run.string() +
+                        " --epochs 2 -b 80 --set train.log_every_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("retrying the step with micro-batches of 40"), std::string::npos) << r.output;
+  const json summary = json::parse(testing::read_text(run / "summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_GE(summary["oom_retries"].get<int>(), 1);
+  EXPECT_LT(summary["micro_batch_effective"].get<int>(), 80);
+  EXPECT_EQ(summary["global_batch"], 80);
+  // Every step ran whole: steps x global batch images.
+  EXPECT_EQ(summary["images_trained"].get<int>(), summary["steps"].get<int>() * 80);
+  EXPECT_NE(testing::read_text(run / "metrics.jsonl").find("\"oom_retries\""), std::string::npos);
+
+  // With recovery off, the same job fails with the OOM named.
+  auto off = run_shoplens("train" + job_args() + " --out " + (*dir_ / "oom-off").string() +
+                          " --epochs 1 -b 80 --set train.oom_recovery=false");
+  EXPECT_EQ(off.exit_code, 1) << off.output;
+  EXPECT_NE(off.output.find("out of memory"), std::string::npos) << off.output;
+}
+
+}  // namespace
+}  // namespace shoplens
