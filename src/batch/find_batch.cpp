@@ -104,6 +104,8 @@ json search_to_json(const SearchResult& s) {
                       {"baseline_bytes", p.baseline_bytes},
                       {"step_spread_bytes", p.step_spread_bytes},
                       {"reserved_gap_bytes", p.reserved_gap_bytes},
+                      {"inactive_split_bytes", p.inactive_split_bytes},
+                      {"alloc_retries", p.alloc_retries},
                       {"steps", p.steps},
                       {"seconds", p.seconds},
                       {"images_per_second", p.images_per_second},

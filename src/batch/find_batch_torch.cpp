@@ -49,6 +49,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   const Precision precision = parse_precision(config.train.precision);
   const bool cuda = wants_cuda(config.train.device);
   auto memory = make_memory_probe(cuda);
+  const std::int64_t free_at_start = memory->device_free_bytes();
   const std::int64_t budget = resolve_budget(config, *memory);
   if (budget > memory->device_total_bytes() && memory->device_total_bytes() > 0)
     spdlog::warn("find-batch: the budget {} exceeds {}'s memory {}", format_bytes(static_cast<double>(budget)),
@@ -132,6 +133,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     doc["strategy"] = fb.strategy;
     doc["device"] = memory->device_name();
     doc["device_total_bytes"] = memory->device_total_bytes();
+    doc["device_free_bytes"] = free_at_start;
     doc["model"] = config.model.name;
     doc["num_classes"] = num_classes;
     doc["precision"] = precision_name(precision);

@@ -102,6 +102,7 @@ struct JobProbe::Impl {
     const auto start = std::chrono::steady_clock::now();
     memory.release_cached();
     memory.reset_peak();
+    const std::int64_t retries_before = memory.stats().alloc_retries;
     std::vector<double> step_seconds;
     try {
       std::int64_t max_step_peak = 0, min_step_peak = -1, max_gap = 0;
@@ -147,7 +148,10 @@ struct JobProbe::Impl {
       r.peak_bytes = max_step_peak;
       r.step_spread_bytes = min_step_peak < 0 ? 0 : max_step_peak - min_step_peak;
       r.reserved_gap_bytes = max_gap;
-      r.baseline_bytes = memory.stats().allocated_bytes;
+      const MemoryStats after = memory.stats();
+      r.baseline_bytes = after.allocated_bytes;
+      r.inactive_split_bytes = after.inactive_split_bytes;
+      r.alloc_retries = after.alloc_retries - retries_before;
       r.outcome = ProbeResult::Outcome::kRan;
     } catch (const std::exception& e) {
       model->train();

@@ -12,6 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <torch/torch.h>
+
+#include "shoplens/models/classifier.h"
+#include "shoplens/models/weights.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/train_state.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -149,6 +155,52 @@ TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   auto fp16 = run_shoplens(train_args(run) + " --precision fp16 --device cpu");
   EXPECT_EQ(fp16.exit_code, 2);
   EXPECT_NE(fp16.output.find("fp16"), std::string::npos) << fp16.output;
+}
+
+// Fine-tuning from a torchvision file: a new head for our classes, the backbone frozen for the
+// first epoch (its weights stay the pretrained ones), then unfrozen from the output side.
+TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
+  auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import torchvision' 2>&1");
+  if (probe.exit_code != 0) GTEST_SKIP() << SHOPLENS_PYTHON " cannot import torchvision: " << probe.output;
+  const fs::path weights = *dir_ / "torchvision_resnet18.pt";
+  auto saved = testing::run_shell(std::string(SHOPLENS_PYTHON) +
+                                  " -c 'import torch, torchvision; torch.manual_seed(3); "
+                                  "torch.save(torchvision.models.resnet18().state_dict(), \"" + weights.string() + "\")' 2>&1");
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+
+  const fs::path run = *dir_ / "finetune";
+  auto r = run_shoplens("train --shards " + shards().string() + " --out " + run.string() + " --model resnet18 --pretrained " +
+                        weights.string() + " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32"
+                        " --set loader.workers=2 --set train.freeze_backbone_epochs=1 --set train.unfreeze_every_epochs=1"
+                        " --set optim.backbone_lr_scale=0.1 --set train.keep_last=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("new head: the weights have 1000 classes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0 of 6 backbone stages trainable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 of 6 backbone stages trainable"), std::string::npos) << r.output;
+
+  ModelSpec spec;
+  spec.name = "resnet18";
+  spec.num_classes = 12;
+  spec.image_size = 32;
+  auto pretrained = make_model(spec);
+  load_weights_file(*pretrained, weights.string(), true);
+  auto after_epoch = [&](int index) {
+    auto model = make_model(spec);
+    const auto files = CheckpointStore(run / "checkpoints", 3).list();
+    EXPECT_GE(files.size(), 2u);
+    restore_model_weights(*model, read_checkpoint(files.at(index)).tensors);
+    return model;
+  };
+  auto param = [](const std::shared_ptr<ImageClassifier>& m, const std::string& name) {
+    return m->named_parameters()[name].detach().clone();
+  };
+  const auto frozen = after_epoch(0);    // end of epoch 1: head only
+  const auto unfrozen = after_epoch(1);  // end of epoch 2: head + layer4
+  for (const char* name : {"conv1.weight", "layer1.0.conv1.weight", "layer4.0.conv1.weight"})
+    EXPECT_TRUE(torch::equal(param(frozen, name), param(pretrained, name))) << name << " moved while frozen";
+  EXPECT_FALSE(torch::equal(param(frozen, "fc.weight"), param(unfrozen, "fc.weight")));
+  EXPECT_FALSE(torch::equal(param(unfrozen, "layer4.0.conv1.weight"), param(pretrained, "layer4.0.conv1.weight")));
+  EXPECT_TRUE(torch::equal(param(unfrozen, "layer3.0.conv1.weight"), param(pretrained, "layer3.0.conv1.weight")));
 }
 
 }  // namespace

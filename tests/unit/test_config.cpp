@@ -41,8 +41,10 @@ TEST(Config, UnknownSectionNamesNearestSection) {
 }
 
 TEST(Config, WrongTypeNamesPathAndExpectedType) {
-  std::string msg = config_error(json{{"loader", {{"batch_size", "big"}}}});
-  EXPECT_NE(msg.find("test.json: loader.batch_size: expected integer, got string"), std::string::npos) << msg;
+  std::string msg = config_error(json{{"loader", {{"workers", "big"}}}});
+  EXPECT_NE(msg.find("test.json: loader.workers: expected integer, got string"), std::string::npos) << msg;
+  msg = config_error(json{{"loader", {{"batch_size", "big"}}}});
+  EXPECT_NE(msg.find("test.json: loader.batch_size: expected integer or \"auto\", got string"), std::string::npos) << msg;
   msg = config_error(json{{"augment", {{"mean", {0.1, "x", 0.3}}}}});
   EXPECT_NE(msg.find("augment.mean[1]: expected number"), std::string::npos) << msg;
   msg = config_error(json{{"loader", {{"shuffle", 1}}}});

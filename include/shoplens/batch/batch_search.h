@@ -18,6 +18,8 @@ struct ProbeResult {
                                           // on OOM, what was needed at the refusal (a lower bound) or 0
   std::int64_t reserved_gap_bytes = 0;    // peak reserved - peak allocated (CUDA cache, fragmentation)
   std::int64_t step_spread_bytes = 0;     // max - min of the per-step peaks: steady-state noise
+  std::int64_t inactive_split_bytes = 0;  // CUDA: fragmentation left after the probe
+  std::int64_t alloc_retries = 0;         // CUDA: allocations that had to free the cache first (during the probe)
   std::int64_t baseline_bytes = 0;        // live after the steps with the batch freed: weights,
                                           // gradients, optimizer state (a lower bound of the static part)
   int steps = 0;
