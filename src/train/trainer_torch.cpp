@@ -124,6 +124,7 @@ struct Trainer::Impl {
   int trainable = -1;
   std::vector<std::string> stages;  // backbone stage prefixes, input side first
   std::int64_t last_checkpoint_step = -1;
+  int eval_batch_limit = 0;  // set after an evaluation ran out of memory
 
   Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir)
       : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)) {
@@ -202,11 +203,30 @@ struct Trainer::Impl {
       spdlog::info("train: step {}: {} of {} backbone stages trainable (+ head)", state.step, n, stages.size());
   }
 
+  // Evaluation at the configured batch; when it runs out of memory (a larger eval batch than
+  // planned, another process on the device), again from the start at half the batch.
   EvalResult evaluate(const std::shared_ptr<const ImageSource>& source, const std::string& what) {
+    int batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : config.loader.batch_size;
+    if (eval_batch_limit > 0) batch = std::min(batch, eval_batch_limit);
+    for (;;) {
+      try {
+        return evaluate_at(source, what, batch);
+      } catch (const std::exception& e) {
+        model->train();
+        if (!is_out_of_memory(e) || !config.train.oom_recovery || batch <= 1) throw;
+        spdlog::warn("{}: out of memory at evaluation batch {}: evaluating again at {}", what, batch, (batch + 1) / 2);
+        batch = (batch + 1) / 2;
+        eval_batch_limit = batch;
+        state.oom_retries++;
+      }
+    }
+  }
+
+  EvalResult evaluate_at(const std::shared_ptr<const ImageSource>& source, const std::string& what, int batch) {
     EvalResult result;
     const auto start = std::chrono::steady_clock::now();
     auto options = loader_options_from_config(config, /*train=*/false);
-    if (config.train.eval_batch_size > 0) options.batch_size = config.train.eval_batch_size;
+    options.batch_size = batch;
     Loader loader(source, config.augment, options);
     loader.start_epoch(0);
     ConfusionMatrix confusion(model->num_classes());
@@ -215,17 +235,17 @@ struct Trainer::Impl {
     const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     model->eval();
     torch::NoGradGuard no_grad;
-    while (auto batch = loader.next()) {
+    while (auto next = loader.next()) {
       if (interrupt_requested()) break;  // the caller checkpoints and stops
       at::Tensor logits;
       {
         AutocastScope autocast(cuda, precision);
-        logits = model->forward(batch->images.to(device, true));
+        logits = model->forward(next->images.to(device, true));
       }
-      auto losses = per_sample_loss(logits, batch->labels, at::Tensor(), at::Tensor(), 0.0);
+      auto losses = per_sample_loss(logits, next->labels, at::Tensor(), at::Tensor(), 0.0);
       loss_sum += losses.sum().item<double>();
       auto predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
-      auto labels = batch->labels.contiguous();
+      auto labels = next->labels.contiguous();
       confusion.add_batch(labels.data_ptr<std::int64_t>(), predicted.data_ptr<std::int64_t>(),
                           static_cast<std::size_t>(labels.size(0)));
       samples += labels.size(0);
@@ -447,6 +467,8 @@ struct Trainer::Impl {
     // The test split is scored with the best weights, as a user would deploy them.
     json test_json = nullptr;
     if (has_samples(data.test)) {
+      // Training is over: its gradients only take memory the best weights are about to need.
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
       if (state.best_step && *state.best_step != state.step && fs::exists(store->best_path())) {
         restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
         spdlog::info("test: using the best weights (step {})", *state.best_step);

@@ -14,6 +14,7 @@
 #include "shoplens/train/train_step.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/train/trainer.h"
+#include "shoplens/batch/memory_probe.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -355,6 +356,25 @@ TEST(Trainer, ResumedRunFollowsTheSameLossCurve) {
   ASSERT_EQ(resumed.size(), 9u);  // steps 10..18
   for (std::size_t i = 0; i < resumed.size(); ++i) EXPECT_NEAR(resumed[i], full[9 + i], 1e-5) << "step " << 10 + i;
   EXPECT_NEAR(summary2["test_macro_f1"].get<double>(), summary["test_macro_f1"].get<double>(), 1e-9);
+}
+
+// Validation at an evaluation batch that does not fit the memory budget is redone at half the
+// batch until it fits; the run completes and counts the retries.
+TEST(Trainer, EvaluationOutOfMemoryRetriesAtHalfTheBatch) {
+  testing::ScratchDir dir("eval-oom");
+  Config config = tiny_config(dir.path());
+  config.train.epochs = 1;
+  config.train.eval_batch_size = 256;
+  TrainData data = tiny_data();
+  data.val = tiny_source(256, 3, 1);
+  auto memory = make_cpu_memory_probe();
+  Trainer trainer(config, tiny_model(config), data, dir.path());
+  memory->set_budget(memory->stats().allocated_bytes + 12 * 1024 * 1024);
+  const auto summary = trainer.fit();
+  memory->set_budget(0);
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_GE(summary["oom_retries"].get<int>(), 1);
+  EXPECT_EQ(summary["final_val"]["samples"], 256);  // every validation sample, once
 }
 
 TEST(Trainer, InterruptWritesACheckpointAndThrows) {
