@@ -159,9 +159,10 @@ std::string FindBatchResult::to_table() const {
   if (fit.at("points").get<int>() >= 2)
     os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {} probes)\n", mib(fit.at("static_bytes").get<double>()),
                       mib(fit.at("bytes_per_sample").get<double>()), fit.at("r2").get<double>(), fit.at("points").get<int>());
+  const double measured = s.value("measured_peak_bytes", 0.0);
   os << fmt::format("micro-batch {} (found {}; predicted peak {}, measured {}), eval batch {}\n", micro_batch,
                     s.value("found_batch", 0), mib(s.value("predicted_peak_bytes", 0.0)),
-                    mib(s.value("measured_peak_bytes", 0.0)), eval_batch);
+                    measured > 0 ? mib(measured) : std::string("- (not probed at this batch)"), eval_batch);
   os << fmt::format("global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
                     plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
                     plan.lr_factor, plan.reference_batch);

@@ -1,0 +1,64 @@
+// `shoplens export`: a trained run becomes a self-describing model folder that scoring (and
+// Python users) can load without the run:
+//
+//   MODEL_DIR/model.safetensors          fp32 weights, torchvision/timm parameter names
+//   MODEL_DIR/model.bf16.safetensors     optional reduced-precision variants (and .fp16)
+//   MODEL_DIR/model_card.json            architecture, classes, preprocessing, training metrics,
+//                                        fingerprints, file checksums, verification logits
+//
+// The folder is written under a temporary name and renamed into place only after the weights
+// were read back into a fresh model and reproduced the reference logits: a folder named
+// MODEL_DIR is always complete and verified. See docs/SCORING.md.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/config.h"
+
+namespace shoplens {
+
+class ImageClassifier;
+
+constexpr int kModelCardVersion = 1;
+
+struct ExportOptions {
+  std::filesystem::path run_dir;
+  std::filesystem::path out_dir;
+  std::string checkpoint = "best";        // best | last | a checkpoint file
+  std::vector<std::string> variants;      // "bf16", "fp16"
+  bool force = false;                     // replace an existing MODEL_DIR
+};
+
+struct ExportResult {
+  std::filesystem::path out_dir;
+  nlohmann::json card;
+};
+
+ExportResult export_model(const ExportOptions& options);
+
+// The input every export is verified on: [2, 3, S, S] float32 with x[i] = sin(0.007 i + 0.3) over
+// the flattened index (easy to rebuild in any language; the card states the formula).
+at::Tensor verification_input(int image_size);
+
+struct LoadedModel {
+  std::shared_ptr<ImageClassifier> model;   // eval mode, CPU, float32 compute
+  nlohmann::json card;
+  std::vector<std::string> class_names;
+  AugmentConfig preprocessing;              // the eval transform's settings (image_size, mean, std)
+  std::string variant;                      // fp32 | bf16 | fp16: the weights file that was read
+};
+
+// Reads MODEL_DIR: checks the card's format, every listed file's size and CRC32, builds the
+// model and loads the weights of `variant`; with `verify`, reruns the verification input and
+// compares with the card (fp32: max |diff| within the card's tolerance; variants: same top-1).
+// DataError naming the file and what is wrong otherwise.
+LoadedModel load_exported_model(const std::filesystem::path& dir, const std::string& variant = "fp32",
+                                bool verify = true);
+
+}  // namespace shoplens

@@ -1,0 +1,306 @@
+#include "shoplens/infer/model_export.h"
+
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/hash.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/data/shard_format.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/models/weights.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/train_state.h"
+
+namespace shoplens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr double kFp32Tolerance = 1e-4;  // the same kernels on the same machine give ~0; other CPUs differ slightly
+
+std::string weights_file(const std::string& variant) {
+  return variant == "fp32" ? "model.safetensors" : "model." + variant + ".safetensors";
+}
+
+at::ScalarType variant_dtype(const std::string& variant) {
+  if (variant == "bf16") return at::kBFloat16;
+  if (variant == "fp16") return at::kHalf;
+  if (variant == "fp32") return at::kFloat;
+  throw UsageError("export: variant '" + variant + "' is not one of bf16, fp16");
+}
+
+json file_entry(const fs::path& file, const std::string& dtype) {
+  const std::string bytes = read_file(file);
+  return {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes.data(), bytes.size())}, {"dtype", dtype}};
+}
+
+json tensor_to_json(const at::Tensor& t) {
+  const auto c = t.to(torch::kDouble).contiguous();
+  json rows = json::array();
+  for (std::int64_t i = 0; i < c.size(0); ++i) {
+    json row = json::array();
+    for (std::int64_t j = 0; j < c.size(1); ++j) row.push_back(c[i][j].item<double>());
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+at::Tensor tensor_from_json(const json& rows) {
+  std::vector<double> flat;
+  for (const auto& row : rows)
+    for (const auto& v : row) flat.push_back(v.get<double>());
+  const auto n = static_cast<std::int64_t>(rows.size());
+  return torch::tensor(flat, torch::kDouble).view({n, n ? static_cast<std::int64_t>(flat.size()) / n : 0});
+}
+
+at::Tensor logits_of(ImageClassifier& model, int image_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  return model.forward(verification_input(image_size)).to(torch::kDouble);
+}
+
+// Compares logits with the reference: fp32 must match within the tolerance, reduced precision
+// must keep every top-1 (its probability differences are reported).
+json compare(const at::Tensor& logits, const at::Tensor& reference) {
+  const double max_abs = (logits - reference).abs().max().item<double>();
+  const double prob_diff =
+      (torch::softmax(logits, 1) - torch::softmax(reference, 1)).abs().max().item<double>();
+  const double agreement = logits.argmax(1).eq(reference.argmax(1)).to(torch::kDouble).mean().item<double>();
+  return {{"max_abs_logit_diff", max_abs}, {"max_prob_diff", prob_diff}, {"top1_agreement", agreement}};
+}
+
+ModelSpec spec_from_card(const json& arch) {
+  ModelSpec spec;
+  spec.name = arch.at("name").get<std::string>();
+  spec.num_classes = arch.at("num_classes").get<int>();
+  spec.image_size = arch.at("image_size").get<int>();
+  spec.dropout = arch.value("dropout", 0.0);
+  spec.channels_last = arch.value("channels_last", false);
+  return spec;
+}
+
+fs::path pick_checkpoint(const ExportOptions& o) {
+  const fs::path dir = o.run_dir / "checkpoints";
+  if (o.checkpoint != "best" && o.checkpoint != "last") return o.checkpoint;
+  if (!fs::is_directory(dir))
+    throw UsageError("export: " + o.run_dir.string() + " has no checkpoints/ folder; is it a `shoplens train` run directory?");
+  if (o.checkpoint == "best" && fs::exists(dir / "best.ckpt")) return dir / "best.ckpt";
+  auto newest = CheckpointStore(dir, 1 << 30).newest_valid();
+  if (!newest) throw DataError("export: no valid checkpoint in " + dir.string());
+  if (o.checkpoint == "best") spdlog::warn("export: no best.ckpt in {}; using the newest checkpoint", dir.string());
+  return newest->path;
+}
+
+json training_summary(const fs::path& run_dir, const json& state) {
+  json t = {{"step", state.value("step", 0)}, {"best", state.value("best", json())}};
+  if (state.contains("history") && !state["history"].empty()) {
+    const auto& last = state["history"].back();
+    t["last_val"] = {{"macro_f1", last.value("macro_f1", json())}, {"accuracy", last.value("accuracy", json())},
+                     {"step", last.value("step", json())}};
+  }
+  std::error_code ec;
+  if (fs::exists(run_dir / "summary.json", ec)) {
+    try {
+      const json s = json::parse(read_file(run_dir / "summary.json"));
+      for (const char* key : {"status", "steps", "epochs", "images_trained", "test_macro_f1", "global_batch", "precision",
+                              "commit", "torch"})
+        if (s.contains(key)) t[key] = s[key];
+      if (s.contains("test") && s["test"].is_object())
+        t["test"] = {{"accuracy", s["test"].value("accuracy", json())}, {"macro_f1", s["test"].value("macro_f1", json())},
+                     {"samples", s["test"].value("samples", json())}};
+    } catch (const std::exception& e) {
+      spdlog::warn("export: ignoring unreadable {}: {}", (run_dir / "summary.json").string(), e.what());
+    }
+  }
+  return t;
+}
+
+std::string data_fingerprint(const Config& config) {
+  const fs::path info = fs::path(config.data.shards) / "dataset.json";
+  std::error_code ec;
+  if (config.data.shards.empty() || !fs::exists(info, ec)) return "";
+  return Fingerprint().add(read_file(info)).hex();
+}
+
+}  // namespace
+
+at::Tensor verification_input(int image_size) {
+  const std::int64_t n = 2LL * 3 * image_size * image_size;
+  return torch::sin(torch::arange(n, torch::kDouble) * 0.007 + 0.3).to(torch::kFloat).view({2, 3, image_size, image_size});
+}
+
+ExportResult export_model(const ExportOptions& o) {
+  if (o.out_dir.empty()) throw UsageError("export: --out MODEL_DIR is required");
+  std::error_code ec;
+  if (fs::exists(o.out_dir, ec) && !o.force)
+    throw UsageError("export: " + o.out_dir.string() + " already exists; choose another --out or pass --force to replace it");
+  for (const auto& v : o.variants) variant_dtype(v);
+
+  const fs::path ckpt_path = pick_checkpoint(o);
+  const Checkpoint ckpt = read_checkpoint(ckpt_path);
+  const json& state = ckpt.state;
+  Config config;
+  std::vector<std::string> classes;
+  try {
+    config = config_from_json(state.at("config"), ckpt_path.string() + " (saved config)");
+    classes = state.at("classes").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw DataError("export: " + ckpt_path.string() + " lacks its config or classes: " + e.what());
+  }
+  ModelSpec spec;
+  spec.name = config.model.name;
+  spec.num_classes = static_cast<int>(classes.size());
+  spec.image_size = config.augment.image_size;
+  spec.dropout = config.model.dropout;
+  spec.channels_last = config.model.channels_last;
+  auto model = make_model(spec);
+  restore_model_weights(*model, ckpt.tensors);
+  const at::Tensor reference = logits_of(*model, spec.image_size);
+
+  const fs::path out = fs::absolute(o.out_dir);
+  const fs::path staging = out.parent_path() / ("." + out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  try {
+    const StateDict weights = model_state_dict(*model);
+    std::int64_t parameters = 0;
+    for (const auto& p : model->parameters()) parameters += p.numel();
+    const std::map<std::string, std::string> metadata = {
+        {"format", "pt"}, {"shoplens.model", spec.name}, {"shoplens.classes", json(classes).dump()}};
+    write_safetensors(staging / weights_file("fp32"), weights, metadata);
+
+    json files = json::object();
+    files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), "float32");
+    json variants = json::object();
+    // Load-and-verify: the written files, read back into fresh models, must reproduce the logits.
+    auto reload = [&](const std::string& variant) {
+      auto fresh = make_model(spec);
+      const auto report = load_weights(*fresh, read_safetensors(staging / weights_file(variant)), false);
+      if (!report.complete()) throw Error("export: the written " + weights_file(variant) + " did not load whole:\n" + report.summary());
+      return compare(logits_of(*fresh, spec.image_size), reference);
+    };
+    const json fp32_check = reload("fp32");
+    if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
+      throw Error("export: the written weights give different logits (max diff " + fp32_check["max_abs_logit_diff"].dump() + ")");
+    variants["fp32"] = fp32_check;
+    for (const auto& v : o.variants) {
+      StateDict reduced;
+      for (const auto& [name, t] : weights)
+        reduced.emplace_back(name, t.is_floating_point() ? t.to(variant_dtype(v)) : t);
+      write_safetensors(staging / weights_file(v), reduced, metadata);
+      files[weights_file(v)] = file_entry(staging / weights_file(v), v == "bf16" ? "bfloat16" : "float16");
+      variants[v] = reload(v);
+      spdlog::info("export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input",
+                   v, variants[v]["top1_agreement"].get<double>(), variants[v]["max_prob_diff"].get<double>());
+    }
+
+    const int resized = static_cast<int>(std::lround(spec.image_size / 0.875));
+    json card = {
+        {"format", "shoplens-model"},
+        {"format_version", kModelCardVersion},
+        {"architecture", {{"name", spec.name}, {"num_classes", spec.num_classes}, {"image_size", spec.image_size},
+                          {"dropout", spec.dropout}, {"channels_last", spec.channels_last}, {"parameters", parameters},
+                          {"parameter_names", spec.name.rfind("resnet", 0) == 0 ? "torchvision" : spec.name.rfind("vit", 0) == 0 ? "timm" : "shoplens (= scripts/bench/difficulty.py SmallCNN)"}}},
+        {"class_names", classes},
+        {"preprocessing", {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
+                           {"resize_short_side", resized}, {"center_crop", spec.image_size},
+                           {"mean", config.augment.mean}, {"std", config.augment.std}}},
+        {"training", training_summary(o.run_dir, state)},
+        {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(ckpt_path).string()}}},
+        {"fingerprint", {{"config", Fingerprint().add(state.at("config").dump()).hex()},
+                         {"data", data_fingerprint(config)},
+                         {"weights_crc32", files[weights_file("fp32")]["crc32"]}}},
+        {"files", files},
+        {"verification", {{"input", {{"shape", {2, 3, spec.image_size, spec.image_size}},
+                                     {"formula", "x[i] = sin(0.007 * i + 0.3) over the flattened index, float32"}}},
+                          {"logits", tensor_to_json(reference)},
+                          {"tolerance", kFp32Tolerance},
+                          {"results", variants}}},
+        {"exported_by", {{"version", shoplens_version()}, {"commit", build_commit()}, {"torch", torch_version()},
+                         {"date", today_date()}}},
+    };
+    write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
+
+    // Into place: a folder named MODEL_DIR is only ever a complete, verified export.
+    if (fs::exists(out, ec)) {
+      const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
+      fs::rename(out, old);
+      fs::rename(staging, out);
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(staging, out);
+    }
+    spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", spec.name, classes.size(), parameters,
+                 ckpt_path.string(), out.string());
+    return {out, card};
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+}
+
+LoadedModel load_exported_model(const fs::path& dir, const std::string& variant, bool verify) {
+  const fs::path card_file = dir / "model_card.json";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("model folder " + dir.string() + " does not exist (make one with shoplens export)");
+  if (!fs::exists(card_file, ec)) throw DataError(dir.string() + " has no model_card.json: not a shoplens export");
+  LoadedModel loaded;
+  try {
+    loaded.card = json::parse(read_file(card_file));
+  } catch (const json::exception& e) {
+    throw DataError(card_file.string() + ": unreadable model card: " + e.what());
+  }
+  const json& card = loaded.card;
+  try {
+    if (card.at("format") != "shoplens-model" || card.at("format_version").get<int>() > kModelCardVersion)
+      throw DataError(card_file.string() + ": not a shoplens model card of version <= " + std::to_string(kModelCardVersion));
+    for (const auto& [name, entry] : card.at("files").items()) {
+      const fs::path file = dir / name;
+      if (!fs::exists(file, ec)) throw DataError(file.string() + ": listed in the model card but missing");
+      const std::string bytes = read_file(file);
+      if (bytes.size() != entry.at("bytes").get<std::size_t>() ||
+          crc32_of(bytes.data(), bytes.size()) != entry.at("crc32").get<std::uint32_t>())
+        throw DataError(file.string() + ": size or checksum differs from the model card (damaged or replaced)");
+    }
+    const std::string file = weights_file(variant);
+    if (!card.at("files").contains(file))
+      throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " + variant);
+    const ModelSpec spec = spec_from_card(card.at("architecture"));
+    loaded.class_names = card.at("class_names").get<std::vector<std::string>>();
+    if (static_cast<int>(loaded.class_names.size()) != spec.num_classes)
+      throw DataError(card_file.string() + ": " + std::to_string(loaded.class_names.size()) + " class names for a " +
+                      std::to_string(spec.num_classes) + "-class head");
+    loaded.model = make_model(spec);
+    const auto report = load_weights(*loaded.model, read_safetensors(dir / file), false);
+    if (!report.complete()) throw DataError((dir / file).string() + " does not fit its model card:\n" + report.summary());
+    loaded.model->eval();
+    loaded.variant = variant;
+    const auto& pre = card.at("preprocessing");
+    loaded.preprocessing.image_size = spec.image_size;
+    loaded.preprocessing.mean = pre.at("mean").get<std::vector<double>>();
+    loaded.preprocessing.std = pre.at("std").get<std::vector<double>>();
+    if (verify) {
+      const at::Tensor reference = tensor_from_json(card.at("verification").at("logits"));
+      const json check = compare(logits_of(*loaded.model, spec.image_size), reference);
+      const double tolerance = card.at("verification").value("tolerance", kFp32Tolerance);
+      const bool ok = variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
+                                        : check["top1_agreement"].get<double>() == 1.0;
+      if (!ok)
+        throw DataError(dir.string() + ": the " + variant + " weights do not reproduce the card's verification logits (" +
+                        check.dump() + ")");
+    }
+  } catch (const json::exception& e) {
+    throw DataError(card_file.string() + ": missing or malformed field: " + e.what());
+  }
+  return loaded;
+}
+
+}  // namespace shoplens

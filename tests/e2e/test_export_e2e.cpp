@@ -1,0 +1,100 @@
+// End-to-end: `shoplens export` from a trained run: a verified model folder that Python's
+// torchvision loads by name with the same logits; damage is detected; nothing half-written.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/infer/model_export.h"
+#include "shoplens/core/errors.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::run_shoplens;
+
+class E2eExport : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-export");
+    const fs::path catalog = *dir_ / "catalog";
+    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 120 --image-size-range 40:60 --seed 9");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
+                                 (*dir_ / "shards").string() + " --storage-size 36 --threads 2");
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + run().string() +
+                                " --model resnet18 --epochs 1 --batch-size 16 --threads 2 --set augment.image_size=32");
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path run() { return *dir_ / "run"; }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* E2eExport::dir_ = nullptr;
+
+TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
+  const fs::path model = *dir_ / "model";
+  auto r = run_shoplens("export --run " + run().string() + " --out " + model.string() + " --variants bf16,fp16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"model.safetensors", "model.bf16.safetensors", "model.fp16.safetensors", "model_card.json"})
+    EXPECT_TRUE(fs::exists(model / f)) << f;
+  const json card = json::parse(testing::read_text(model / "model_card.json"));
+  EXPECT_EQ(card["architecture"]["name"], "resnet18");
+  EXPECT_EQ(card["class_names"].size(), 12u);
+  EXPECT_EQ(card["preprocessing"]["center_crop"], 32);
+  EXPECT_EQ(card["verification"]["results"]["fp32"]["max_abs_logit_diff"], 0.0);
+  EXPECT_EQ(card["verification"]["results"]["bf16"]["top1_agreement"], 1.0);
+  EXPECT_TRUE(card["training"]["test_macro_f1"].is_number());
+  EXPECT_FALSE(card["fingerprint"]["data"].get<std::string>().empty());
+
+  // Loading through the library: checksums, weights, verification logits.
+  const auto loaded = load_exported_model(model, "fp16", true);
+  EXPECT_EQ(loaded.class_names, card["class_names"].get<std::vector<std::string>>());
+
+  auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import torchvision' 2>&1");
+  if (probe.exit_code != 0) GTEST_SKIP() << "no torchvision for the Python side: " << probe.output;
+  auto py = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + SHOPLENS_SOURCE_DIR +
+                               "/scripts/python/load_shoplens_model.py " + model.string() + " 2>&1");
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("\"verified\": true"), std::string::npos) << py.output;
+}
+
+TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
+  const fs::path model = *dir_ / "model2";
+  ASSERT_EQ(run_shoplens("export --run " + run().string() + " --out " + model.string()).exit_code, 0);
+  EXPECT_EQ(run_shoplens("export --check --out " + model.string()).exit_code, 0);
+
+  auto again = run_shoplens("export --run " + run().string() + " --out " + model.string());
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  EXPECT_EQ(run_shoplens("export --run " + run().string() + " --out " + model.string() + " --force").exit_code, 0);
+
+  {  // one flipped byte in the weights
+    std::fstream f(model / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    f.put('\x7f');
+  }
+  auto damaged = run_shoplens("export --check --out " + model.string());
+  EXPECT_EQ(damaged.exit_code, 1) << damaged.output;
+  EXPECT_NE(damaged.output.find("checksum differs"), std::string::npos) << damaged.output;
+  EXPECT_THROW(load_exported_model(model), DataError);
+  EXPECT_THROW(load_exported_model(model / "nope"), UsageError);
+
+  auto no_run = run_shoplens("export --run " + (*dir_ / "shards").string() + " --out " + (*dir_ / "m3").string());
+  EXPECT_EQ(no_run.exit_code, 2) << no_run.output;
+  EXPECT_NE(no_run.output.find("no checkpoints"), std::string::npos) << no_run.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "m3"));
+  for (const auto& e : fs::directory_iterator(dir_->path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -1,0 +1,54 @@
+// `shoplens export`: a trained run -> a verified, self-describing model folder (docs/SCORING.md).
+#include <iostream>
+
+#include "command.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/strings.h"
+#include "shoplens/infer/model_export.h"
+
+namespace shoplens::cli {
+namespace {
+
+class ExportCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    app.add_option("-r,--run", o_.run_dir, "run directory of `shoplens train` (required unless --check)");
+    app.add_option("-o,--out", o_.out_dir, "model folder to write (must not exist unless --force)")->required();
+    app.add_option("--checkpoint", o_.checkpoint, "best, last, or a checkpoint file");
+    app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
+    app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
+    app.add_flag("--check", check_only_, "only verify an existing model folder given by --out (files, checksums, logits)");
+    app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
+  }
+
+  int run() override {
+    set_log_level(log_level_);
+    if (check_only_) {
+      const auto loaded = load_exported_model(o_.out_dir, "fp32", true);
+      for (const auto& [file, entry] : loaded.card.at("files").items())
+        if (file != "model.safetensors") load_exported_model(o_.out_dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
+      std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>() << ", "
+                << loaded.class_names.size() << " classes)" << std::endl;
+      return 0;
+    }
+    if (o_.run_dir.empty()) throw UsageError("export: --run RUN_DIR is required (or --check to verify --out)");
+    for (const auto& part : split(variants_, ','))
+      if (!trim(part).empty()) o_.variants.emplace_back(trim(part));
+    const auto result = export_model(o_);
+    std::cout << "model folder: " << result.out_dir.string() << "\n"
+              << "card: " << (result.out_dir / "model_card.json").string() << std::endl;
+    return 0;
+  }
+
+ private:
+  ExportOptions o_;
+  std::string variants_;
+  std::string log_level_ = "info";
+  bool check_only_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_export_command() { return std::make_unique<ExportCommand>(); }
+
+}  // namespace shoplens::cli
