@@ -12,23 +12,12 @@
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/core/stats.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
 
 namespace shoplens {
-namespace {
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
-}  // namespace
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   if (o.batch_size < 1 || o.image_size < 8 || o.steps < 1 || o.warmup_steps < 0)

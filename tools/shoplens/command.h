@@ -66,5 +66,6 @@ std::unique_ptr<Command> make_train_command();
 std::unique_ptr<Command> make_bench_train_command();
 std::unique_ptr<Command> make_find_batch_command();
 std::unique_ptr<Command> make_export_command();
+std::unique_ptr<Command> make_score_command();
 
 }  // namespace shoplens::cli

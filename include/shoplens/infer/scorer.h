@@ -1,0 +1,53 @@
+// `shoplens score`: a batch scoring job over an exported model (docs/SCORING.md). Rows are cut
+// into chunks; each chunk's predictions are written atomically, so a killed job resumes at the
+// first missing chunk and the final predictions.csv holds every input row exactly once. Rows that
+// cannot be read or decoded become error rows with the reason, never a failed job.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core/mat.hpp>
+
+namespace shoplens {
+
+// The rows to score: a CSV manifest (column `path`, optional `id`) or prepared shards.
+class ScoreRows {
+ public:
+  virtual ~ScoreRows() = default;
+  virtual std::size_t size() const = 0;
+  virtual std::string id(std::size_t row) const = 0;
+  // The row's image, decoded to RGB (CV_8UC3); DataError with the reason when it cannot be.
+  virtual cv::Mat image(std::size_t row) const = 0;
+  virtual std::string describe() const = 0;  // for the job fingerprint and messages
+};
+
+// A folder of shards (every split, or one) or a CSV file. DataError for an empty input.
+std::unique_ptr<ScoreRows> open_score_rows(const std::filesystem::path& input, const std::string& split);
+
+struct ScoreOptions {
+  std::filesystem::path model_dir;
+  std::filesystem::path input;
+  std::filesystem::path out_dir;
+  std::string split = "all";          // shards: all | train | val | test
+  std::string variant = "fp32";       // which weights file of the model folder to load
+  std::string precision = "fp32";     // compute: fp32 | bf16 | fp16 (CUDA)
+  std::string device = "auto";
+  int batch_size = 64;
+  double max_latency_ms = 0;          // > 0: the largest batch whose measured p95 fits
+  int max_batch = 256;                // upper end of that search
+  int workers = 0;                    // decode threads (0: usable cores)
+  int chunk_rows = 1024;
+  int drift_sample = 64;              // reduced precision: rows compared against fp32 first
+  double price_per_hour = 0;          // device price, for cost per million images (0: not reported)
+};
+
+// Runs (or resumes) the job; returns report.json's content (also written). InterruptedError
+// after SIGINT/SIGTERM: completed chunks stay, the chunk in flight is redone on resume.
+nlohmann::json run_score_job(const ScoreOptions& options);
+
+}  // namespace shoplens

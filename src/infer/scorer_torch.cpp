@@ -1,0 +1,415 @@
+#include "shoplens/infer/scorer.h"
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/hash.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/progress.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/stats.h"
+#include "shoplens/data/augment.h"
+#include "shoplens/data/csv.h"
+#include "shoplens/infer/model_export.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/amp.h"
+
+namespace shoplens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct RowResult {
+  std::size_t row = 0;
+  bool ok = false;
+  int label = -1;
+  std::vector<float> probs;
+  std::string error;
+};
+
+// One batch of a chunk, decoded and preprocessed by a worker.
+struct Prepared {
+  at::Tensor images;              // [n_ok, 3, S, S]
+  std::vector<std::size_t> rows;  // rows of the images, in order
+  std::vector<RowResult> errors;  // rows that could not be read
+};
+
+struct Timing {
+  std::vector<double> batch_ms;   // compute per batch (host to device, forward, softmax, read back)
+  std::map<int, std::int64_t> batch_sizes;
+  std::vector<double> queue_lengths;
+  double compute_seconds = 0;
+  double wall_seconds = 0;
+  std::int64_t images = 0;
+};
+
+class Job {
+ public:
+  Job(const ScoreOptions& o, LoadedModel model, const ScoreRows& rows)
+      : o_(o), loaded_(std::move(model)), rows_(rows), augmenter_(loaded_.preprocessing, /*train=*/false) {
+    precision_ = parse_precision(o_.precision);
+    cuda_ = wants_cuda(o_.device);
+    if (precision_ == Precision::kFp16 && !cuda_)
+      throw UsageError("score: --precision fp16 needs CUDA (CPU autocast supports bf16 only)");
+    device_ = cuda_ ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    loaded_.model->to(device_);
+    loaded_.model->eval();
+    workers_ = o_.workers > 0 ? o_.workers : usable_cores();
+  }
+
+  Precision precision() const { return precision_; }
+  int image_size() const { return augmenter_.output_size(); }
+
+  // Logits -> probabilities for a batch of preprocessed images, in the job's precision.
+  at::Tensor probabilities(const at::Tensor& images, Precision precision) {
+    torch::NoGradGuard no_grad;
+    AutocastScope autocast(cuda_, precision);
+    auto logits = loaded_.model->forward(images.to(device_, /*non_blocking=*/true));
+    return torch::softmax(logits.to(torch::kFloat), 1).to(torch::kCPU);
+  }
+
+  Prepared prepare(std::size_t begin, std::size_t end) const {
+    Prepared p;
+    std::vector<std::size_t> ok;
+    const int s = image_size();
+    auto images = torch::empty({static_cast<std::int64_t>(end - begin), 3, s, s});
+    float* dst = images.data_ptr<float>();
+    for (std::size_t row = begin; row < end; ++row) {
+      try {
+        const cv::Mat rgb = rows_.image(row);
+        augmenter_.apply(rgb, 0, dst + ok.size() * augmenter_.floats_per_sample());
+        ok.push_back(row);
+      } catch (const std::exception& e) {
+        RowResult r;
+        r.row = row;
+        r.error = error_message(e);
+        p.errors.push_back(std::move(r));
+      }
+    }
+    p.images = images.narrow(0, 0, static_cast<std::int64_t>(ok.size()));
+    p.rows = std::move(ok);
+    return p;
+  }
+
+  // Scores rows [begin, end) in batches: workers decode ahead, the caller's thread computes.
+  std::vector<RowResult> score_range(std::size_t begin, std::size_t end, int batch, Timing& timing) {
+    const auto start = Clock::now();
+    const std::size_t n_batches = (end - begin + batch - 1) / batch;
+    const std::size_t ahead = static_cast<std::size_t>(2 * workers_);
+    std::mutex mutex;
+    std::condition_variable ready_cv, room_cv;
+    std::map<std::size_t, Prepared> ready;
+    std::exception_ptr failure;
+    std::atomic<std::size_t> next_job{0};
+    std::size_t consumed = 0;
+    bool stop = false;
+    auto worker = [&] {
+      for (;;) {
+        std::size_t k;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          room_cv.wait(lock, [&] { return stop || next_job.load() < consumed + ahead; });
+          if (stop) return;
+          k = next_job++;
+        }
+        if (k >= n_batches) return;
+        try {
+          Prepared p = prepare(begin + k * batch, std::min(end, begin + (k + 1) * batch));
+          std::lock_guard<std::mutex> lock(mutex);
+          ready.emplace(k, std::move(p));
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          failure = std::current_exception();
+        }
+        ready_cv.notify_all();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers_; ++w) threads.emplace_back(worker);
+    auto join = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        stop = true;
+      }
+      room_cv.notify_all();
+      for (auto& t : threads) t.join();
+    };
+
+    std::vector<RowResult> results;
+    results.reserve(end - begin);
+    try {
+      for (std::size_t k = 0; k < n_batches; ++k) {
+        Prepared p;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          ready_cv.wait(lock, [&] { return failure || ready.count(k); });
+          if (failure) std::rethrow_exception(failure);
+          timing.queue_lengths.push_back(static_cast<double>(ready.size() - 1));
+          p = std::move(ready.at(k));
+          ready.erase(k);
+          consumed = k + 1;
+        }
+        room_cv.notify_all();
+        for (auto& e : p.errors) results.push_back(std::move(e));
+        if (!p.rows.empty()) {
+          const auto t0 = Clock::now();
+          const at::Tensor probs = probabilities(p.images, precision_).contiguous();
+          const double secs = seconds_since(t0);
+          timing.batch_ms.push_back(secs * 1e3);
+          timing.batch_sizes[static_cast<int>(p.rows.size())]++;
+          timing.compute_seconds += secs;
+          timing.images += static_cast<std::int64_t>(p.rows.size());
+          const auto top = probs.argmax(1);
+          const float* data = probs.data_ptr<float>();
+          const auto classes = static_cast<std::size_t>(probs.size(1));
+          for (std::size_t i = 0; i < p.rows.size(); ++i) {
+            RowResult r;
+            r.row = p.rows[i];
+            r.ok = true;
+            r.label = static_cast<int>(top[static_cast<std::int64_t>(i)].item<std::int64_t>());
+            r.probs.assign(data + i * classes, data + (i + 1) * classes);
+            results.push_back(std::move(r));
+          }
+        }
+        if (interrupt_requested()) break;
+      }
+    } catch (...) {
+      join();
+      throw;
+    }
+    join();
+    std::sort(results.begin(), results.end(), [](const RowResult& a, const RowResult& b) { return a.row < b.row; });
+    timing.wall_seconds += seconds_since(start);
+    return results;
+  }
+
+  // The batch-size / latency curve on synthetic input; the largest batch whose p95 fits.
+  json choose_batch(double max_latency_ms, int max_batch, int& chosen) {
+    json curve = json::array();
+    chosen = 1;
+    const int s = image_size();
+    for (int b = 1; b <= max_batch; b *= 2) {
+      const auto input = torch::randn({b, 3, s, s});
+      probabilities(input, precision_);  // warm-up
+      std::vector<double> ms;
+      for (int rep = 0; rep < 7; ++rep) {
+        const auto t0 = Clock::now();
+        probabilities(input, precision_);
+        ms.push_back(seconds_since(t0) * 1e3);
+      }
+      const double p95 = percentile(ms, 0.95);
+      const bool fits = p95 <= max_latency_ms;
+      curve.push_back({{"batch", b}, {"p50_ms", percentile(ms, 0.5)}, {"p95_ms", p95},
+                       {"images_per_second", b / (percentile(ms, 0.5) / 1e3)}, {"fits", fits}});
+      if (!fits) break;  // latency grows with the batch: larger ones will not fit either
+      chosen = b;
+    }
+    return curve;
+  }
+
+  const std::vector<std::string>& class_names() const { return loaded_.class_names; }
+
+ private:
+  ScoreOptions o_;
+  LoadedModel loaded_;
+  const ScoreRows& rows_;
+  Augmenter augmenter_;
+  Precision precision_ = Precision::kFp32;
+  bool cuda_ = false;
+  torch::Device device_{torch::kCPU};
+  int workers_ = 1;
+};
+
+std::string chunk_name(std::size_t index) { return fmt::format("chunk-{:06d}.csv", index); }
+
+std::vector<std::string> csv_header(const std::vector<std::string>& classes) {
+  std::vector<std::string> h{"row", "id", "status", "label", "confidence"};
+  for (const auto& c : classes) h.push_back("p_" + c);
+  h.push_back("error");
+  return h;
+}
+
+std::string chunk_csv(const std::vector<RowResult>& results, const ScoreRows& rows, const std::vector<std::string>& classes) {
+  std::string out;
+  for (const auto& r : results) {
+    std::vector<std::string> f{std::to_string(r.row), rows.id(r.row), r.ok ? "ok" : "error"};
+    if (r.ok) {
+      f.push_back(classes.at(r.label));
+      f.push_back(fmt::format("{:.6f}", r.probs.at(r.label)));
+      for (float p : r.probs) f.push_back(fmt::format("{:.6f}", p));
+      f.push_back("");
+    } else {
+      f.push_back("");
+      f.push_back("");
+      for (std::size_t c = 0; c < classes.size(); ++c) f.push_back("");
+      f.push_back(r.error);
+    }
+    out += csv_line(f) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+json run_score_job(const ScoreOptions& o) {
+  const auto job_start = Clock::now();
+  if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
+  if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
+    throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
+  LoadedModel loaded = load_exported_model(o.model_dir, o.variant, /*verify=*/true);
+  const auto rows = open_score_rows(o.input, o.split);
+  const std::size_t n = rows->size();
+  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
+
+  // The out folder belongs to one job: same model weights, input, chunking and precision.
+  const json job = {{"model_weights_crc32", loaded.card.at("fingerprint").at("weights_crc32")},
+                    {"variant", o.variant},
+                    {"precision", o.precision},
+                    {"input", rows->describe()},
+                    {"rows", n},
+                    {"chunk_rows", o.chunk_rows}};
+  fs::create_directories(o.out_dir / "chunks");
+  const fs::path job_file = o.out_dir / "score_job.json";
+  std::error_code ec;
+  if (fs::exists(job_file, ec)) {
+    json existing;
+    try {
+      existing = json::parse(read_file(job_file));
+    } catch (const std::exception&) {
+    }
+    if (existing != job)
+      throw UsageError("score: " + o.out_dir.string() + " holds another job (" + existing.dump() +
+                       "); use another --out, or remove it to start over");
+  } else {
+    write_file_atomic(job_file, job.dump(2) + "\n");
+  }
+
+  Job scorer(o, std::move(loaded), *rows);
+  const auto& classes = scorer.class_names();
+  json report = {{"rows", n}, {"chunks", n_chunks}, {"model", o.model_dir.string()}, {"input", rows->describe()},
+                 {"precision", o.precision}, {"variant", o.variant}, {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
+                 {"threads", resolve_threads(0)}, {"commit", build_commit()}, {"torch", torch_version()}};
+
+  int batch = o.batch_size;
+  if (o.max_latency_ms > 0) {
+    report["latency_curve"] = scorer.choose_batch(o.max_latency_ms, o.max_batch, batch);
+    spdlog::info("score: batch {} is the largest whose measured p95 fits {} ms", batch, o.max_latency_ms);
+  }
+  report["batch_size"] = batch;
+
+  // Reduced precision is checked against fp32 on real rows before the job runs in it.
+  if (scorer.precision() != Precision::kFp32 && o.drift_sample > 0) {
+    Timing scratch;
+    const std::size_t sample = std::min<std::size_t>(n, static_cast<std::size_t>(o.drift_sample));
+    const auto reduced = scorer.score_range(0, sample, batch, scratch);
+    ScoreOptions fp32 = o;
+    fp32.precision = "fp32";
+    Job reference(fp32, load_exported_model(o.model_dir, o.variant, false), *rows);
+    const auto exact = reference.score_range(0, sample, batch, scratch);
+    std::int64_t compared = 0, agree = 0;
+    double max_diff = 0;
+    for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
+      if (!reduced[i].ok || !exact[i].ok) continue;
+      ++compared;
+      agree += reduced[i].label == exact[i].label;
+      for (std::size_t c = 0; c < classes.size(); ++c)
+        max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
+    }
+    const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
+    report["drift"] = {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
+    spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
+                 compared, agreement, max_diff);
+  }
+
+  Timing timing;
+  std::size_t reused = 0, written = 0;
+  Progress progress("score", n, "img");
+  for (std::size_t c = 0; c < n_chunks; ++c) {
+    const fs::path file = o.out_dir / "chunks" / chunk_name(c);
+    const std::size_t begin = c * o.chunk_rows, end = std::min(n, begin + o.chunk_rows);
+    if (fs::exists(file, ec)) {  // written atomically: present means complete
+      ++reused;
+      progress.advance(end - begin);
+      continue;
+    }
+    const auto results = scorer.score_range(begin, end, batch, timing);
+    if (interrupt_requested() || results.size() != end - begin) {
+      spdlog::warn("score: interrupted in chunk {}; {} chunks are done, rerun the same command to resume", c, c);
+      throw InterruptedError();
+    }
+    write_file_atomic(file, chunk_csv(results, *rows, classes));
+    ++written;
+    progress.advance(end - begin);
+  }
+  progress.finish();
+
+  // Every row exactly once, in order: the chunks are checked while they are joined.
+  std::string all = csv_line(csv_header(classes)) + "\n";
+  std::size_t expected_row = 0, errors = 0;
+  std::map<std::string, std::int64_t> error_reasons;
+  for (std::size_t c = 0; c < n_chunks; ++c) {
+    const std::string text = read_file(o.out_dir / "chunks" / chunk_name(c));
+    for (const auto& rec : parse_csv(text)) {
+      if (!rec.error.empty() || rec.fields.size() != classes.size() + 6 || rec.fields[0] != std::to_string(expected_row))
+        throw DataError("score: " + (o.out_dir / "chunks" / chunk_name(c)).string() + " line " + std::to_string(rec.line) +
+                        " is not row " + std::to_string(expected_row) + "; remove the chunk and rerun");
+      if (rec.fields[2] == "error") {
+        ++errors;
+        const std::string reason = rec.fields.back();
+        error_reasons[reason.substr(0, std::min<std::size_t>(reason.size(), 80))]++;
+      }
+      ++expected_row;
+    }
+    all += text;
+  }
+  if (expected_row != n)
+    throw DataError("score: the chunks hold " + std::to_string(expected_row) + " rows, the input " + std::to_string(n));
+  write_file_atomic(o.out_dir / "predictions.csv", all);
+
+  const double images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
+  report["rows_ok"] = n - errors;
+  report["rows_error"] = errors;
+  report["error_reasons"] = error_reasons;
+  report["chunks_reused"] = reused;
+  report["chunks_written"] = written;
+  report["images_scored_this_run"] = timing.images;
+  report["images_per_second"] = images_per_second;
+  report["compute_images_per_second"] = timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0;
+  report["overlap_efficiency"] = timing.compute_seconds > 0 && timing.wall_seconds > 0
+                                     ? (timing.images / timing.wall_seconds) / (timing.images / timing.compute_seconds)
+                                     : 0.0;
+  report["batch_latency_ms"] = {{"p50", percentile(timing.batch_ms, 0.5)}, {"p95", percentile(timing.batch_ms, 0.95)},
+                                {"p99", percentile(timing.batch_ms, 0.99)}, {"batches", timing.batch_ms.size()}};
+  json sizes = json::object();
+  for (const auto& [size, count] : timing.batch_sizes) sizes[std::to_string(size)] = count;
+  report["batch_sizes"] = sizes;
+  report["queue_length"] = {{"median", percentile(timing.queue_lengths, 0.5)},
+                            {"max", timing.queue_lengths.empty() ? 0.0 : *std::max_element(timing.queue_lengths.begin(),
+                                                                                            timing.queue_lengths.end())}};
+  if (o.price_per_hour > 0 && images_per_second > 0)
+    report["cost_per_million_images"] = o.price_per_hour / (images_per_second * 3600.0) * 1e6;
+  report["wall_seconds"] = seconds_since(job_start);
+  write_file_atomic(o.out_dir / "report.json", report.dump(2) + "\n");
+  spdlog::info("score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}", n, errors,
+               (o.out_dir / "predictions.csv").string(), images_per_second, percentile(timing.batch_ms, 0.95),
+               reused ? fmt::format(", {} chunks reused from an earlier run", reused) : "");
+  return report;
+}
+
+}  // namespace shoplens

@@ -1,0 +1,59 @@
+// `shoplens score`: a resumable batch scoring job over an exported model (docs/SCORING.md).
+#include <iostream>
+
+#include "command.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/infer/scorer.h"
+
+namespace shoplens::cli {
+namespace {
+
+class ScoreCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
+    app.add_option("-i,--input", o_.input, "CSV manifest (column path, optional id) or a folder of prepared shards")
+        ->required();
+    app.add_option("-o,--out", o_.out_dir, "output folder: chunks/, predictions.csv, report.json (rerun to resume)")
+        ->required();
+    app.add_option("--split", o_.split, "shards: all, train, val or test");
+    app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
+    app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    app.add_option("--device", o_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("-b,--batch-size", o_.batch_size, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("--max-latency-ms", o_.max_latency_ms,
+                   "choose the largest batch (powers of 2 up to --max-batch) whose measured p95 fits (0: off)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--max-batch", o_.max_batch, "largest batch --max-latency-ms considers")->check(CLI::PositiveNumber);
+    app.add_option("--workers", o_.workers, "decode threads (0: usable cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(CLI::NonNegativeNumber);
+    app.add_option("--chunk-rows", o_.chunk_rows, "rows per output chunk (the unit of resume)")->check(CLI::PositiveNumber);
+    app.add_option("--drift-sample", o_.drift_sample, "rows compared with fp32 before a reduced-precision job (0: off)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--price-per-hour", o_.price_per_hour, "device price per hour, for the cost per million images")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
+  }
+
+  int run() override {
+    set_log_level(log_level_);
+    set_compute_threads(threads_);
+    const auto report = run_score_job(o_);
+    std::cout << "predictions: " << (o_.out_dir / "predictions.csv").string() << "\n"
+              << "report: " << (o_.out_dir / "report.json").string() << std::endl;
+    return 0;
+  }
+
+ private:
+  ScoreOptions o_;
+  int threads_ = 0;
+  std::string log_level_ = "info";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_score_command() { return std::make_unique<ScoreCommand>(); }
+
+}  // namespace shoplens::cli
