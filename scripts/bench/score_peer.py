@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""The Python PyTorch peer of `shoplens score`: the same exported model (loaded by name into
+torchvision / SmallCNN), the same files, batch, preprocessing and thread counts, in eager mode.
+
+    score_peer.py --model MODEL_DIR --input MANIFEST.csv --batch-size B --workers W --threads T
+
+End to end: a DataLoader with W worker processes decodes with PIL and applies torchvision's
+Resize(round(S/0.875)) + CenterCrop(S) + ToTensor + Normalize; the main process runs the model
+under inference_mode. Compute only: the model on one batch of random input, repeated. Prints one
+JSON line: images/s end to end and compute only, per-batch compute latency p50/p95/p99.
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from load_shoplens_model import load  # noqa: E402
+
+
+class Rows(Dataset):
+    def __init__(self, manifest, transform):
+        root = os.path.dirname(os.path.abspath(manifest))
+        with open(manifest) as f:
+            self.paths = [os.path.join(root, r["path"]) for r in csv.DictReader(f)]
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        try:
+            with Image.open(self.paths[i]) as im:
+                return self.transform(im.convert("RGB")), True
+        except Exception:  # an error row, like shoplens: never a failed job
+            size = self.transform.transforms[1].size
+            return torch.zeros(3, size[0], size[1]), False
+
+
+def pct(values, q):
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    model, card = load(a.model)
+    pre = card["preprocessing"]
+    transform = transforms.Compose([
+        transforms.Resize(pre["resize_short_side"]), transforms.CenterCrop(pre["center_crop"]),
+        transforms.ToTensor(), transforms.Normalize(pre["mean"], pre["std"])])
+    loader = DataLoader(Rows(a.input, transform), batch_size=a.batch_size, num_workers=a.workers,
+                        shuffle=False, drop_last=False)
+    latencies, images = [], 0
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for batch, ok in loader:
+            batch = batch[ok]
+            if len(batch) == 0:
+                continue
+            t0 = time.perf_counter()
+            probs = torch.softmax(model(batch).float(), 1)
+            probs.argmax(1).tolist()
+            latencies.append((time.perf_counter() - t0) * 1e3)
+            images += len(batch)
+    wall = time.perf_counter() - start
+
+    size = card["architecture"]["image_size"]
+    x = torch.randn(a.batch_size, 3, size, size)
+    with torch.inference_mode():
+        model(x)
+        t0 = time.perf_counter()
+        reps = 5
+        for _ in range(reps):
+            torch.softmax(model(x).float(), 1)
+        compute = reps * a.batch_size / (time.perf_counter() - t0)
+    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "model": card["architecture"]["name"],
+                      "batch_size": a.batch_size, "workers": a.workers, "threads": a.threads, "images": images,
+                      "images_per_second": images / wall, "compute_images_per_second": compute,
+                      "p50_ms": pct(latencies, 0.5), "p95_ms": pct(latencies, 0.95), "p99_ms": pct(latencies, 0.99)}))
+
+
+if __name__ == "__main__":
+    main()
