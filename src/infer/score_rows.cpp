@@ -16,7 +16,8 @@ namespace {
 
 class ManifestRows final : public ScoreRows {
  public:
-  explicit ManifestRows(const fs::path& file) : file_(file), root_(fs::absolute(file).parent_path()) {
+  ManifestRows(const fs::path& file, int min_short_side)
+      : file_(file), root_(fs::absolute(file).parent_path()), min_short_side_(min_short_side) {
     const auto records = parse_csv(read_file(file));
     if (records.empty()) throw DataError(file.string() + ": empty manifest (expected a header with a 'path' column)");
     int path_col = -1, id_col = -1;
@@ -59,7 +60,9 @@ class ManifestRows final : public ScoreRows {
     } catch (const std::exception& e) {
       throw DataError("cannot read " + row.path + ": " + e.what());
     }
-    return decode_image(bytes.data(), bytes.size()).rgb;
+    DecodeOptions options;
+    options.min_short_side = min_short_side_;
+    return decode_image(bytes.data(), bytes.size(), options).rgb;
   }
   std::string describe() const override { return "manifest " + fs::absolute(file_).string(); }
 
@@ -69,6 +72,7 @@ class ManifestRows final : public ScoreRows {
     std::size_t line = 0;
   };
   fs::path file_, root_;
+  int min_short_side_ = 0;
   std::vector<Row> rows_;
 };
 
@@ -108,13 +112,13 @@ class ShardRows final : public ScoreRows {
 
 }  // namespace
 
-std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const std::string& split) {
+std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const std::string& split, int min_short_side) {
   std::error_code ec;
   if (!fs::exists(input, ec)) throw UsageError("score: input " + input.string() + " does not exist");
   if (split != "all" && split != "train" && split != "val" && split != "test")
     throw UsageError("score: --split '" + split + "' is not one of all, train, val, test");
   if (fs::is_directory(input, ec)) return std::make_unique<ShardRows>(input, split);
-  return std::make_unique<ManifestRows>(input);
+  return std::make_unique<ManifestRows>(input, min_short_side);
 }
 
 }  // namespace shoplens
