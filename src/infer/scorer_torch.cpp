@@ -311,7 +311,7 @@ json run_score_job(const ScoreOptions& o) {
   const auto& classes = scorer.class_names();
   json report = {{"rows", n}, {"chunks", n_chunks}, {"model", o.model_dir.string()}, {"input", rows->describe()},
                  {"precision", o.precision}, {"variant", o.variant}, {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
-                 {"threads", resolve_threads(0)}, {"commit", build_commit()}, {"torch", torch_version()}};
+                 {"threads", at::get_num_threads()}, {"workers", o.workers > 0 ? o.workers : usable_cores()}, {"commit", build_commit()}, {"torch", torch_version()}};
 
   int batch = o.batch_size;
   if (o.max_latency_ms > 0) {

@@ -139,12 +139,16 @@ TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {
   ASSERT_TRUE(WIFEXITED(status));
   const int code = WEXITSTATUS(status);
   ASSERT_TRUE(code == 130 || code == 0) << code;
-  if (code == 130) EXPECT_FALSE(fs::exists(out / "predictions.csv"));
+  if (code == 130) {
+    EXPECT_FALSE(fs::exists(out / "predictions.csv"));
+  }
 
   auto resumed = run_shoplens(score_args(out));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const json report = json::parse(testing::read_text(out / "report.json"));
-  if (code == 130) EXPECT_GE(report["chunks_reused"].get<int>(), 2);
+  if (code == 130) {
+    EXPECT_GE(report["chunks_reused"].get<int>(), 2);
+  }
   // The resumed output is the uninterrupted one, row for row.
   EXPECT_EQ(testing::read_text(out / "predictions.csv"), testing::read_text(reference / "predictions.csv"));
 }
