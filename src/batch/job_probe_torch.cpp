@@ -39,22 +39,12 @@ struct JobProbe::Impl {
     image_size = worst.image_size;
     soft_targets = uses_soft_targets(worst);
 
-    ModelSpec spec;
-    spec.name = config.model.name;
-    spec.num_classes = num_classes;
+    ModelSpec spec = model_spec_from_config(config, num_classes);
     spec.image_size = image_size;
-    spec.dropout = config.model.dropout;
-    spec.channels_last = config.model.channels_last;
     model = make_model(spec);
     model->to(device());
     optim = std::make_unique<OptimizerSetup>(*model, config.optim);
-    TrainStepOptions options;
-    options.precision = precision;
-    options.cuda = cuda;
-    options.clip_grad_norm = config.optim.clip_grad_norm;
-    options.label_smoothing = config.train.label_smoothing;
-    options.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5,
-                      config.train.loss_scale_growth_interval};
+    TrainStepOptions options = step_options_from_config(config, precision, cuda);
     if (config.train.class_balance == "weighted_loss") options.class_weights = torch::ones({num_classes});
     step = std::make_unique<TrainStep>(*model, optim->optimizer(), options);
   }

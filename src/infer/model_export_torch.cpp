@@ -155,12 +155,7 @@ ExportResult export_model(const ExportOptions& o) {
   } catch (const json::exception& e) {
     throw DataError("export: " + ckpt_path.string() + " lacks its config or classes: " + e.what());
   }
-  ModelSpec spec;
-  spec.name = config.model.name;
-  spec.num_classes = static_cast<int>(classes.size());
-  spec.image_size = config.augment.image_size;
-  spec.dropout = config.model.dropout;
-  spec.channels_last = config.model.channels_last;
+  const ModelSpec spec = model_spec_from_config(config, static_cast<int>(classes.size()));
   auto model = make_model(spec);
   restore_model_weights(*model, ckpt.tensors);
   const at::Tensor reference = logits_of(*model, spec.image_size);

@@ -37,6 +37,16 @@ std::vector<std::string> model_names() {
   return names;
 }
 
+ModelSpec model_spec_from_config(const Config& config, int num_classes) {
+  ModelSpec spec;
+  spec.name = config.model.name;
+  spec.num_classes = num_classes;
+  spec.image_size = config.augment.image_size;
+  spec.dropout = config.model.dropout;
+  spec.channels_last = config.model.channels_last;
+  return spec;
+}
+
 std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec) {
   const Entry* entry = nullptr;
   for (const auto& e : table())

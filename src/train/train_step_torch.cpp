@@ -28,6 +28,16 @@ at::Tensor per_sample_loss(const at::Tensor& logits, const at::Tensor& labels, c
   return -(target * log_probs).sum(1);
 }
 
+TrainStepOptions step_options_from_config(const Config& config, Precision precision, bool cuda) {
+  TrainStepOptions o;
+  o.precision = precision;
+  o.cuda = cuda;
+  o.clip_grad_norm = config.optim.clip_grad_norm;
+  o.label_smoothing = config.train.label_smoothing;
+  o.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5, config.train.loss_scale_growth_interval};
+  return o;
+}
+
 TrainStep::TrainStep(ImageClassifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options)
     : model_(model), optimizer_(optimizer), options_(std::move(options)), scaler_(options_.scaler) {
   if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only

@@ -156,13 +156,7 @@ struct Trainer::Impl {
     schedule = std::make_unique<LrSchedule>(config.schedule, steps_per_epoch, total_steps);
 
     optim = std::make_unique<OptimizerSetup>(*model, config.optim);
-    TrainStepOptions step_options;
-    step_options.precision = precision;
-    step_options.cuda = cuda;
-    step_options.clip_grad_norm = config.optim.clip_grad_norm;
-    step_options.label_smoothing = config.train.label_smoothing;
-    step_options.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5,
-                           config.train.loss_scale_growth_interval};
+    TrainStepOptions step_options = step_options_from_config(config, precision, cuda);
     if (config.train.class_balance == "weighted_loss") {
       auto weights = inverse_frequency_weights(class_counts(*data.train));
       step_options.class_weights = torch::tensor(weights, torch::kFloat);

@@ -104,13 +104,7 @@ class TrainCommand : public Command {
     const fs::path run_dir = open_run_dir(*config, "train");
     if (found_batch) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
     seed_torch(static_cast<std::uint64_t>(config->run.seed));
-    ModelSpec spec;
-    spec.name = config->model.name;
-    spec.num_classes = static_cast<int>(data.class_names.size());
-    spec.image_size = config->augment.image_size;
-    spec.dropout = config->model.dropout;
-    spec.channels_last = config->model.channels_last;
-    auto model = make_model(spec);
+    auto model = make_model(model_spec_from_config(*config, static_cast<int>(data.class_names.size())));
     if (!config->model.pretrained.empty() && !checkpoint)
       load_weights_file(*model, config->model.pretrained, config->model.new_head);
 

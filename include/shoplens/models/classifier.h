@@ -8,6 +8,8 @@
 
 #include <torch/nn/module.h>
 
+#include "shoplens/core/config.h"
+
 namespace shoplens {
 
 struct ModelSpec {
@@ -39,6 +41,9 @@ class ImageClassifier : public torch::nn::Module {
 
 // The registered names, in the order `--help` lists them.
 std::vector<std::string> model_names();
+// The spec of the configured model (model.*, augment.image_size) for `num_classes` classes.
+ModelSpec model_spec_from_config(const Config& config, int num_classes);
+
 // Builds a model with fresh (seeded by the global torch generator) weights. ConfigError for an
 // unknown name (with the nearest name) or an invalid spec.
 std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "shoplens/core/config.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/train/amp.h"
 
@@ -41,6 +42,10 @@ struct StepResult {
 // in float32 whatever the autocast dtype.
 at::Tensor per_sample_loss(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& soft_targets,
                            const at::Tensor& class_weights, double label_smoothing);
+
+// The step options of the configured job (clipping, label smoothing, fp16 loss scaling); class
+// weights are the caller's (they need the data).
+TrainStepOptions step_options_from_config(const Config& config, Precision precision, bool cuda);
 
 class TrainStep {
  public:
