@@ -40,3 +40,19 @@ inline void set_autocast_dtype(bool cuda, at::ScalarType t) {
 #endif
 
 }  // namespace shoplens::compat
+
+// ---- c10d: ProcessGroupGloo/NCCL derive from ProcessGroup in 1.13 and from Backend in 2.x ----
+// Only the dist files ask for it (the c10d headers are heavy).
+#ifdef SHOPLENS_COMPAT_C10D
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+namespace shoplens::compat {
+using DistBackend = ::c10d::Backend;
+}
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+namespace shoplens::compat {
+using DistBackend = ::c10d::ProcessGroup;
+}
+#endif
+#endif

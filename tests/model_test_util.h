@@ -1,6 +1,8 @@
 // A ModelSpec with the small defaults the model and weight tests use.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <string>
 
 #include "shoplens/models/classifier.h"
@@ -14,5 +16,21 @@ inline ModelSpec spec(const std::string& name, int classes = 5, int image_size =
   s.image_size = image_size;
   return s;
 }
+
+// A model without batch statistics, so accumulation and data parallelism must match one big
+// batch exactly.
+class TinyLinear : public ImageClassifier {
+ public:
+  TinyLinear(int classes, int size) : ImageClassifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
+    fc = register_module("fc", torch::nn::Linear(3 * size * size, classes));
+    stem = register_module("stem", torch::nn::Linear(3 * size * size, 3 * size * size));
+  }
+  at::Tensor forward(const at::Tensor& x) override { return fc->forward(torch::relu(stem->forward(x.flatten(1)))); }
+  std::string head_prefix() const override { return "fc."; }
+  std::vector<std::string> stage_prefixes() const override { return {"stem."}; }
+  void reset_head(int) override {}
+  int num_classes() const override { return static_cast<int>(fc->options.out_features()); }
+  torch::nn::Linear fc{nullptr}, stem{nullptr};
+};
 
 }  // namespace shoplens::testing

@@ -393,6 +393,17 @@ const std::vector<Field>& schema() {
     f.push_back(field(&C::find_batch, "find_batch", &FB::cache, "cache", "reuse a result with the same fingerprint"));
     f.push_back(field(&C::find_batch, "find_batch", &FB::cache_dir, "cache_dir",
                       "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)"));
+    // dist
+    f.push_back(field(&C::dist, "dist", &DistConfig::backend, "backend",
+                      "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl", one_of({"auto", "gloo", "nccl"})));
+    f.push_back(field(&C::dist, "dist", &DistConfig::timeout_seconds, "timeout_seconds",
+                      "rendezvous and collective timeout: a missing or dead rank is an error after this", in_range(1.0, 86400.0)));
+    f.push_back(field(&C::dist, "dist", &DistConfig::bucket_mb, "bucket_mb",
+                      "gradient all-reduce bucket size in MB (smaller: earlier overlap, more calls)", in_range(0.001, 4096.0)));
+    f.push_back(field(&C::dist, "dist", &DistConfig::broadcast_buffers, "broadcast_buffers",
+                      "broadcast model buffers (BatchNorm statistics) from rank 0 before every step"));
+    f.push_back(field(&C::dist, "dist", &DistConfig::ledger, "ledger",
+                      "record the sample ids of every committed step per rank in RUN/ledger (shoplens verify-ledger)"));
     return f;
   }();
   return fields;

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include "shoplens/core/runtime.h"
 
 #include <sys/resource.h>
@@ -26,7 +27,13 @@ int usable_cores() {
   return 1;
 }
 
-int resolve_threads(int configured) { return configured > 0 ? configured : usable_cores(); }
+int resolve_threads(int configured) {
+  if (configured > 0) return configured;
+  // A launcher running several processes per machine divides the cores through OMP_NUM_THREADS
+  // (torchrun's convention; `shoplens launch` does the same).
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  return usable_cores();
+}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");

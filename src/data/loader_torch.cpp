@@ -39,6 +39,14 @@ Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& a
   if (!source_ || source_->size() == 0) throw DataError("the loader has no samples to read (empty split?)");
   if (options_.batch_size < 1 || options_.workers < 1 || options_.prefetch_batches < 1)
     throw UsageError("loader needs batch_size, workers and prefetch_batches >= 1");
+  if (options_.global_batch > 0) {
+    const std::int64_t share = options_.global_batch / std::max(1, options_.world_size);
+    if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size ||
+        options_.global_batch % options_.world_size != 0 || share % options_.batch_size != 0)
+      throw UsageError("loader: global batch " + std::to_string(options_.global_batch) + " does not split into " +
+                       std::to_string(options_.world_size) + " ranks x micro-batches of " +
+                       std::to_string(options_.batch_size));
+  }
   // Parallelism is per sample across our workers; OpenCV's own pool would only oversubscribe.
   cv::setNumThreads(1);
   slots_.resize(options_.prefetch_batches);
@@ -49,7 +57,17 @@ Loader::~Loader() { stop_workers(); }
 std::int64_t Loader::batches_per_epoch() const {
   const auto n = static_cast<std::int64_t>(source_->size());
   const std::int64_t b = options_.batch_size;
+  if (options_.global_batch > 0)
+    return (n / options_.global_batch) * (options_.global_batch / options_.world_size / b);
   return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+std::vector<std::uint64_t> Loader::unread_sample_ids() const {
+  std::vector<std::uint64_t> ids;
+  if (options_.global_batch <= 0) return ids;
+  const std::size_t read = (order_.size() / options_.global_batch) * options_.global_batch;
+  for (std::size_t p = read; p < order_.size(); ++p) ids.push_back(source_->sample(order_[p]).sample_id);
+  return ids;
 }
 
 void Loader::stop_workers() {
@@ -69,6 +87,17 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
   order_ = options_.epoch_order ? options_.epoch_order(epoch)
                                 : epoch_order(source_->size(), options_.seed, epoch, options_.shuffle);
   num_batches_ = batches_per_epoch();
+  positions_.clear();
+  if (options_.global_batch > 0) {
+    const std::int64_t g = options_.global_batch, share = g / options_.world_size;
+    const std::int64_t steps = static_cast<std::int64_t>(order_.size()) / g;
+    positions_.reserve(static_cast<std::size_t>(steps * share));
+    for (std::int64_t k = 0; k < steps; ++k)
+      for (std::int64_t j = 0; j < share; ++j) positions_.push_back(static_cast<std::uint32_t>(k * g + options_.rank * share + j));
+  }
+  if (num_batches_ == 0 && options_.global_batch > 0)
+    throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one global batch of " +
+                    std::to_string(options_.global_batch) + " (micro-batch x accumulation x world size): use a smaller batch");
   if (num_batches_ == 0)
     throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one batch of " +
                     std::to_string(options_.batch_size) + " (set loader.drop_last=false or a smaller batch)");
@@ -123,7 +152,9 @@ at::Tensor Loader::acquire_images(std::int64_t batch_size) {
 
 Batch Loader::build_batch(std::int64_t index) {
   const std::int64_t begin = index * options_.batch_size;
-  const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, static_cast<std::int64_t>(order_.size()));
+  const std::int64_t readable = positions_.empty() ? static_cast<std::int64_t>(order_.size())
+                                                  : static_cast<std::int64_t>(positions_.size());
+  const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, readable);
   const std::int64_t n = end - begin;
   Batch batch;
   batch.index = index;
@@ -134,7 +165,7 @@ Batch Loader::build_batch(std::int64_t index) {
   auto* labels = batch.labels.data_ptr<std::int64_t>();
   thread_local cv::Mat decoded;
   for (std::int64_t k = 0; k < n; ++k) {
-    const std::uint64_t position = static_cast<std::uint64_t>(begin + k);
+    const std::uint64_t position = positions_.empty() ? static_cast<std::uint64_t>(begin + k) : positions_[begin + k];
     const SampleRef s = source_->sample(order_[position]);
     cv::Mat rgb;
     if (s.encoding == PayloadEncoding::kRaw) {

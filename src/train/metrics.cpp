@@ -45,6 +45,14 @@ ConfusionMatrix::ConfusionMatrix(int num_classes) : num_classes_(num_classes) {
 
 void ConfusionMatrix::add(std::int64_t label, std::int64_t predicted) { add_batch(&label, &predicted, 1); }
 
+void ConfusionMatrix::add(std::int64_t label, std::int64_t predicted, std::int64_t count) {
+  if (count < 0) throw DataError(fmt::format("negative count {} for ({}, {})", count, label, predicted));
+  if (count == 0) return;
+  add_batch(&label, &predicted, 1);  // validates the pair
+  counts_[static_cast<std::size_t>(label * num_classes_ + predicted)] += count - 1;
+  total_ += count - 1;
+}
+
 void ConfusionMatrix::add_batch(const std::int64_t* labels, const std::int64_t* predicted, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     if (labels[i] < 0 || labels[i] >= num_classes_)

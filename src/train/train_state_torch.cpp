@@ -42,7 +42,8 @@ json state_to_json(const TrainState& s, const Config& config, const ImageClassif
                    const std::vector<std::string>& class_names, const LossScaler& scaler) {
   return {{"format", kCheckpointFormat},
           {"step", s.step},
-          {"position", {{"epoch", s.epoch}, {"samples", s.epoch_samples}}},
+          {"position", {{"epoch", s.epoch}, {"samples", s.epoch_samples}, {"global_batch", s.global_batch},
+                        {"world_size", s.world_size}}},
           {"images_trained", s.images_trained},
           {"train_seconds", s.train_seconds},
           {"best", {{"metric", s.best_metric}, {"value", finite_or_null(s.best_value)},
@@ -100,6 +101,8 @@ void restore_state(const Checkpoint& ckpt, const Config& config, ImageClassifier
     s.step = j.at("step").get<std::int64_t>();
     s.epoch = j.at("position").at("epoch").get<std::int64_t>();
     s.epoch_samples = j.at("position").at("samples").get<std::int64_t>();
+    s.global_batch = j.at("position").value("global_batch", std::int64_t{0});
+    s.world_size = j.at("position").value("world_size", 1);
     s.images_trained = j.at("images_trained").get<std::int64_t>();
     s.train_seconds = s.train_seconds_at_save = j.at("train_seconds").get<double>();
     s.best_metric = j.at("best").at("metric").get<std::string>();

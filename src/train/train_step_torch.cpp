@@ -5,7 +5,10 @@
 #include <cmath>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 
 namespace shoplens {
@@ -55,8 +58,11 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   const auto parameters = model_.parameters();
   for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
   at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
+  bool local_oom = false;
+  std::string oom_message;
   try {
-    for (const auto& batch : micro_batches) {
+    for (std::size_t i = 0; i < micro_batches.size(); ++i) {
+      const auto& batch = micro_batches[i];
       at::Tensor loss;
       {
         AutocastScope autocast(options_.cuda, options_.precision);
@@ -68,16 +74,45 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
         loss = losses.sum() / static_cast<double>(result.samples);
       }
       loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
+      // Only the last micro-batch's backward communicates (DDP's no_sync for the others).
+      if (options_.reducer && i + 1 == micro_batches.size()) options_.reducer->arm();
       scaler_.scale_loss(loss).backward();
     }
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
     // Nothing of the step was applied: drop its partial gradients so a smaller retry starts clean.
     for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
-    throw OutOfMemoryError("out of memory in the forward/backward pass of a step of " + std::to_string(result.samples) +
-                           " samples: " + error_message(e));
+    local_oom = true;
+    oom_message = error_message(e);
   }
-  result.loss = loss_sum.item<double>();
+  // The other ranks are in (or on their way to) the same collectives: a rank that failed still
+  // takes part, so nobody waits for a peer that will never come.
+  if (options_.reducer) options_.reducer->finish();
+  const double local_loss = loss_sum.defined() && !local_oom ? loss_sum.item<double>() : 0.0;
+  const std::int64_t local_samples = result.samples;
+  result.loss = local_loss;
+  bool any_oom = local_oom;
+  result.stop_requested = interrupt_requested();
+  if (options_.group) {
+    // One small all-reduce carries the step's outcome; every rank then makes the same decision.
+    auto outcome = torch::tensor({local_loss * static_cast<double>(local_samples), static_cast<double>(local_samples),
+                                  std::isfinite(local_loss) ? 0.0 : 1.0, local_oom ? 1.0 : 0.0,
+                                  result.stop_requested ? 1.0 : 0.0},
+                                 torch::kDouble);
+    std::vector<at::Tensor> tensors{outcome};
+    options_.group->allreduce_sum(tensors);
+    const auto* o = outcome.data_ptr<double>();
+    result.samples = static_cast<std::int64_t>(o[1]);
+    result.loss = o[2] > 0 ? std::nan("") : o[0] / std::max(1.0, o[1]);
+    any_oom = o[3] > 0;
+    result.stop_requested = o[4] > 0;
+  }
+  if (any_oom) {
+    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+    throw OutOfMemoryError(local_oom ? "out of memory in the forward/backward pass of a step of " +
+                                           std::to_string(local_samples) + " samples: " + oom_message
+                                     : "another rank ran out of memory in this step; every rank retries it smaller");
+  }
   const bool finite_loss = std::isfinite(result.loss);
 
   // Without loss scaling a finite loss is taken to mean finite gradients: checking every

@@ -14,6 +14,9 @@
 #include "shoplens/core/random.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/loader.h"
+#include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/ledger.h"
+#include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/metric_log.h"
 #include "shoplens/train/metrics.h"
@@ -126,8 +129,29 @@ struct Trainer::Impl {
   std::int64_t last_checkpoint_step = -1;
   int eval_batch_limit = 0;  // set after an evaluation ran out of memory
 
-  Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir)
-      : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)) {
+  // Data parallelism: null group = one process. Rank 0 alone writes the run's files.
+  std::shared_ptr<ProcessGroup> group;
+  int rank = 0;
+  int world = 1;
+  std::int64_t global_batch = 0;
+  std::unique_ptr<GradientReducer> reducer;
+  std::unique_ptr<LedgerWriter> ledger;
+  std::string segment;
+  bool stop_agreed = false;
+  std::function<void(std::int64_t)> after_step;  // SIGINT/SIGTERM seen on some rank, agreed at the last collective
+
+  bool is_main() const { return rank == 0; }
+  // The stop decision every rank takes at the same point: local without a group.
+  bool should_stop() const { return group ? stop_agreed : interrupt_requested(); }
+
+  Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir, std::shared_ptr<ProcessGroup> g,
+       std::string seg)
+      : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)), group(std::move(g)),
+        segment(std::move(seg)) {
+    if (group) {
+      rank = group->rank();
+      world = group->world_size();
+    }
     if (!has_samples(data.train)) throw DataError("the train split has no samples");
     if (static_cast<int>(data.class_names.size()) != model->num_classes())
       throw ConfigError("the model has " + std::to_string(model->num_classes()) + " classes, the data " +
@@ -147,10 +171,19 @@ struct Trainer::Impl {
       const auto seed = static_cast<std::uint64_t>(config.run.seed);
       loader_options.epoch_order = [source, seed](std::int64_t epoch) { return balanced_epoch_order(*source, seed, epoch); };
     }
+    // Every step reads the next global batch of the epoch's order, this rank its share of it, so
+    // the order and the position in it do not depend on the world size (exactly-once on resume).
+    const int accumulation = config.train.accumulation_steps;
+    global_batch = static_cast<std::int64_t>(config.loader.batch_size) * accumulation * world;
+    loader_options.global_batch = global_batch;
+    loader_options.rank = rank;
+    loader_options.world_size = world;
     train_loader = std::make_unique<Loader>(data.train, config.augment, loader_options);
     micro_batches_per_epoch = train_loader->batches_per_epoch();
-    const int accumulation = config.train.accumulation_steps;
-    steps_per_epoch = (micro_batches_per_epoch + accumulation - 1) / accumulation;
+    steps_per_epoch = micro_batches_per_epoch / accumulation;
+    if (steps_per_epoch == 0)
+      throw DataError("the train split has " + std::to_string(data.train->size()) + " samples, fewer than one global batch of " +
+                      std::to_string(global_batch) + " (micro-batch x accumulation x world size)");
     total_steps = steps_per_epoch * config.train.epochs;
     if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
     schedule = std::make_unique<LrSchedule>(config.schedule, steps_per_epoch, total_steps);
@@ -161,10 +194,11 @@ struct Trainer::Impl {
       auto weights = inverse_frequency_weights(class_counts(*data.train));
       step_options.class_weights = torch::tensor(weights, torch::kFloat);
     }
+    step_options.group = group.get();
     step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
     stages = model->stage_prefixes();
     store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
-    log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
+    if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
     state.best_metric = config.train.early_stopping_metric;
   }
 
@@ -195,6 +229,29 @@ struct Trainer::Impl {
     }
     if (config.train.freeze_backbone_epochs > 0 || n < static_cast<int>(stages.size()))
       spdlog::info("train: step {}: {} of {} backbone stages trainable (+ head)", state.step, n, stages.size());
+    if (group) rebuild_reducer();
+  }
+
+  // The reducer covers the parameters that train now; every rank rebuilds it at the same step.
+  void rebuild_reducer() {
+    TrainStepOptions options = step_runner->options();
+    std::vector<at::Tensor> trainable_params;
+    for (const auto& p : model->parameters())
+      if (p.requires_grad()) trainable_params.push_back(p);
+    reducer.reset();
+    reducer = std::make_unique<GradientReducer>(group, trainable_params,
+                                                static_cast<std::int64_t>(config.dist.bucket_mb * 1024 * 1024));
+    step_runner->set_reducer(reducer.get());
+  }
+
+  // Replicas start identical: rank 0's parameters and buffers (fresh init, pretrained or resumed).
+  void broadcast_model(bool buffers_only) {
+    if (!group) return;
+    std::vector<at::Tensor> tensors;
+    if (!buffers_only)
+      for (const auto& p : model->parameters()) tensors.push_back(p.detach());
+    for (const auto& b : model->buffers()) tensors.push_back(b.detach());
+    if (!tensors.empty()) group->broadcast(tensors, 0);
   }
 
   // Evaluation at the configured batch; when it runs out of memory (a larger eval batch than
@@ -221,15 +278,23 @@ struct Trainer::Impl {
     const auto start = std::chrono::steady_clock::now();
     auto options = loader_options_from_config(config, /*train=*/false);
     options.batch_size = batch;
-    Loader loader(source, config.augment, options);
-    loader.start_epoch(0);
+    // Each rank scores every world-th sample: the whole split once, no padding counted twice.
+    std::shared_ptr<const ImageSource> share =
+        group ? std::make_shared<StridedImageSource>(source, rank, world) : source;
+    std::optional<Loader> loader;
+    if (share->size() > 0) {
+      loader.emplace(share, config.augment, options);
+      loader->start_epoch(0);
+    }
     ConfusionMatrix confusion(model->num_classes());
     double loss_sum = 0;
     std::int64_t samples = 0;
     const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     model->eval();
     torch::NoGradGuard no_grad;
-    while (auto next = loader.next()) {
+    while (loader) {
+      auto next = loader->next();
+      if (!next) break;
       if (interrupt_requested()) break;  // the caller checkpoints and stops
       at::Tensor logits;
       {
@@ -245,6 +310,28 @@ struct Trainer::Impl {
       samples += labels.size(0);
     }
     model->train();
+    if (group) {
+      // Sum the ranks' confusion matrices and losses; the stop flag rides along so every rank
+      // agrees on whether to stop after this evaluation.
+      const auto& counts = confusion.counts();
+      auto totals = torch::empty({static_cast<std::int64_t>(counts.size()) + 3}, torch::kDouble);
+      auto* t = totals.data_ptr<double>();
+      for (std::size_t i = 0; i < counts.size(); ++i) t[i] = static_cast<double>(counts[i]);
+      t[counts.size()] = loss_sum;
+      t[counts.size() + 1] = static_cast<double>(samples);
+      t[counts.size() + 2] = interrupt_requested() ? 1.0 : 0.0;
+      std::vector<at::Tensor> tensors{totals};
+      group->allreduce_sum(tensors);
+      ConfusionMatrix merged(model->num_classes());
+      const int k = model->num_classes();
+      for (int label = 0; label < k; ++label)
+        for (int predicted = 0; predicted < k; ++predicted)
+          merged.add(label, predicted, static_cast<std::int64_t>(t[label * k + predicted]));
+      confusion = merged;
+      loss_sum = t[counts.size()];
+      samples = static_cast<std::int64_t>(t[counts.size() + 1]);
+      stop_agreed = stop_agreed || t[counts.size() + 2] > 0;
+    }
     result.report = classification_report(confusion);
     result.loss = samples ? loss_sum / samples : std::nan("");
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -264,6 +351,7 @@ struct Trainer::Impl {
   }
 
   void log_eval(const EvalResult& r, const std::string& phase) {
+    if (!log) return;
     log->record(state.step, epoch_progress(), phase,
                 {{"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
                  {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
@@ -274,7 +362,7 @@ struct Trainer::Impl {
   bool validate() {
     if (!has_samples(data.val)) return true;
     EvalResult r = evaluate(data.val, "val");
-    if (interrupt_requested()) return false;
+    if (should_stop()) return false;
     log_eval(r, "val");
     state.history.push_back(eval_record(r, "val"));
     const double value = metric_value(r.report, r.loss, state.best_metric);
@@ -292,16 +380,18 @@ struct Trainer::Impl {
   }
 
   void checkpoint(bool is_best) {
+    last_checkpoint_step = state.step;
+    if (!is_main()) return;  // the replicas are identical: rank 0's copy stands for all
     state.train_seconds_at_save = state.train_seconds;
     const json doc = state_to_json(state, config, *model, data.class_names, step_runner->scaler());
     const std::string tensors = serialize_tensors(*model, optim->optimizer());
     const auto path = store->save(state.step, doc, tensors, is_best);
-    last_checkpoint_step = state.step;
     spdlog::info("checkpoint: {}{}", path.string(), is_best ? " (best so far)" : "");
   }
 
   void stop_for_interrupt() {
-    spdlog::warn("train: interrupted at step {}; writing a checkpoint before exiting", state.step);
+    spdlog::warn("train: interrupted at step {}; {}", state.step,
+                 is_main() ? "writing a checkpoint before exiting" : "rank 0 writes the checkpoint");
     checkpoint(false);
     throw InterruptedError();
   }
@@ -342,30 +432,43 @@ struct Trainer::Impl {
 
   json fit() {
     const auto wall_start = std::chrono::steady_clock::now();
-    if (!resumed) log->truncate_after(-1);  // a fresh run owns its log from step 0
+    if (!resumed && log) log->truncate_after(-1);  // a fresh run owns its log from step 0
     const int accumulation = config.train.accumulation_steps;
-    const std::int64_t global_batch = static_cast<std::int64_t>(config.loader.batch_size) * accumulation;
-    spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation = global batch {}; "
+    spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
                  "{} steps/epoch, {} steps in all{}",
                  config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
-                 config.loader.batch_size, accumulation, global_batch, steps_per_epoch, total_steps,
-                 state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
+                 config.loader.batch_size, accumulation, world > 1 ? fmt::format(" x {} ranks", world) : "", global_batch,
+                 steps_per_epoch, total_steps, state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
+    if (state.epoch_samples % global_batch != 0)
+      throw ConfigError(fmt::format("the checkpoint stopped {} samples into epoch {}, not a whole number of global batches "
+                                    "of {}: resume with the global batch it was trained with ({})",
+                                    state.epoch_samples, state.epoch, global_batch, state.global_batch));
+    state.global_batch = global_batch;
+    state.world_size = world;
+    broadcast_model(/*buffers_only=*/false);
+    if (config.dist.ledger) ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
+    const bool sync_buffers = group && config.dist.broadcast_buffers && !model->buffers().empty();
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
 
     std::string stop_reason = "completed";
-    Progress progress("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
-    progress.advance(static_cast<std::uint64_t>(state.step));
+    std::optional<Progress> progress;
+    if (is_main()) {
+      progress.emplace("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
+      progress->advance(static_cast<std::uint64_t>(state.step));
+    }
     double interval_loss = 0;
     std::int64_t interval_steps = 0, interval_images = 0;
     auto interval_start = std::chrono::steady_clock::now();
     bool stop = state.step >= total_steps;
 
     while (!stop && state.epoch < config.train.epochs) {
-      // Resuming mid-epoch continues at the next unconsumed micro-batch of the same order.
-      const std::int64_t skip = state.epoch_samples / config.loader.batch_size;
-      if (state.epoch_samples % config.loader.batch_size != 0)
-        spdlog::warn("train: loader.batch_size changed since the checkpoint; resuming at micro-batch {}", skip);
+      // Resuming mid-epoch continues at the next unread global batch of the same order; this rank
+      // skips its share of the steps already taken (whatever world size took them).
+      const std::int64_t skip = state.epoch_samples / global_batch * accumulation;
       train_loader->start_epoch(state.epoch, skip);
+      if (ledger && is_main())
+        ledger->epoch(state.epoch, steps_per_epoch, global_batch, train_loader->unread_sample_ids(),
+                      config.train.class_balance == "sampler");
       while (!stop) {
         apply_freeze_plan();
         std::vector<Batch> micro;
@@ -377,12 +480,20 @@ struct Trainer::Impl {
         if (micro.empty()) break;
         optim->set_lr_factor(schedule->factor(state.step));
         const auto step_start = std::chrono::steady_clock::now();
+        if (sync_buffers) broadcast_model(/*buffers_only=*/true);
         StepResult r = run_step(micro);
         state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
         state.step++;
         state.epoch_samples += r.samples;
         state.images_trained += r.samples;
-        progress.advance();
+        if (progress) progress->advance();
+        if (ledger) {
+          std::vector<std::uint64_t> ids;
+          for (const auto& b : micro) ids.insert(ids.end(), b.sample_ids.begin(), b.sample_ids.end());
+          ledger->step(state.epoch, state.step, ids);
+        }
+        if (group) stop_agreed = stop_agreed || r.stop_requested;
+        if (after_step) after_step(state.step);
 
         const bool bad_loss = !std::isfinite(r.loss);
         if (!r.applied) {
@@ -412,19 +523,19 @@ struct Trainer::Impl {
             values.emplace_back("micro_batch", static_cast<double>(effective_micro_batch()));
           }
           if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
-          log->record(state.step, epoch_progress(), "train", values);
-          progress.set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
+          if (log) log->record(state.step, epoch_progress(), "train", values);
+          if (progress) progress->set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
           interval_loss = 0;
           interval_steps = interval_images = 0;
           interval_start = std::chrono::steady_clock::now();
         }
 
-        if (interrupt_requested()) stop_for_interrupt();
+        if (should_stop()) stop_for_interrupt();
         const bool eval_now = config.train.eval_every_steps > 0 && state.step % config.train.eval_every_steps == 0;
         bool best = false;
         if (eval_now) {
           best = validate();
-          if (interrupt_requested()) stop_for_interrupt();
+          if (should_stop()) stop_for_interrupt();
         }
         const bool ckpt_now = (config.train.checkpoint_every_steps > 0 && state.step % config.train.checkpoint_every_steps == 0) ||
                               (config.train.checkpoint_every_steps == 0 && eval_now);
@@ -445,7 +556,7 @@ struct Trainer::Impl {
         state.epoch_samples = 0;
         if (config.train.eval_every_steps == 0 && stop_reason != "early_stopped") {
           const bool best = validate();
-          if (interrupt_requested()) stop_for_interrupt();
+          if (should_stop()) stop_for_interrupt();
           checkpoint(best);
           if (config.train.patience > 0 && state.evals_without_improvement >= config.train.patience) {
             stop_reason = "early_stopped";
@@ -454,7 +565,7 @@ struct Trainer::Impl {
         }
       }
     }
-    progress.finish();
+    if (progress) progress->finish();
     if (last_checkpoint_step != state.step) checkpoint(!has_samples(data.val));
     if (!has_samples(data.val) && !state.best_step) state.best_step = state.step;
 
@@ -463,15 +574,17 @@ struct Trainer::Impl {
     if (has_samples(data.test)) {
       // Training is over: its gradients only take memory the best weights are about to need.
       for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      if (state.best_step && *state.best_step != state.step && fs::exists(store->best_path())) {
-        restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
+      if (state.best_step && *state.best_step != state.step) {
+        // Rank 0 reads the best checkpoint and hands the weights on: other nodes may not share its disk.
+        if (is_main() && fs::exists(store->best_path())) restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
+        broadcast_model(/*buffers_only=*/false);
         spdlog::info("test: using the best weights (step {})", *state.best_step);
       }
       EvalResult r = evaluate(data.test, "test");
-      if (interrupt_requested()) throw InterruptedError();
+      if (should_stop()) throw InterruptedError();
       log_eval(r, "test");
       test_json = eval_record(r, "test");
-      write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
+      if (is_main()) write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
     }
 
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -486,6 +599,7 @@ struct Trainer::Impl {
         {"oom_retries", state.oom_retries},
         {"accumulation_steps", accumulation},
         {"global_batch", global_batch},
+        {"world_size", world},
         {"steps", state.step},
         {"epochs", epoch_progress()},
         {"images_trained", state.images_trained},
@@ -505,7 +619,13 @@ struct Trainer::Impl {
         {"commit", build_commit()},
         {"torch", torch_version()},
     };
-    write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
+    if (reducer) {
+      const auto& st = reducer->stats();
+      summary["dist"] = {{"backend", group->backend()}, {"buckets", st.buckets}, {"gradient_bytes_per_step", st.bytes_per_step},
+                         {"buckets_started_during_backward", st.launched_during_backward},
+                         {"exposed_wait_seconds", st.wait_seconds}, {"bucket_mb", config.dist.bucket_mb}};
+    }
+    if (is_main()) write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
     spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}; {:.1f} images/s; summary: {}",
                  stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
                  state.best_step ? std::to_string(*state.best_step) : "-",
@@ -515,8 +635,10 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, fs::path run_dir)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir))) {}
+Trainer::Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, fs::path run_dir,
+                 std::shared_ptr<ProcessGroup> group, std::string segment)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir), std::move(group),
+                                   std::move(segment))) {}
 
 Trainer::~Trainer() = default;
 
@@ -525,11 +647,13 @@ void Trainer::resume(const Checkpoint& checkpoint) {
   restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(), s.state);
   s.last_checkpoint_step = s.state.step;
   s.resumed = true;
-  s.log->truncate_after(s.state.step);
+  if (s.log) s.log->truncate_after(s.state.step);
   spdlog::info("train: resumed from {} (step {}, epoch {}, {} samples into it)", checkpoint.path.string(), s.state.step,
                s.state.epoch, s.state.epoch_samples);
 }
 
 nlohmann::json Trainer::fit() { return impl_->fit(); }
+
+void Trainer::set_after_step(std::function<void(std::int64_t)> hook) { impl_->after_step = std::move(hook); }
 
 }  // namespace shoplens

@@ -15,25 +15,13 @@
 #include "shoplens/core/interrupt.h"
 #include "shoplens/train/trainer.h"
 #include "shoplens/batch/memory_probe.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
 namespace {
 
-// A model without batch statistics, so accumulation must match one big batch exactly.
-class TinyLinear : public ImageClassifier {
- public:
-  TinyLinear(int classes, int size) : ImageClassifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
-    fc = register_module("fc", torch::nn::Linear(3 * size * size, classes));
-    stem = register_module("stem", torch::nn::Linear(3 * size * size, 3 * size * size));
-  }
-  at::Tensor forward(const at::Tensor& x) override { return fc->forward(torch::relu(stem->forward(x.flatten(1)))); }
-  std::string head_prefix() const override { return "fc."; }
-  std::vector<std::string> stage_prefixes() const override { return {"stem."}; }
-  void reset_head(int) override {}
-  int num_classes() const override { return static_cast<int>(fc->options.out_features()); }
-  torch::nn::Linear fc{nullptr}, stem{nullptr};
-};
+using testing::TinyLinear;
 
 Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
   Batch b;

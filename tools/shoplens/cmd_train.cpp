@@ -1,4 +1,6 @@
 // `shoplens train`: trains a classifier on prepared shards, evaluates it, checkpoints, resumes.
+#include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -8,11 +10,14 @@
 #include "shoplens/batch/find_batch.h"
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/core/atomic_file.h"
+#include "shoplens/core/hash.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/dist/dist_env.h"
+#include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
 #include "shoplens/train/checkpoint.h"
@@ -30,6 +35,43 @@ std::shared_ptr<const ImageSource> open_split(const std::string& shards, Split s
     return nullptr;
   }
   return dataset;
+}
+
+// A resumed run keeps its global batch, so that its position in the epoch's order stays exact:
+// on another world size the accumulation makes up the difference (elastic resume).
+void keep_global_batch(Config& config, const Checkpoint& checkpoint, int world) {
+  const auto& position = checkpoint.state.at("position");
+  const std::int64_t saved = position.value("global_batch", std::int64_t{0});
+  const int saved_world = position.value("world_size", 1);
+  const std::int64_t micro = config.loader.batch_size;
+  const std::int64_t now = micro * config.train.accumulation_steps * world;
+  if (saved <= 0 || saved == now) return;
+  if (saved % (micro * world) != 0)
+    throw ConfigError(fmt::format("the checkpoint was trained with a global batch of {} ({} ranks); {} ranks x micro-batch {} "
+                                  "cannot make it up with accumulation: choose loader.batch_size so that {} divides by "
+                                  "{} x batch",
+                                  saved, saved_world, world, micro, saved, world));
+  const int accumulation = static_cast<int>(saved / (micro * world));
+  spdlog::info("train: resuming a global batch of {} ({} ranks) on {} rank(s): accumulation {} -> {}", saved, saved_world,
+               world, config.train.accumulation_steps, accumulation);
+  config.train.accumulation_steps = accumulation;
+}
+
+// Fault injection for the tests (docs/DISTRIBUTED.md): SHOPLENS_FAULT_KILL_STEP=N with
+// SHOPLENS_FAULT_KILL_RANK=R kills rank R with SIGKILL right after step N, on the first attempt
+// only (a restarted job runs clean).
+std::function<void(std::int64_t)> fault_hook(const DistEnv& env) {
+  const char* step = std::getenv("SHOPLENS_FAULT_KILL_STEP");
+  if (!step || env.restart_count > 0) return nullptr;
+  const char* rank = std::getenv("SHOPLENS_FAULT_KILL_RANK");
+  if (rank && std::atoi(rank) != env.rank) return nullptr;
+  const std::int64_t at = std::atoll(step);
+  return [at](std::int64_t done) {
+    if (done == at) {
+      spdlog::warn("fault injection: SIGKILL after step {}", done);
+      std::raise(SIGKILL);
+    }
+  };
 }
 
 class TrainCommand : public Command {
@@ -57,6 +99,9 @@ class TrainCommand : public Command {
   }
 
   int run() override {
+    const DistEnv env = dist_env_from_process();
+    // torchrun's contract: a restarted worker picks up from the latest checkpoint.
+    if (env.restart_count > 0 && resume_.empty()) resume_ = "auto";
     auto config = begin(options_);
     if (!config) return 0;
 
@@ -82,6 +127,9 @@ class TrainCommand : public Command {
       throw ConfigError("data.classes " + nlohmann::json(config->data.classes).dump() + " differ from the shards' classes " +
                         nlohmann::json(data.class_names).dump());
 
+    if (env.distributed() && config->run.dir.empty())
+      throw UsageError("train: a distributed run needs --out (run.dir): every rank writes into the same run directory");
+    if (checkpoint) keep_global_batch(*config, *checkpoint, env.world_size);
     const fs::path existing = fs::path(config->run.dir) / "checkpoints";
     if (!checkpoint && !config->run.dir.empty() && fs::is_directory(existing) && !CheckpointStore(existing, 1).list().empty())
       throw UsageError("train: " + config->run.dir + " already holds checkpoints of a run; continue it with --resume auto, "
@@ -101,18 +149,51 @@ class TrainCommand : public Command {
                    found.from_cache ? ", cached" : "");
       found_batch = found.to_json();
     }
-    const fs::path run_dir = open_run_dir(*config, "train");
-    if (found_batch) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
+    std::shared_ptr<ProcessGroup> group;
+    std::string segment = fmt::format("seg-{}-{}", env.restart_count, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                                          .count());
+    if (env.distributed()) {
+      GroupOptions group_options;
+      group_options.backend = config->dist.backend == "auto" ? (wants_cuda(config->train.device) ? "nccl" : "gloo")
+                                                             : config->dist.backend;
+      group_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config->dist.timeout_seconds * 1000));
+      // Every rank must run the same job from the same checkpoint.
+      group_options.fingerprint = Fingerprint()
+                                      .add(config_to_json(*config).dump())
+                                      .add(checkpoint ? checkpoint->path.filename().string() : std::string("fresh"))
+                                      .hex();
+      group = join_process_group(env, group_options);
+      segment = group->all_gather_string("segment", segment).front();  // rank 0's name for this start
+      if (found_batch) {
+        const auto batches = group->all_gather_string("micro_batch", std::to_string(config->loader.batch_size));
+        for (const auto& b : batches)
+          if (b != batches.front())
+            throw ConfigError("train: the ranks' batch searches found different micro-batches (" + join(batches, ", ") +
+                              "); set loader.batch_size explicitly");
+      }
+    }
+    fs::path run_dir;
+    if (env.rank == 0) {
+      run_dir = open_run_dir(*config, "train");
+    } else {
+      run_dir = config->run.dir;
+      fs::create_directories(run_dir / "logs");
+    }
+    if (env.distributed()) add_log_file(run_dir / "logs" / fmt::format("rank-{}.log", env.rank));
+    if (found_batch && env.rank == 0) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
     seed_torch(static_cast<std::uint64_t>(config->run.seed));
     auto model = make_model(model_spec_from_config(*config, static_cast<int>(data.class_names.size())));
     if (!config->model.pretrained.empty() && !checkpoint)
       load_weights_file(*model, config->model.pretrained, config->model.new_head);
 
-    Trainer trainer(*config, model, data, run_dir);
+    Trainer trainer(*config, model, data, run_dir, group, segment);
+    if (auto hook = fault_hook(env)) trainer.set_after_step(hook);
     if (checkpoint) trainer.resume(*checkpoint);
     const auto summary = trainer.fit();
-    std::cout << "run directory: " << run_dir.string() << "\n"
-              << "summary: " << (run_dir / "summary.json").string() << std::endl;
+    if (env.rank == 0)
+      std::cout << "run directory: " << run_dir.string() << "\n"
+                << "summary: " << (run_dir / "summary.json").string() << std::endl;
     return 0;
   }
 

@@ -133,6 +133,16 @@ struct FindBatchConfig {
   std::string cache_dir;                        // empty: $XDG_CACHE_HOME/shoplens, else ~/.cache/shoplens
 };
 
+// Data-parallel training (docs/DISTRIBUTED.md). The process group itself comes from the
+// environment (torchrun's or Slurm's variables); these tune it.
+struct DistConfig {
+  std::string backend = "auto";                 // auto (nccl on CUDA, else gloo) | gloo | nccl
+  double timeout_seconds = 300;                 // rendezvous and collectives: a dead peer is an error after this
+  double bucket_mb = 25;                        // gradient all-reduce bucket size
+  bool broadcast_buffers = true;                // BatchNorm statistics from rank 0 before every step, as DDP does
+  bool ledger = false;                          // record the sample ids of every committed step (verify-ledger)
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -143,6 +153,7 @@ struct Config {
   ScheduleConfig schedule;
   TrainConfig train;
   FindBatchConfig find_batch;
+  DistConfig dist;
 };
 
 // Every field of every section: dotted name, type, default and help. Drives validation,

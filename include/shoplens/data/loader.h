@@ -37,6 +37,15 @@ struct LoaderOptions {
   // Replaces the shuffled order (e.g. a class-balanced sampler). Must be a function of the epoch
   // only, so resuming mid-epoch sees the same order.
   std::function<std::vector<std::uint32_t>(std::int64_t epoch)> epoch_order;
+  // Step-wise sharding for data parallelism (docs/DISTRIBUTED.md). Each optimizer step takes the
+  // next `global_batch` positions of the epoch's global order; rank r reads its contiguous share
+  // (global_batch / world_size), in micro-batches of batch_size. Augmentation is seeded by the
+  // global position, so a sample is transformed alike whatever the world size. Only whole global
+  // steps are read; the order's last (size mod global_batch) positions wait for a later epoch's
+  // shuffle. 0: no sharding (the whole order in batches, drop_last as set).
+  std::int64_t global_batch = 0;
+  int rank = 0;
+  int world_size = 1;
 };
 
 LoaderOptions loader_options_from_config(const Config& config, bool train);
@@ -71,6 +80,8 @@ class Loader {
   std::optional<Batch> next();
 
   std::int64_t batches_per_epoch() const;
+  // With sharding: the sample ids of the current epoch's order that no step reads (the tail).
+  std::vector<std::uint64_t> unread_sample_ids() const;
   std::size_t dataset_size() const { return source_->size(); }
   const LoaderStats& stats() const { return stats_; }
   int output_size() const { return augmenter_.output_size(); }
@@ -92,6 +103,7 @@ class Loader {
   bool soft_targets_;
 
   std::vector<std::uint32_t> order_;
+  std::vector<std::uint32_t> positions_;  // with sharding: this rank's positions in order_, in reading order
   std::int64_t epoch_ = 0;
   std::int64_t num_batches_ = 0;
   std::int64_t next_to_build_ = 0;

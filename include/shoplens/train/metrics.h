@@ -29,6 +29,8 @@ class ConfusionMatrix {
 
   // DataError when a label or prediction is outside [0, num_classes).
   void add(std::int64_t label, std::int64_t predicted);
+  // `count` samples of that (label, prediction) pair at once (merging totals from other ranks).
+  void add(std::int64_t label, std::int64_t predicted, std::int64_t count);
   // Checks the whole batch before counting any of it, so a bad batch leaves the matrix unchanged.
   void add_batch(const std::int64_t* labels, const std::int64_t* predicted, std::size_t n);
   // Adds another matrix of the same size (e.g. from another worker). DataError on a size mismatch.

@@ -27,7 +27,9 @@ constexpr int kCheckpointFormat = 1;
 struct TrainState {
   std::int64_t step = 0;                 // optimizer steps done
   std::int64_t epoch = 0;                // the epoch in progress
-  std::int64_t epoch_samples = 0;        // samples of that epoch already consumed
+  std::int64_t epoch_samples = 0;        // samples of that epoch already consumed, over every rank
+  std::int64_t global_batch = 0;         // micro-batch x accumulation x world size when saved
+  int world_size = 1;
   std::int64_t images_trained = 0;
   double train_seconds = 0;
   double train_seconds_at_save = 0;

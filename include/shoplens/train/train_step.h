@@ -19,6 +19,8 @@ class Optimizer;
 namespace shoplens {
 
 class ImageClassifier;
+class GradientReducer;
+class ProcessGroup;
 
 struct TrainStepOptions {
   Precision precision = Precision::kFp32;
@@ -27,14 +29,19 @@ struct TrainStepOptions {
   double label_smoothing = 0;
   at::Tensor class_weights;        // [C] float, or undefined
   LossScalerOptions scaler;
+  // Data-parallel: gradients are averaged by `reducer` during the last micro-batch's backward, and
+  // every rank agrees on the step's outcome (loss, non-finite, out of memory, stop) through `group`.
+  GradientReducer* reducer = nullptr;
+  ProcessGroup* group = nullptr;
 };
 
 struct StepResult {
-  double loss = 0;                 // mean per-sample loss of the step (unscaled)
+  double loss = 0;                 // mean per-sample loss of the step (unscaled), over every rank
   double grad_norm = -1;           // before clipping; computed only when clipping is on (-1: not computed)
-  std::int64_t samples = 0;
+  std::int64_t samples = 0;        // over every rank
   bool applied = false;            // false: skipped (non-finite loss or gradients)
   bool non_finite = false;
+  bool stop_requested = false;     // SIGINT/SIGTERM seen (on any rank): stop after this step
 };
 
 // Per-sample cross-entropy against hard labels or soft targets (mixup/cutmix), with label
@@ -56,6 +63,7 @@ class TrainStep {
   StepResult run(const std::vector<Batch>& micro_batches);
   LossScaler& scaler() { return scaler_; }
   const TrainStepOptions& options() const { return options_; }
+  void set_reducer(GradientReducer* reducer) { options_.reducer = reducer; }
 
  private:
   ImageClassifier& model_;

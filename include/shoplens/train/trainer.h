@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 namespace shoplens {
 
 class ImageClassifier;
+class ProcessGroup;
 
 struct TrainData {
   std::shared_ptr<const ImageSource> train;
@@ -39,7 +41,12 @@ class Trainer {
  public:
   // `model` is built for config.model with data.class_names classes (pretrained weights already
   // loaded, if any). Checkpoints go to run_dir/checkpoints.
-  Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, std::filesystem::path run_dir);
+  // With `group` (data-parallel, docs/DISTRIBUTED.md) every rank constructs a Trainer over the
+  // same data: each step reads its share of the global batch, gradients are averaged, metrics
+  // are computed over the whole validation set, and rank 0 alone writes the run's artifacts.
+  // `segment` names this start of the job in the sample ledger (dist.ledger).
+  Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, std::filesystem::path run_dir,
+          std::shared_ptr<ProcessGroup> group = nullptr, std::string segment = "");
   ~Trainer();
 
   // Restores model, optimizer, loss scaler, RNG, data position and history from `checkpoint`.
@@ -49,6 +56,8 @@ class Trainer {
   // best weights and returns summary.json's content (also written). SIGINT/SIGTERM: finishes the
   // step, writes a checkpoint and throws InterruptedError.
   nlohmann::json fit();
+  // Called after every committed step with the step number (fault injection in tests).
+  void set_after_step(std::function<void(std::int64_t)> hook);
 
  private:
   struct Impl;

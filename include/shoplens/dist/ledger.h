@@ -1,0 +1,75 @@
+// The sample ledger: which sample ids every committed step read, per rank, so that
+// `shoplens verify-ledger` can prove each training sample was used exactly once per epoch across
+// crashes, restarts and world-size changes. One JSON-lines file per (segment, rank); a segment is
+// one start of the job (fresh or resumed from a checkpoint at `start_step`). Steps a later
+// segment redid (after its checkpoint) count once: the later segment's records replace them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shoplens {
+
+class LedgerWriter {
+ public:
+  // Appends to RUN/ledger/<segment>.rank-<rank>.jsonl; each record is one write() of a whole line,
+  // so a killed process leaves at most a torn last line (which the verifier reports and ignores).
+  LedgerWriter(const std::filesystem::path& run_dir, const std::string& segment, int rank, int world_size,
+               std::int64_t start_step);
+  ~LedgerWriter();
+  LedgerWriter(const LedgerWriter&) = delete;
+  LedgerWriter& operator=(const LedgerWriter&) = delete;
+
+  // Rank 0, at the start of every epoch (again after a resume): what the epoch is to read.
+  void epoch(std::int64_t epoch, std::int64_t steps, std::int64_t global_batch, const std::vector<std::uint64_t>& unread,
+             bool with_replacement);
+  void step(std::int64_t epoch, std::int64_t step, const std::vector<std::uint64_t>& ids);
+
+ private:
+  void append(const nlohmann::json& record);
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+struct LedgerEpochReport {
+  std::int64_t epoch = 0;
+  std::int64_t steps_expected = 0;
+  std::int64_t steps_recorded = 0;
+  bool complete = false;
+  std::int64_t used = 0;           // distinct ids read
+  std::int64_t unread = 0;         // the tail the epoch's order left for later
+  std::vector<std::uint64_t> duplicated;  // read more than once
+  std::vector<std::uint64_t> missing;     // neither read nor in the tail (complete epochs only)
+  std::vector<std::uint64_t> unknown;     // not in the training split
+  bool with_replacement = false;
+  bool exact() const { return duplicated.empty() && missing.empty() && unknown.empty(); }
+};
+
+struct LedgerReport {
+  std::vector<LedgerEpochReport> epochs;
+  std::int64_t segments = 0;
+  std::int64_t records = 0;
+  std::int64_t superseded = 0;     // step records of a segment that a later one redid
+  std::vector<std::string> torn_lines;  // "file:line" of incomplete last lines (a killed writer)
+  bool exact() const;
+  nlohmann::json to_json() const;
+  std::string to_text() const;
+};
+
+struct LedgerFile {
+  std::string name;
+  std::string content;
+};
+
+// Reads every ledger file of the run directory. IoError when there is none.
+std::vector<LedgerFile> read_ledger_files(const std::filesystem::path& run_dir);
+// `train_ids`: the training split's sample ids (each once). DataError naming file:line for a
+// record that is not valid JSON before the last line, or a step recorded twice in one segment.
+LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids);
+
+}  // namespace shoplens

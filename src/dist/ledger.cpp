@@ -1,0 +1,259 @@
+#include "shoplens/dist/ledger.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+LedgerWriter::LedgerWriter(const fs::path& run_dir, const std::string& segment, int rank, int world_size,
+                           std::int64_t start_step) {
+  const fs::path dir = run_dir / "ledger";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create " + dir.string() + ": " + ec.message());
+  path_ = dir / fmt::format("{}.rank-{}.jsonl", segment, rank);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError("cannot open ledger " + path_.string() + ": " + std::strerror(errno));
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  append({{"type", "segment"}, {"segment", segment}, {"rank", rank}, {"world_size", world_size},
+          {"start_step", start_step}, {"started_at_ms", now_ms}});
+}
+
+LedgerWriter::~LedgerWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void LedgerWriter::append(const json& record) {
+  const std::string line = record.dump() + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError("cannot append to ledger " + path_.string() + ": " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void LedgerWriter::epoch(std::int64_t epoch, std::int64_t steps, std::int64_t global_batch,
+                         const std::vector<std::uint64_t>& unread, bool with_replacement) {
+  append({{"type", "epoch"}, {"epoch", epoch}, {"steps", steps}, {"global_batch", global_batch}, {"unread", unread},
+          {"with_replacement", with_replacement}});
+}
+
+void LedgerWriter::step(std::int64_t epoch, std::int64_t step, const std::vector<std::uint64_t>& ids) {
+  append({{"type", "step"}, {"epoch", epoch}, {"step", step}, {"ids", ids}});
+}
+
+std::vector<LedgerFile> read_ledger_files(const fs::path& run_dir) {
+  const fs::path dir = run_dir / "ledger";
+  std::vector<LedgerFile> files;
+  if (fs::is_directory(dir))
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() != ".jsonl") continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      files.push_back({entry.path().filename().string(), text.str()});
+    }
+  if (files.empty())
+    throw IoError("no ledger in " + dir.string() + ": train with --ledger (dist.ledger=true) to record one");
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return files;
+}
+
+bool LedgerReport::exact() const {
+  if (epochs.empty()) return false;
+  for (const auto& e : epochs)
+    if (!e.exact()) return false;
+  return true;
+}
+
+namespace {
+
+struct StepRecord {
+  std::int64_t epoch = 0, step = 0;
+  int rank = 0;
+  std::vector<std::uint64_t> ids;
+};
+
+struct Segment {
+  std::string id;
+  std::int64_t start_step = 0;
+  std::int64_t started_at_ms = 0;
+  std::vector<StepRecord> steps;
+};
+
+std::string preview(const std::vector<std::uint64_t>& ids) {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size() && i < 10; ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  if (ids.size() > 10) out += fmt::format(", ... ({} in all)", ids.size());
+  return out;
+}
+
+}  // namespace
+
+LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids) {
+  LedgerReport report;
+  std::map<std::string, Segment> segments;
+  std::map<std::int64_t, json> epoch_headers;
+  for (const auto& file : files) {
+    std::istringstream in(file.content);
+    std::string line;
+    std::int64_t number = 0;
+    std::string segment_id;
+    while (std::getline(in, line)) {
+      ++number;
+      const bool has_newline = !in.eof();  // before peek(), which sets eof at the end
+      const bool last = in.peek() == std::char_traits<char>::eof();
+      json record;
+      try {
+        record = json::parse(line);
+      } catch (const std::exception&) {
+        if (last && !has_newline) {
+          report.torn_lines.push_back(fmt::format("{}:{}", file.name, number));
+          break;
+        }
+        throw DataError(fmt::format("ledger {}:{}: not a JSON record", file.name, number));
+      }
+      if (last && !has_newline) {  // complete JSON but no newline: the write was cut after the brace
+        report.torn_lines.push_back(fmt::format("{}:{}", file.name, number));
+        break;
+      }
+      try {
+        const std::string type = record.at("type");
+        if (type == "segment") {
+          segment_id = record.at("segment");
+          auto& seg = segments[segment_id];
+          seg.id = segment_id;
+          seg.start_step = record.at("start_step");
+          const std::int64_t at = record.at("started_at_ms");
+          if (seg.started_at_ms == 0 || at < seg.started_at_ms) seg.started_at_ms = at;
+        } else if (type == "epoch") {
+          epoch_headers[record.at("epoch").get<std::int64_t>()] = record;
+        } else if (type == "step") {
+          if (segment_id.empty()) throw DataError("a step before the segment record");
+          StepRecord s;
+          s.epoch = record.at("epoch");
+          s.step = record.at("step");
+          s.ids = record.at("ids").get<std::vector<std::uint64_t>>();
+          const auto rank_pos = file.name.rfind(".rank-");
+          s.rank = rank_pos == std::string::npos ? 0 : std::atoi(file.name.c_str() + rank_pos + 6);
+          segments[segment_id].steps.push_back(std::move(s));
+          report.records++;
+        }
+      } catch (const DataError& e) {
+        throw DataError(fmt::format("ledger {}:{}: {}", file.name, number, e.what()));
+      } catch (const std::exception& e) {
+        throw DataError(fmt::format("ledger {}:{}: malformed record: {}", file.name, number, e.what()));
+      }
+    }
+  }
+  report.segments = static_cast<std::int64_t>(segments.size());
+
+  // Replay the segments in the order they started: each one redoes everything after its start.
+  std::vector<const Segment*> ordered;
+  for (const auto& [id, seg] : segments) ordered.push_back(&seg);
+  std::sort(ordered.begin(), ordered.end(), [](const Segment* a, const Segment* b) {
+    return a->started_at_ms != b->started_at_ms ? a->started_at_ms < b->started_at_ms : a->id < b->id;
+  });
+  std::vector<StepRecord> kept;
+  for (const Segment* seg : ordered) {
+    const auto before = kept.size();
+    kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const StepRecord& r) { return r.step > seg->start_step; }),
+               kept.end());
+    report.superseded += static_cast<std::int64_t>(before - kept.size());
+    std::set<std::pair<std::int64_t, int>> seen;
+    for (const auto& r : seg->steps) {
+      if (!seen.insert({r.step, r.rank}).second)
+        throw DataError(fmt::format("ledger: segment {} records step {} of rank {} twice", seg->id, r.step, r.rank));
+      kept.push_back(r);
+    }
+  }
+
+  const std::unordered_set<std::uint64_t> train_set(train_ids.begin(), train_ids.end());
+  std::map<std::int64_t, std::vector<const StepRecord*>> by_epoch;
+  for (const auto& r : kept) by_epoch[r.epoch].push_back(&r);
+  for (const auto& [epoch, records] : by_epoch) {
+    LedgerEpochReport e;
+    e.epoch = epoch;
+    std::set<std::int64_t> steps;
+    std::unordered_map<std::uint64_t, int> uses;
+    for (const auto* r : records) {
+      steps.insert(r->step);
+      for (auto id : r->ids) uses[id]++;
+    }
+    e.steps_recorded = static_cast<std::int64_t>(steps.size());
+    std::unordered_set<std::uint64_t> unread;
+    if (auto h = epoch_headers.find(epoch); h != epoch_headers.end()) {
+      e.steps_expected = h->second.at("steps");
+      e.with_replacement = h->second.value("with_replacement", false);
+      for (auto id : h->second.at("unread").get<std::vector<std::uint64_t>>()) unread.insert(id);
+    }
+    e.unread = static_cast<std::int64_t>(unread.size());
+    e.complete = e.steps_expected > 0 && e.steps_recorded == e.steps_expected;
+    for (const auto& [id, count] : uses) {
+      if (!train_set.count(id)) e.unknown.push_back(id);
+      if (count > 1 && !e.with_replacement) e.duplicated.push_back(id);
+      if (unread.count(id) && !e.with_replacement) e.duplicated.push_back(id);  // read although the order left it out
+    }
+    e.used = static_cast<std::int64_t>(uses.size());
+    if (e.complete && !e.with_replacement)
+      for (auto id : train_ids)
+        if (!uses.count(id) && !unread.count(id)) e.missing.push_back(id);
+    std::sort(e.duplicated.begin(), e.duplicated.end());
+    std::sort(e.unknown.begin(), e.unknown.end());
+    report.epochs.push_back(std::move(e));
+  }
+  return report;
+}
+
+json LedgerReport::to_json() const {
+  json epochs_json = json::array();
+  for (const auto& e : epochs)
+    epochs_json.push_back({{"epoch", e.epoch}, {"complete", e.complete}, {"steps", e.steps_recorded},
+                           {"steps_expected", e.steps_expected}, {"used", e.used}, {"unread", e.unread},
+                           {"duplicated", e.duplicated}, {"missing", e.missing}, {"unknown", e.unknown},
+                           {"with_replacement", e.with_replacement}, {"exact", e.exact()}});
+  return {{"exact", exact()}, {"segments", segments}, {"records", records}, {"superseded", superseded},
+          {"torn_lines", torn_lines}, {"epochs", epochs_json}};
+}
+
+std::string LedgerReport::to_text() const {
+  std::string out = fmt::format("ledger: {} segment(s), {} step records, {} superseded by a restart{}\n", segments, records,
+                                superseded, torn_lines.empty() ? "" : fmt::format(", {} torn last line(s) ignored", torn_lines.size()));
+  for (const auto& e : epochs) {
+    out += fmt::format("epoch {}: {} of {} steps{}, {} samples used once, {} left for a later epoch: ", e.epoch,
+                       e.steps_recorded, e.steps_expected, e.complete ? " (complete)" : " (partial)", e.used, e.unread);
+    if (e.with_replacement) out += "sampler draws with replacement (not an exactly-once order)\n";
+    else if (e.exact()) out += e.complete ? "every training sample exactly once\n" : "no sample twice so far\n";
+    else {
+      out += "NOT EXACT\n";
+      if (!e.duplicated.empty()) out += "  read more than once: " + preview(e.duplicated) + "\n";
+      if (!e.missing.empty()) out += "  never read: " + preview(e.missing) + "\n";
+      if (!e.unknown.empty()) out += "  not in the training split: " + preview(e.unknown) + "\n";
+    }
+  }
+  out += exact() ? "result: exact\n" : "result: NOT exact\n";
+  return out;
+}
+
+}  // namespace shoplens

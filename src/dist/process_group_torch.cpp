@@ -1,0 +1,280 @@
+#define SHOPLENS_COMPAT_C10D
+#include "shoplens/dist/process_group.h"
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef SHOPLENS_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+#include "torch_compat.h"
+
+namespace shoplens {
+
+class InProcessRendezvous {
+ public:
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  std::atomic<int> generation{0};
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string to_string(const std::vector<std::uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::vector<std::uint8_t> to_bytes(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
+
+// What each rank announces at the rendezvous; every field must agree but the host and pid.
+struct Announcement {
+  int world_size = 0;
+  std::string fingerprint, host;
+  long pid = 0;
+  std::string encode() const { return fmt::format("{}\n{}\n{}\n{}", world_size, fingerprint, host, pid); }
+  static Announcement decode(const std::string& text) {
+    Announcement a;
+    const auto parts = split(text, '\n');
+    if (parts.size() >= 4) {
+      a.world_size = std::atoi(parts[0].c_str());
+      a.fingerprint = parts[1];
+      a.host = parts[2];
+      a.pid = std::atol(parts[3].c_str());
+    }
+    return a;
+  }
+};
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// Every rank announces itself, then waits for the others, checking what has arrived as it
+// waits: a disagreement is reported at once (and published, so the others stop too), a missing
+// rank when the timeout runs out, with the list of who is missing.
+void rendezvous(c10d::Store& store, int rank, int world_size, const GroupOptions& options) {
+  Announcement self{world_size, options.fingerprint, hostname(), static_cast<long>(getpid())};
+  store.set("rank/" + std::to_string(rank), to_bytes(self.encode()));
+  const auto deadline = Clock::now() + options.timeout;
+  std::vector<bool> seen(world_size, false);
+  for (;;) {
+    if (store.check({"abort"})) throw ConfigError("distributed rendezvous aborted by another rank: " + to_string(store.get("abort")));
+    int present = 0;
+    for (int r = 0; r < world_size; ++r) {
+      if (!seen[r]) {
+        if (!store.check({"rank/" + std::to_string(r)})) continue;
+        const auto other = Announcement::decode(to_string(store.get("rank/" + std::to_string(r))));
+        std::string problem;
+        if (other.world_size != world_size)
+          problem = fmt::format("rank {} (pid {} on {}) was started with WORLD_SIZE {}, rank {} with {}", r, other.pid,
+                                other.host, other.world_size, rank, world_size);
+        else if (other.fingerprint != options.fingerprint)
+          problem = fmt::format("rank {} (pid {} on {}) runs a different config (fingerprint {} vs {} on rank {}): every rank "
+                                "must train the same job",
+                                r, other.pid, other.host, other.fingerprint, options.fingerprint, rank);
+        if (!problem.empty()) {
+          store.set("abort", to_bytes(problem));
+          throw ConfigError("inconsistent distributed job: " + problem);
+        }
+        seen[r] = true;
+      }
+      present++;
+    }
+    // A rank beyond our world size joined: its WORLD_SIZE is larger than ours.
+    if (store.check({"rank/" + std::to_string(world_size)})) {
+      const auto other = Announcement::decode(to_string(store.get("rank/" + std::to_string(world_size))));
+      const std::string problem = fmt::format("rank {} joined a job of WORLD_SIZE {} (it was started with WORLD_SIZE {})",
+                                              world_size, world_size, other.world_size);
+      store.set("abort", to_bytes(problem));
+      throw ConfigError("inconsistent distributed job: " + problem);
+    }
+    if (present == world_size) return;
+    if (Clock::now() >= deadline) {
+      std::vector<std::string> missing;
+      for (int r = 0; r < world_size; ++r)
+        if (!seen[r]) missing.push_back(std::to_string(r));
+      throw Error(fmt::format("distributed rendezvous timed out after {:.0f} s on rank {}: rank(s) {} of {} never joined "
+                              "(did they fail at start-up? see their logs); raise dist.timeout_seconds if they are slow to "
+                              "start",
+                              std::chrono::duration<double>(options.timeout).count(), rank, join(missing, ", "), world_size));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0)
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+std::string describe_failure(const std::string& what, const std::exception& e) {
+  return fmt::format("{} failed: {} (a peer rank died, was killed or stopped answering within dist.timeout_seconds)", what,
+                     error_message(e));
+}
+
+class PendingWork : public PendingCollective {
+ public:
+  explicit PendingWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      throw Error(describe_failure("all-reduce", e));
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class C10dGroup : public ProcessGroup {
+ public:
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::DistBackend> backend, int rank, int world,
+            std::string backend_name, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), backend_(std::move(backend)), rank_(rank), world_(world),
+        backend_name_(std::move(backend_name)), timeout_(timeout) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend() const override { return backend_name_; }
+
+  void allreduce_sum(std::vector<at::Tensor>& tensors) override {
+    run("all-reduce", [&] { return backend_->allreduce(tensors); });
+  }
+  std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor& tensor) override {
+    std::vector<at::Tensor> one{tensor};
+    try {
+      return std::make_unique<PendingWork>(backend_->allreduce(one));
+    } catch (const std::exception& e) {
+      throw Error(describe_failure("all-reduce", e));
+    }
+  }
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    run("broadcast", [&] { return backend_->broadcast(tensors, opts); });
+  }
+  void barrier() override {
+    run("barrier", [&] { return backend_->barrier(); });
+  }
+  std::vector<std::string> all_gather_string(const std::string& key, const std::string& value) override {
+    const std::string base = fmt::format("gather/{}/{}", sequence_++, key);
+    std::vector<std::string> out;
+    try {
+      store_->set(base + "/" + std::to_string(rank_), to_bytes(value));
+      std::vector<std::string> keys;
+      for (int r = 0; r < world_; ++r) keys.push_back(base + "/" + std::to_string(r));
+      store_->wait(keys, timeout_);
+      for (const auto& k : keys) out.push_back(to_string(store_->get(k)));
+    } catch (const std::exception& e) {
+      throw Error(describe_failure("exchange of '" + key + "'", e));
+    }
+    return out;
+  }
+
+ private:
+  template <typename F>
+  void run(const char* what, F&& start) {
+    try {
+      start()->wait();
+    } catch (const std::exception& e) {
+      throw Error(describe_failure(what, e));
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<compat::DistBackend> backend_;
+  int rank_, world_;
+  std::string backend_name_;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t sequence_ = 0;
+};
+
+std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base, const std::string& prefix, int rank,
+                                           int world_size, const std::string& master_addr, const GroupOptions& options) {
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, base);
+  rendezvous(*store, rank, world_size, options);
+  c10::intrusive_ptr<compat::DistBackend> backend;
+  try {
+    if (options.backend == "nccl") {
+#ifdef SHOPLENS_WITH_NCCL
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = options.timeout;
+      backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank,
+                                                            world_size, nccl_options);
+#else
+      throw ConfigError("dist.backend=nccl but this LibTorch was built without NCCL (" + torch_version() + "); use gloo");
+#endif
+    } else {
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+      gloo_options->devices.push_back(gloo_device(master_addr));
+      gloo_options->threads = 2;
+      backend = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", store), rank,
+                                                            world_size, gloo_options);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("creating the {} process group on rank {} failed: {}", options.backend, rank, error_message(e)));
+  }
+  return std::make_shared<C10dGroup>(store, backend, rank, world_size, options.backend, options.timeout);
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const GroupOptions& options) {
+  const bool host_store = env.rank == 0 && !env.agent_hosts_store;
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(env.master_port);
+  store_options.isServer = host_store;
+  store_options.numWorkers = c10::nullopt;  // our own rendezvous says who is missing
+  store_options.waitWorkers = false;
+  store_options.timeout = options.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+  } catch (const std::exception& e) {
+    if (host_store)
+      throw Error(fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use by another job? "
+                              "choose another MASTER_PORT / --master-port)",
+                              env.master_addr, env.master_port, error_message(e)));
+    throw Error(fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {:.0f} s: {} (is rank 0 running? is "
+                            "MASTER_ADDR right?)",
+                            env.rank, env.master_addr, env.master_port, std::chrono::duration<double>(options.timeout).count(),
+                            error_message(e)));
+  }
+  // A restarted job reuses the store only when an agent hosts it; the prefix keeps attempts apart.
+  auto group = create_group(store, fmt::format("shoplens/{}", env.restart_count), env.rank, env.world_size,
+                            env.master_addr, options);
+  spdlog::info("dist: joined {} ({} backend)", env.describe(), options.backend);
+  return group;
+}
+
+std::shared_ptr<InProcessRendezvous> make_in_process_rendezvous() { return std::make_shared<InProcessRendezvous>(); }
+
+std::shared_ptr<ProcessGroup> join_in_process(const std::shared_ptr<InProcessRendezvous>& rendezvous, int rank,
+                                              int world_size, const GroupOptions& options) {
+  GroupOptions gloo = options;
+  gloo.backend = "gloo";
+  return create_group(rendezvous->store, "in-process", rank, world_size, "127.0.0.1", gloo);
+}
+
+}  // namespace shoplens

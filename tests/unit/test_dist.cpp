@@ -1,0 +1,393 @@
+// Data parallelism without a launcher: the environment parser on fake environments, and the real
+// c10d Gloo backend between threads of this process (an in-memory store, loopback sockets).
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "model_test_util.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/data/loader.h"
+#include "shoplens/dist/dist_env.h"
+#include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/ledger.h"
+#include "shoplens/dist/process_group.h"
+#include "shoplens/train/optimizer.h"
+#include "shoplens/train/train_step.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+DistEnv parse(const std::map<std::string, std::string>& vars) {
+  return dist_env_from([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(DistEnv, NoVariablesMeansOneProcess) {
+  const auto env = parse({});
+  EXPECT_FALSE(env.distributed());
+  EXPECT_EQ(env.source, "none");
+}
+
+TEST(DistEnv, ReadsTorchrunsContract) {
+  const auto env = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29600"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
+                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_TRUE(env.distributed());
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 29600);
+  EXPECT_EQ(env.restart_count, 2);
+  EXPECT_TRUE(env.agent_hosts_store);
+  EXPECT_EQ(env.source, "torchrun");
+}
+
+TEST(DistEnv, ReadsSlurm) {
+  const auto env = parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                          {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"MASTER_ADDR", "node01"}});
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.master_addr, "node01");
+}
+
+TEST(DistEnv, BadValuesNameTheVariable) {
+  auto message = [](const std::map<std::string, std::string>& vars) {
+    try {
+      parse(vars);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK='x'"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK >= WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "0"}}).find("RANK and WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"), std::string::npos);
+  EXPECT_NE(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}}).find("MASTER_ADDR"),
+            std::string::npos);
+}
+
+// Runs fn(rank) on `world` threads, each with its own group on one in-memory rendezvous.
+template <typename Fn>
+void on_ranks(int world, Fn fn, double timeout_seconds = 30) {
+  auto rendezvous = make_in_process_rendezvous();
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < world; ++r)
+    done.push_back(std::async(std::launch::async, [&, r] {
+      GroupOptions options;
+      options.timeout = std::chrono::milliseconds(static_cast<int>(timeout_seconds * 1000));
+      options.fingerprint = "same job";
+      fn(r, join_in_process(rendezvous, r, world, options));
+    }));
+  for (auto& f : done) f.get();
+}
+
+TEST(ProcessGroup, CollectivesOverGlooBetweenThreads) {
+  on_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> group) {
+    EXPECT_EQ(group->world_size(), 2);
+    EXPECT_EQ(group->rank(), rank);
+    std::vector<at::Tensor> t{torch::full({3}, static_cast<float>(rank + 1))};
+    group->allreduce_sum(t);
+    EXPECT_TRUE(torch::equal(t[0], torch::full({3}, 3.0f)));
+    std::vector<at::Tensor> b{torch::full({2}, static_cast<float>(rank * 10))};
+    group->broadcast(b, 0);
+    EXPECT_TRUE(torch::equal(b[0], torch::zeros({2})));
+    const auto names = group->all_gather_string("name", "r" + std::to_string(rank));
+    EXPECT_EQ(names, (std::vector<std::string>{"r0", "r1"}));
+    auto async_t = torch::ones({4});
+    auto pending = group->allreduce_sum_async(async_t);
+    pending->wait();
+    EXPECT_TRUE(torch::equal(async_t, torch::full({4}, 2.0f)));
+  });
+}
+
+TEST(ProcessGroup, DisagreeingWorldSizesFailFastOnEveryRank) {
+  auto rendezvous = make_in_process_rendezvous();
+  auto attempt = [&](int rank, int world) {
+    GroupOptions options;
+    options.timeout = std::chrono::milliseconds(20000);
+    try {
+      join_in_process(rendezvous, rank, world, options);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("joined");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto r0 = std::async(std::launch::async, attempt, 0, 2);
+  auto r1 = std::async(std::launch::async, attempt, 1, 3);
+  const auto m0 = r0.get(), m1 = r1.get();
+  EXPECT_NE(m0.find("WORLD_SIZE"), std::string::npos) << m0;
+  EXPECT_NE(m1.find("WORLD_SIZE"), std::string::npos) << m1;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));  // not the 20 s timeout
+}
+
+TEST(ProcessGroup, AMissingRankIsNamedWhenTheTimeoutRunsOut) {
+  auto rendezvous = make_in_process_rendezvous();
+  GroupOptions options;
+  options.timeout = std::chrono::milliseconds(500);
+  try {
+    join_in_process(rendezvous, 0, 3, options);
+    FAIL() << "joined without its peers";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank(s) 1, 2 of 3 never joined"), std::string::npos) << m;
+  }
+}
+
+// The reducer's gradients equal the mean of what each rank computes alone, with buckets small
+// enough that several are in flight during backward.
+TEST(GradientReducer, AveragesGradientsInBucketsDuringBackward) {
+  torch::manual_seed(3);
+  const auto inputs = torch::randn({2, 4, 3, 2, 2});  // [rank, batch, ...]
+  const auto labels = torch::tensor({{0, 1, 2, 0}, {1, 1, 0, 2}}, torch::kLong);
+  std::vector<std::vector<at::Tensor>> local(2);
+  for (int r = 0; r < 2; ++r) {
+    torch::manual_seed(9);
+    testing::TinyLinear model(3, 2);
+    auto loss = torch::nn::functional::cross_entropy(model.forward(inputs[r]), labels[r]);
+    loss.backward();
+    for (const auto& p : model.parameters()) local[r].push_back(p.grad().clone());
+  }
+  std::vector<std::vector<at::Tensor>> reduced(2);
+  std::vector<double> launched(2);
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
+    torch::manual_seed(9);
+    testing::TinyLinear model(3, 2);
+    GradientReducer reducer(group, model.parameters(), /*bucket_bytes=*/64);
+    EXPECT_GE(reducer.num_buckets(), 3);
+    reducer.arm();
+    torch::nn::functional::cross_entropy(model.forward(inputs[rank]), labels[rank]).backward();
+    reducer.finish();
+    for (const auto& p : model.parameters()) reduced[rank].push_back(p.grad().clone());
+    launched[rank] = reducer.stats().launched_during_backward;
+  });
+  for (std::size_t k = 0; k < local[0].size(); ++k) {
+    const auto mean = (local[0][k] + local[1][k]) / 2;
+    EXPECT_TRUE(torch::allclose(reduced[0][k], mean, 1e-6, 1e-7)) << "parameter " << k;
+    EXPECT_TRUE(torch::equal(reduced[0][k], reduced[1][k])) << "parameter " << k;
+  }
+  EXPECT_GT(launched[0], 0.0);  // communication started before backward returned
+}
+
+Batch batch_of(const at::Tensor& images, const at::Tensor& labels) {
+  Batch b;
+  b.images = images;
+  b.labels = labels;
+  return b;
+}
+
+// 2 ranks x (2 micro-batches of 2) give the parameters of one process with one batch of 8, over
+// several AdamW steps: the accumulation steps do not communicate, the last one does.
+TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
+  torch::manual_seed(21);
+  const auto images = torch::randn({8, 3, 2, 2});
+  const auto labels = torch::tensor({0, 1, 2, 0, 1, 2, 2, 1}, torch::kLong);
+  auto params_of = [](testing::TinyLinear& m) {
+    std::vector<at::Tensor> flat;
+    for (const auto& p : m.parameters()) flat.push_back(p.detach().flatten());
+    return torch::cat(flat);
+  };
+  OptimConfig oc;
+  oc.lr = 0.01;
+  torch::manual_seed(4);
+  testing::TinyLinear single(3, 2);
+  OptimizerSetup single_optim(single, oc);
+  TrainStep single_step(single, single_optim.optimizer(), {});
+  for (int i = 0; i < 4; ++i) single_step.run({batch_of(images, labels)});
+  const auto expected = params_of(single);
+
+  std::vector<at::Tensor> got(2);
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
+    torch::manual_seed(4);
+    testing::TinyLinear model(3, 2);
+    OptimizerSetup optim(model, oc);
+    GradientReducer reducer(group, model.parameters(), 1 << 20);
+    TrainStepOptions options;
+    options.reducer = &reducer;
+    options.group = group.get();
+    TrainStep step(model, optim.optimizer(), options);
+    const int base = rank * 4;
+    for (int i = 0; i < 4; ++i) {
+      auto r = step.run({batch_of(images.slice(0, base, base + 2), labels.slice(0, base, base + 2)),
+                         batch_of(images.slice(0, base + 2, base + 4), labels.slice(0, base + 2, base + 4))});
+      EXPECT_EQ(r.samples, 8);  // over both ranks
+      EXPECT_TRUE(r.applied);
+    }
+    got[rank] = params_of(model);
+  });
+  EXPECT_TRUE(torch::allclose(got[0], expected, 1e-5, 1e-6)) << (got[0] - expected).abs().max().item<double>();
+  EXPECT_TRUE(torch::equal(got[0], got[1]));
+}
+
+// Stands in for a device that refuses an allocation in the forward pass while `fail` is set.
+class OomWhenTold : public testing::TinyLinear {
+ public:
+  OomWhenTold() : TinyLinear(3, 2) {}
+  at::Tensor forward(const at::Tensor& x) override {
+    if (fail) throw OutOfMemoryError("simulated allocation refusal");
+    return TinyLinear::forward(x);
+  }
+  bool fail = false;
+};
+
+// A rank that runs out of memory still joins the step's collectives; every rank then reports
+// the out-of-memory error (so all retry the step smaller together), and nothing was applied.
+TEST(GradientReducer, AnOutOfMemoryRankMakesEveryRankRetryTheStep) {
+  std::vector<std::string> errors(2);
+  std::vector<at::Tensor> after(2);
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
+    torch::manual_seed(4);
+    OomWhenTold model;
+    OptimizerSetup optim(model, OptimConfig{});
+    GradientReducer reducer(group, model.parameters(), 64);
+    TrainStepOptions options;
+    options.reducer = &reducer;
+    options.group = group.get();
+    TrainStep step(model, optim.optimizer(), options);
+    const auto before = model.fc->weight.clone();
+    Batch b = batch_of(torch::randn({2, 3, 2, 2}), torch::tensor({0, 1}, torch::kLong));
+    model.fail = rank == 1;
+    try {
+      step.run({b, b});
+    } catch (const OutOfMemoryError& e) {
+      errors[rank] = e.what();
+    }
+    EXPECT_TRUE(torch::equal(before, model.fc->weight));  // the failed step changed nothing
+    model.fail = false;
+    EXPECT_TRUE(step.run({b}).applied);  // the retry: both ranks in step again
+    after[rank] = model.fc->weight.clone();
+  });
+  EXPECT_NE(errors[0].find("another rank ran out of memory"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("simulated allocation refusal"), std::string::npos) << errors[1];
+  EXPECT_TRUE(torch::equal(after[0], after[1]));
+}
+
+TEST(Loader, ShardsEachGlobalBatchAcrossRanksAndSeedsByGlobalPosition) {
+  auto source = std::make_shared<InMemoryImageSource>(2);
+  for (int i = 0; i < 21; ++i) {
+    std::vector<std::uint8_t> px(8 * 8 * 3, static_cast<std::uint8_t>(i * 11));
+    source->add(std::move(px), 8, 8, PayloadEncoding::kRaw, i % 2);
+  }
+  AugmentConfig augment;
+  augment.image_size = 8;
+  auto options = [](int rank, int world, int batch) {
+    LoaderOptions o;
+    o.batch_size = batch;
+    o.workers = 1;
+    o.seed = 7;
+    o.global_batch = 8;
+    o.rank = rank;
+    o.world_size = world;
+    return o;
+  };
+  // One process reading micro-batches of 4 (2 per step) vs two ranks reading 2 x 2 each.
+  Loader one(source, augment, options(0, 1, 4));
+  Loader r0(source, augment, options(0, 2, 2)), r1(source, augment, options(1, 2, 2));
+  EXPECT_EQ(one.batches_per_epoch(), 4);  // 21 samples: 2 whole steps of 8
+  EXPECT_EQ(r0.batches_per_epoch(), 4);
+  one.start_epoch(1);
+  r0.start_epoch(1);
+  r1.start_epoch(1);
+  std::vector<std::uint64_t> ids_one, ids_ranks;
+  at::Tensor images_one, images_ranks;
+  std::vector<at::Tensor> a, b;
+  while (auto x = one.next()) {
+    ids_one.insert(ids_one.end(), x->sample_ids.begin(), x->sample_ids.end());
+    a.push_back(x->images.clone());
+  }
+  for (int step = 0; step < 2; ++step)
+    for (Loader* l : {&r0, &r1})
+      for (int micro = 0; micro < 2; ++micro) {
+        auto x = l->next();
+        ASSERT_TRUE(x);
+        ids_ranks.insert(ids_ranks.end(), x->sample_ids.begin(), x->sample_ids.end());
+        b.push_back(x->images.clone());
+      }
+  EXPECT_EQ(ids_one, ids_ranks);
+  EXPECT_TRUE(torch::equal(torch::cat(a), torch::cat(b)));  // same augmentation for the same sample
+  EXPECT_EQ(one.unread_sample_ids().size(), 5u);
+  std::set<std::uint64_t> all(ids_one.begin(), ids_one.end());
+  for (auto id : one.unread_sample_ids()) EXPECT_TRUE(all.insert(id).second);
+  EXPECT_EQ(all.size(), 21u);
+}
+
+// ---- the ledger verifier ----
+
+std::string seg(const std::string& id, std::int64_t start, std::int64_t at) {
+  return nlohmann::json({{"type", "segment"}, {"segment", id}, {"rank", 0}, {"world_size", 1}, {"start_step", start},
+                         {"started_at_ms", at}}).dump() + "\n";
+}
+std::string epoch_rec(std::int64_t e, std::int64_t steps, std::vector<std::uint64_t> unread) {
+  return nlohmann::json({{"type", "epoch"}, {"epoch", e}, {"steps", steps}, {"global_batch", 2}, {"unread", unread},
+                         {"with_replacement", false}}).dump() + "\n";
+}
+std::string step_rec(std::int64_t e, std::int64_t s, std::vector<std::uint64_t> ids) {
+  return nlohmann::json({{"type", "step"}, {"epoch", e}, {"step", s}, {"ids", ids}}).dump() + "\n";
+}
+
+TEST(Ledger, ExactAcrossARestartThatRedidSteps) {
+  const std::vector<std::uint64_t> train{10, 11, 12, 13, 14};
+  // First start: steps 1-2 of epoch 0, then a crash; the checkpoint was at step 1.
+  std::vector<LedgerFile> files{
+      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) + step_rec(0, 2, {13, 11})},
+      {"b.rank-0.jsonl", seg("b", 1, 200) + epoch_rec(0, 2, {14}) + step_rec(0, 2, {13, 11}) + "{\"type\":\"st"}};
+  const auto report = verify_ledger(files, train);
+  ASSERT_EQ(report.epochs.size(), 1u);
+  EXPECT_TRUE(report.epochs[0].complete);
+  EXPECT_TRUE(report.exact()) << report.to_text();
+  EXPECT_EQ(report.superseded, 1);
+  EXPECT_EQ(report.torn_lines.size(), 1u);
+}
+
+TEST(Ledger, ReportsDuplicatesAndMissingSamples) {
+  const std::vector<std::uint64_t> train{10, 11, 12, 13, 14};
+  std::vector<LedgerFile> files{
+      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) + step_rec(0, 2, {12, 11})},
+      {"a.rank-1.jsonl", seg("a", 0, 100) + step_rec(0, 1, {99})}};
+  const auto report = verify_ledger(files, train);
+  EXPECT_FALSE(report.exact());
+  const auto& e = report.epochs.at(0);
+  EXPECT_EQ(e.duplicated, (std::vector<std::uint64_t>{12}));
+  EXPECT_EQ(e.missing, (std::vector<std::uint64_t>{13}));
+  EXPECT_EQ(e.unknown, (std::vector<std::uint64_t>{99}));
+  EXPECT_NE(report.to_text().find("NOT EXACT"), std::string::npos);
+}
+
+TEST(Ledger, AMalformedRecordBeforeTheEndNamesFileAndLine) {
+  std::vector<LedgerFile> files{{"a.rank-0.jsonl", seg("a", 0, 1) + "not json\n" + step_rec(0, 1, {1})}};
+  try {
+    verify_ledger(files, {1});
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.rank-0.jsonl:2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ledger, WriterAppendsWholeLinesThatTheVerifierReads) {
+  testing::ScratchDir dir("ledger");
+  {
+    LedgerWriter w(dir.path(), "s1", 0, 1, 0);
+    w.epoch(0, 1, 2, {}, false);
+    w.step(0, 1, {5, 6});
+  }
+  const auto report = verify_ledger(read_ledger_files(dir.path()), {5, 6});
+  EXPECT_TRUE(report.exact()) << report.to_text();
+  EXPECT_THROW(read_ledger_files(dir.path() / "nothing"), IoError);
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -1,0 +1,48 @@
+// `shoplens launch`: runs the workers of a data-parallel job on this node (docs/DISTRIBUTED.md).
+#include "command.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/dist/launcher.h"
+
+namespace shoplens::cli {
+namespace {
+
+class LaunchCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    app_ = &app;
+    app.prefix_command();  // everything from the worker command on belongs to the workers
+    app.footer("Example: shoplens launch --nproc-per-node 2 --max-restarts 3 -- shoplens train --config C --out RUN\n"
+               "Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+               "MASTER_PORT, TORCHELASTIC_RESTART_COUNT) and OMP_NUM_THREADS = cores / nproc-per-node unless set.\n"
+               "Exit codes: 0 all workers succeeded, 1 a worker failed and the restarts are used up, 2 usage or a\n"
+               "worker's config error (not restarted), 130 interrupted (workers checkpointed).");
+    app.add_option("--nproc-per-node", o_.nproc_per_node, "worker processes on this node");
+    app.add_option("--nnodes", o_.nnodes, "nodes in the job");
+    app.add_option("--node-rank", o_.node_rank, "this node's index, 0..nnodes-1");
+    app.add_option("--master-addr", o_.master_addr, "address of the node running rank 0 (it hosts the TCPStore)");
+    app.add_option("--master-port", o_.master_port, "rendezvous port on the master (0: a free port, one node only)");
+    app.add_option("--max-restarts", o_.max_restarts, "times the group is restarted after a worker dies");
+    app.add_option("--grace-seconds", o_.grace_seconds, "after SIGTERM, seconds before the workers are killed");
+    app.add_option("--log-dir", o_.log_dir, "also write each worker's output to LOG_DIR/attempt-K/rank-R.log");
+    app.add_flag("!--no-prefix", o_.prefix_output, "relay worker output without the [rank R] prefix");
+    app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
+  }
+
+  int run() override {
+    set_log_level(log_level_);
+    o_.command = app_->remaining();
+    if (!o_.command.empty() && o_.command.front() == "--") o_.command.erase(o_.command.begin());
+    return launch(o_);
+  }
+
+ private:
+  CLI::App* app_ = nullptr;
+  LaunchOptions o_;
+  std::string log_level_ = "info";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_launch_command() { return std::make_unique<LaunchCommand>(); }
+
+}  // namespace shoplens::cli
