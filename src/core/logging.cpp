@@ -33,4 +33,10 @@ void add_log_file(const std::filesystem::path& file) {
   }
 }
 
+void set_console_level(const std::string& level) {
+  auto parsed = spdlog::level::from_str(level);
+  if (parsed == spdlog::level::off && level != "off") throw UsageError("unknown log level '" + level + "'");
+  spdlog::default_logger()->sinks().front()->set_level(parsed);
+}
+
 }  // namespace shoplens

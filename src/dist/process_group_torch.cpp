@@ -126,8 +126,40 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 
 std::string describe_failure(const std::string& what, const std::exception& e) {
-  return fmt::format("{} failed: {} (a peer rank died, was killed or stopped answering within dist.timeout_seconds)", what,
-                     error_message(e));
+  const std::string message = error_message(e);
+  const bool peer_trouble = message.find("imed out") != std::string::npos || message.find("onnection") != std::string::npos ||
+                            message.find("closed") != std::string::npos || message.find("reset") != std::string::npos ||
+                            message.find("Broken pipe") != std::string::npos;
+  return fmt::format("{} failed: {}{}", what, message,
+                     peer_trouble ? " (a peer rank died, was killed or stopped answering within dist.timeout_seconds)" : "");
+}
+
+// Gloo takes several tensors in one call only as per-device copies of one tensor; different
+// tensors travel as one flat buffer per dtype (also one message instead of many).
+template <typename Op>
+void coalesced(std::vector<at::Tensor>& tensors, Op&& op) {
+  if (tensors.size() == 1) {
+    op(tensors);
+    return;
+  }
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& t : tensors)
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) dtypes.push_back(t.scalar_type());
+  for (auto dtype : dtypes) {
+    std::vector<at::Tensor> members, flat_parts;
+    for (auto& t : tensors)
+      if (t.scalar_type() == dtype) {
+        members.push_back(t);
+        flat_parts.push_back(t.reshape({-1}));
+      }
+    std::vector<at::Tensor> flat{torch::cat(flat_parts)};
+    op(flat);
+    std::int64_t offset = 0;
+    for (auto& t : members) {
+      t.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
 }
 
 class PendingWork : public PendingCollective {
@@ -157,7 +189,7 @@ class C10dGroup : public ProcessGroup {
   std::string backend() const override { return backend_name_; }
 
   void allreduce_sum(std::vector<at::Tensor>& tensors) override {
-    run("all-reduce", [&] { return backend_->allreduce(tensors); });
+    coalesced(tensors, [&](std::vector<at::Tensor>& t) { run("all-reduce", [&] { return backend_->allreduce(t); }); });
   }
   std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> one{tensor};
@@ -170,7 +202,7 @@ class C10dGroup : public ProcessGroup {
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    run("broadcast", [&] { return backend_->broadcast(tensors, opts); });
+    coalesced(tensors, [&](std::vector<at::Tensor>& t) { run("broadcast", [&] { return backend_->broadcast(t, opts); }); });
   }
   void barrier() override {
     run("barrier", [&] { return backend_->barrier(); });

@@ -9,8 +9,6 @@ namespace {
 class LaunchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app_ = &app;
-    app.prefix_command();  // everything from the worker command on belongs to the workers
     app.footer("Example: shoplens launch --nproc-per-node 2 --max-restarts 3 -- shoplens train --config C --out RUN\n"
                "Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
                "MASTER_PORT, TORCHELASTIC_RESTART_COUNT) and OMP_NUM_THREADS = cores / nproc-per-node unless set.\n"
@@ -26,17 +24,16 @@ class LaunchCommand : public Command {
     app.add_option("--log-dir", o_.log_dir, "also write each worker's output to LOG_DIR/attempt-K/rank-R.log");
     app.add_flag("!--no-prefix", o_.prefix_output, "relay worker output without the [rank R] prefix");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
+    // After '--' everything is positional: the worker command keeps its own flags.
+    app.add_option("command", o_.command, "the worker command, after '--'")->expected(-1);
   }
 
   int run() override {
     set_log_level(log_level_);
-    o_.command = app_->remaining();
-    if (!o_.command.empty() && o_.command.front() == "--") o_.command.erase(o_.command.begin());
     return launch(o_);
   }
 
  private:
-  CLI::App* app_ = nullptr;
   LaunchOptions o_;
   std::string log_level_ = "info";
 };

@@ -180,7 +180,10 @@ class TrainCommand : public Command {
       run_dir = config->run.dir;
       fs::create_directories(run_dir / "logs");
     }
-    if (env.distributed()) add_log_file(run_dir / "logs" / fmt::format("rank-{}.log", env.rank));
+    if (env.distributed()) {
+      add_log_file(run_dir / "logs" / fmt::format("rank-{}.log", env.rank));
+      if (env.rank > 0) set_console_level("warn");
+    }
     if (found_batch && env.rank == 0) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
     seed_torch(static_cast<std::uint64_t>(config->run.seed));
     auto model = make_model(model_spec_from_config(*config, static_cast<int>(data.class_names.size())));

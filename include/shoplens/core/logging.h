@@ -10,5 +10,8 @@ void init_logging(const std::string& level);
 void set_log_level(const std::string& level);
 // Adds a file sink; every later message goes to both the console and this file.
 void add_log_file(const std::filesystem::path& file);
+// Raises the console's threshold only (files keep everything): ranks other than 0 of a
+// data-parallel job print warnings and errors, their full logs go to their own files.
+void set_console_level(const std::string& level);
 
 }  // namespace shoplens
