@@ -13,6 +13,9 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
+#include "shoplens/dist/dist_env.h"
+#include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
@@ -40,6 +43,24 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   step_options.precision = parse_precision(o.precision);
   step_options.cuda = cuda;
   step_options.scaler.enabled = step_options.precision == Precision::kFp16;
+  const DistEnv env = dist_env_from_process();
+  std::shared_ptr<ProcessGroup> group;
+  std::unique_ptr<GradientReducer> reducer;
+  if (env.distributed()) {
+    GroupOptions group_options;
+    group_options.backend = cuda ? "nccl" : "gloo";
+    group_options.fingerprint = o.model + "/" + std::to_string(o.batch_size);
+    group = join_process_group(env, group_options);
+    std::vector<at::Tensor> params = model->parameters();
+    std::vector<at::Tensor> flat;
+    for (const auto& p : params) flat.push_back(p.detach());
+    group->broadcast(flat, 0);
+    reducer = std::make_unique<GradientReducer>(group, params, static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024));
+    reducer->set_overlap(o.overlap);
+    step_options.reducer = reducer.get();
+    step_options.group = group.get();
+    result.world_size = group->world_size();
+  }
   TrainStep step(*model, optim.optimizer(), step_options);
 
   Batch batch;
@@ -51,14 +72,22 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   }
   const std::vector<Batch> micro{batch};
   for (int i = 0; i < o.warmup_steps; ++i) step.run(micro);
+  std::vector<double> comm_waits;
   for (int i = 0; i < o.steps; ++i) {
+    const double wait_before = reducer ? reducer->stats().wait_seconds : 0.0;
     const auto t0 = std::chrono::steady_clock::now();
     step.run(micro);  // reads the loss back, so the step has finished when this returns
     result.step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (reducer) comm_waits.push_back(reducer->stats().wait_seconds - wait_before);
+  }
+  if (reducer) {
+    result.median_comm_wait_seconds = percentile(comm_waits, 0.5);
+    result.buckets = reducer->stats().buckets;
+    result.gradient_bytes = reducer->stats().bytes_per_step;
   }
   result.median_step_seconds = percentile(result.step_seconds, 0.5);
   result.p95_step_seconds = percentile(result.step_seconds, 0.95);
-  result.images_per_second = o.batch_size / result.median_step_seconds;
+  result.images_per_second = static_cast<double>(o.batch_size) * result.world_size / result.median_step_seconds;
   result.peak_rss_bytes = peak_rss_bytes();
   result.commit = build_commit();
   result.cpu = cpu_model();
@@ -83,6 +112,9 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
           {"warmup_steps", std::to_string(o.warmup_steps)}, {"steps", std::to_string(o.steps)},
           {"median_step_ms", num(r.median_step_seconds * 1e3)}, {"p95_step_ms", num(r.p95_step_seconds * 1e3)},
           {"images_per_second", num(r.images_per_second)}, {"peak_rss_bytes", std::to_string(r.peak_rss_bytes)},
+          {"world_size", std::to_string(r.world_size)}, {"bucket_mb", num(o.bucket_mb)},
+          {"overlap", o.overlap ? "true" : "false"}, {"buckets", std::to_string(r.buckets)},
+          {"gradient_bytes", std::to_string(r.gradient_bytes)}, {"median_comm_wait_ms", num(r.median_comm_wait_seconds * 1e3)},
           {"device", r.device}, {"cpu", r.cpu}, {"torch", r.torch_version}, {"commit", r.commit}, {"date", r.date}};
 }
 
@@ -106,8 +138,12 @@ std::string train_bench_csv(const TrainBenchResult& r) {
 std::string train_bench_json(const TrainBenchResult& r) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : train_bench_fields(r)) j[k] = v;
-  for (const char* k : {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps"}) j[k] = std::stoi(j[k].get<std::string>());
-  for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second"}) j[k] = std::stod(j[k].get<std::string>());
+  for (const char* k : {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps", "world_size", "buckets"})
+    j[k] = std::stoi(j[k].get<std::string>());
+  for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second", "bucket_mb", "median_comm_wait_ms"})
+    j[k] = std::stod(j[k].get<std::string>());
+  j["gradient_bytes"] = std::stoll(j["gradient_bytes"].get<std::string>());
+  j["overlap"] = r.options.overlap;
   j["peak_rss_bytes"] = std::stoull(j["peak_rss_bytes"].get<std::string>());
   j["channels_last"] = r.options.channels_last;
   j["step_seconds"] = r.step_seconds;

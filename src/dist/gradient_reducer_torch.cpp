@@ -29,6 +29,7 @@ struct GradientReducer::Impl {
   std::vector<std::uintptr_t> hook_keys;
   std::mutex mutex;  // hooks run on the autograd engine's threads on CUDA
   bool is_armed = false;
+  bool overlap = true;
   bool in_backward = false;
   std::size_t next_launch = 0;
   std::int64_t launched_in_hooks = 0;
@@ -101,7 +102,7 @@ struct GradientReducer::Impl {
     if (!is_armed) return;  // accumulation micro-steps stay local
     Bucket& b = buckets[bucket_of[k]];
     if (b.pending > 0) b.pending--;
-    launch_ready();
+    if (overlap) launch_ready();
   }
 };
 
@@ -141,6 +142,8 @@ void GradientReducer::arm() {
 }
 
 bool GradientReducer::armed() const { return impl_->is_armed; }
+
+void GradientReducer::set_overlap(bool overlap) { impl_->overlap = overlap; }
 
 void GradientReducer::finish() {
   auto& s = *impl_;

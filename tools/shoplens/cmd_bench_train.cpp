@@ -1,5 +1,6 @@
 // `shoplens bench-train`: the trainer's step on synthetic tensors, for side-by-side comparison
 // with Python PyTorch (scripts/bench/train_step.sh).
+#include <cstdlib>
 #include <iostream>
 
 #include "command.h"
@@ -22,11 +23,15 @@ class BenchTrainCommand : public Command {
     app.add_option("--warmup", o_.warmup_steps, "unmeasured steps first")->check(CLI::NonNegativeNumber);
     app.add_option("--steps", o_.steps, "measured steps")->check(CLI::PositiveNumber);
     app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
+    app.add_option("--bucket-mb", o_.bucket_mb, "under `shoplens launch`: gradient all-reduce bucket size, MB")
+        ->check(CLI::PositiveNumber);
+    app.add_flag("!--no-overlap", o_.overlap, "under `shoplens launch`: all-reduce after backward (the baseline)");
     app.add_option("--format", format_, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
   }
 
   int run() override {
     const auto result = run_train_bench(o_);
+    if (const char* rank = std::getenv("RANK"); rank && std::atoi(rank) != 0) return 0;  // rank 0 reports
     if (format_ == "json") std::cout << train_bench_json(result);
     else if (format_ == "csv") std::cout << train_bench_csv(result);
     else std::cout << train_bench_table(result);

@@ -23,6 +23,9 @@ struct TrainBenchOptions {
   int warmup_steps = 3;
   int steps = 10;
   std::uint64_t seed = 1;
+  // Under a launcher (WORLD_SIZE > 1): the step with the data-parallel gradient all-reduce.
+  double bucket_mb = 25;
+  bool overlap = true;      // false: all buckets after backward (the no-overlap baseline)
 };
 
 struct TrainBenchResult {
@@ -31,7 +34,11 @@ struct TrainBenchResult {
   std::vector<double> step_seconds;  // measured steps only
   double median_step_seconds = 0;
   double p95_step_seconds = 0;
-  double images_per_second = 0;      // batch / median step time
+  double images_per_second = 0;      // batch x world size / median step time
+  int world_size = 1;
+  std::int64_t buckets = 0;
+  std::int64_t gradient_bytes = 0;   // all-reduced per step
+  double median_comm_wait_seconds = 0;  // per step, communication not hidden behind backward
   std::uint64_t peak_rss_bytes = 0;
   std::string commit, cpu, torch_version, device, date;
 };

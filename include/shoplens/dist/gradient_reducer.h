@@ -39,9 +39,10 @@ class GradientReducer {
   // leaves every parameter's gradient equal to the mean over ranks (undefined gradients count as
   // zero, so a rank that failed still takes part with the same collectives).
   void finish();
-  // Starts nothing and forgets the armed state (a local failure before any hook fired is still
-  // to be matched by finish(); this is for tearing down).
   bool armed() const;
+  // false: every bucket waits for finish() (all communication after backward): the baseline that
+  // the overlap is measured against (bench-train --no-overlap).
+  void set_overlap(bool overlap);
 
   const ReducerStats& stats() const;
   std::int64_t num_buckets() const;
