@@ -2,7 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <signal.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -17,6 +21,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/price_table.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
@@ -25,6 +30,12 @@
 #include "shoplens/infer/model_export.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/amp.h"
+
+#ifdef SHOPLENS_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace shoplens {
 namespace fs = std::filesystem;
@@ -45,9 +56,52 @@ struct RowResult {
 
 // One batch of a chunk, decoded and preprocessed by a worker.
 struct Prepared {
-  at::Tensor images;              // [n_ok, 3, S, S]
+  at::Tensor images;              // [n_ok, 3, S, S], in pinned host memory on CUDA
   std::vector<std::size_t> rows;  // rows of the images, in order
   std::vector<RowResult> errors;  // rows that could not be read
+};
+
+// A batch on its way to the device. On CPU it is the host tensor itself. On CUDA the copy runs
+// on a separate stream from pinned memory (non-blocking, so it overlaps the compute stream's
+// work on the previous batch), and the compute stream waits for it on the device, not the host.
+class DeviceBatch {
+ public:
+  DeviceBatch() = default;
+  DeviceBatch(const at::Tensor& host, const torch::Device& device) {
+#ifdef SHOPLENS_WITH_CUDA
+    if (device.is_cuda()) {
+      // One copy stream per process is enough: copies are issued from the compute thread only.
+      static const c10::cuda::CUDAStream copy_stream = c10::cuda::getStreamFromPool(false, device.index());
+      c10::cuda::CUDAStreamGuard on_copy_stream(copy_stream);
+      tensor_ = host.to(device, /*non_blocking=*/true);
+      copied_ = std::make_shared<at::cuda::CUDAEvent>();
+      copied_->record(copy_stream);
+      return;
+    }
+#endif
+    tensor_ = host.to(device);  // CPU: no copy at all
+  }
+
+  // The device tensor, safe to use on the current (compute) stream.
+  const at::Tensor& ready() {
+#ifdef SHOPLENS_WITH_CUDA
+    if (copied_) {
+      const auto compute = c10::cuda::getCurrentCUDAStream(tensor_.device().index());
+      copied_->block(compute);
+      // The memory was allocated on the copy stream: keep the caching allocator from handing it
+      // back to that stream before the compute stream is done with it.
+      tensor_.record_stream(compute);
+      copied_.reset();
+    }
+#endif
+    return tensor_;
+  }
+
+ private:
+  at::Tensor tensor_;
+#ifdef SHOPLENS_WITH_CUDA
+  std::shared_ptr<at::cuda::CUDAEvent> copied_;
+#endif
 };
 
 struct Timing {
@@ -76,19 +130,32 @@ class Job {
   Precision precision() const { return precision_; }
   int image_size() const { return augmenter_.output_size(); }
 
+  // Starts moving a host batch to the device (a no-op on CPU).
+  DeviceBatch upload(const at::Tensor& images) const { return DeviceBatch(images, device_); }
+
   // Logits -> probabilities for a batch of preprocessed images, in the job's precision.
   at::Tensor probabilities(const at::Tensor& images, Precision precision) {
+    DeviceBatch batch = upload(images);
+    return probabilities(batch, precision);
+  }
+  at::Tensor probabilities(DeviceBatch& batch, Precision precision) {
     c10::InferenceMode inference;  // no autograd bookkeeping at all (lighter than NoGradGuard)
     AutocastScope autocast(cuda_, precision);
-    auto logits = loaded_.model->forward(images.to(device_, /*non_blocking=*/true));
+    auto logits = loaded_.model->forward(batch.ready());
     return torch::softmax(logits.to(torch::kFloat), 1).to(torch::kCPU);
+  }
+
+  // Host memory for a batch: pinned on CUDA (non-blocking copies need page-locked memory; the
+  // caching host allocator reuses the blocks once their copies are done), pageable on CPU.
+  at::Tensor host_batch(std::int64_t n) const {
+    const int s = image_size();
+    return torch::empty({n, 3, s, s}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(cuda_));
   }
 
   Prepared prepare(std::size_t begin, std::size_t end) const {
     Prepared p;
     std::vector<std::size_t> ok;
-    const int s = image_size();
-    auto images = torch::empty({static_cast<std::int64_t>(end - begin), 3, s, s});
+    auto images = host_batch(static_cast<std::int64_t>(end - begin));
     float* dst = images.data_ptr<float>();
     for (std::size_t row = begin; row < end; ++row) {
       try {
@@ -151,36 +218,57 @@ class Job {
       for (auto& t : threads) t.join();
     };
 
+    // Takes batch k off the ready queue; without `wait`, only if it is already there.
+    auto take = [&](std::size_t k, bool wait) -> std::optional<Prepared> {
+      std::optional<Prepared> p;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        if (wait) ready_cv.wait(lock, [&] { return failure || ready.count(k); });
+        if (failure) std::rethrow_exception(failure);
+        if (!ready.count(k)) return p;
+        timing.queue_lengths.push_back(static_cast<double>(ready.size() - 1));
+        p = std::move(ready.at(k));
+        ready.erase(k);
+        consumed = k + 1;
+      }
+      room_cv.notify_all();
+      return p;
+    };
+    struct Staged {
+      Prepared p;
+      DeviceBatch device;
+    };
+    auto stage = [&](Prepared p) {
+      Staged s{std::move(p), {}};
+      if (!s.p.rows.empty()) s.device = upload(s.p.images);
+      return s;
+    };
+
     std::vector<RowResult> results;
     results.reserve(end - begin);
     try {
+      std::optional<Staged> next;  // CUDA: batch k+1, already copying while batch k computes
       for (std::size_t k = 0; k < n_batches; ++k) {
-        Prepared p;
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          ready_cv.wait(lock, [&] { return failure || ready.count(k); });
-          if (failure) std::rethrow_exception(failure);
-          timing.queue_lengths.push_back(static_cast<double>(ready.size() - 1));
-          p = std::move(ready.at(k));
-          ready.erase(k);
-          consumed = k + 1;
-        }
-        room_cv.notify_all();
-        for (auto& e : p.errors) results.push_back(std::move(e));
-        if (!p.rows.empty()) {
+        Staged cur = next ? std::move(*next) : stage(std::move(*take(k, /*wait=*/true)));
+        next.reset();
+        if (cuda_ && k + 1 < n_batches)
+          if (auto p = take(k + 1, /*wait=*/false)) next = stage(std::move(*p));
+        for (auto& e : cur.p.errors) results.push_back(std::move(e));
+        if (!cur.p.rows.empty()) {
+          const auto& rows = cur.p.rows;
           const auto t0 = Clock::now();
-          const at::Tensor probs = probabilities(p.images, precision_).contiguous();
+          const at::Tensor probs = probabilities(cur.device, precision_).contiguous();
           const double secs = seconds_since(t0);
           timing.batch_ms.push_back(secs * 1e3);
-          timing.batch_sizes[static_cast<int>(p.rows.size())]++;
+          timing.batch_sizes[static_cast<int>(rows.size())]++;
           timing.compute_seconds += secs;
-          timing.images += static_cast<std::int64_t>(p.rows.size());
+          timing.images += static_cast<std::int64_t>(rows.size());
           const auto top = probs.argmax(1);
           const float* data = probs.data_ptr<float>();
           const auto classes = static_cast<std::size_t>(probs.size(1));
-          for (std::size_t i = 0; i < p.rows.size(); ++i) {
+          for (std::size_t i = 0; i < rows.size(); ++i) {
             RowResult r;
-            r.row = p.rows[i];
+            r.row = rows[i];
             r.ok = true;
             r.label = static_cast<int>(top[static_cast<std::int64_t>(i)].item<std::int64_t>());
             r.probs.assign(data + i * classes, data + (i + 1) * classes);
@@ -201,8 +289,8 @@ class Job {
 
   // Compute alone (no decoding running) on synthetic input: `reps` timed passes after a warm-up.
   std::vector<double> time_compute(int batch, int reps) {
-    const int s = image_size();
-    const auto input = torch::randn({batch, 3, s, s});
+    auto input = host_batch(batch);  // pinned on CUDA: the job's own copy path
+    input.normal_();
     // A few passes first: the allocator and oneDNN's primitive cache take several to settle.
     for (int warm = 0; warm < 3; ++warm) probabilities(input, precision_);
     std::vector<double> ms;
@@ -243,6 +331,23 @@ class Job {
   int workers_ = 1;
 };
 
+// A writer killed mid-write (SIGKILL, SIGXFSZ) leaves its hidden temporary (".NAME.tmp-PID-N",
+// see atomic_file.cpp) behind; it never looks like a chunk, but it holds disk space that a rerun
+// after a full disk needs. Only temporaries of processes that are gone are removed.
+void remove_stale_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto tmp = name.rfind(".tmp-");
+    if (name.empty() || name[0] != '.' || tmp == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + tmp + 5, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      fs::remove(entry.path(), ec);
+      spdlog::info("score: removed {} left by an earlier run that did not finish", entry.path().string());
+    }
+  }
+}
+
 std::string chunk_name(std::size_t index) { return fmt::format("chunk-{:06d}.csv", index); }
 
 std::vector<std::string> csv_header(const std::vector<std::string>& classes) {
@@ -279,6 +384,16 @@ json run_score_job(const ScoreOptions& o) {
   if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
   if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
     throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
+  // The price is resolved before any work, so a bad table or instance name costs nothing.
+  std::optional<PriceOffer> offer;
+  const PriceBasis basis = parse_price_basis(o.price_basis);
+  if (!o.prices.empty() || !o.instance.empty()) {
+    if (o.prices.empty() || o.instance.empty())
+      throw UsageError("score: --prices FILE and --instance NAME go together");
+    if (o.price_per_hour > 0) throw UsageError("score: give --price-per-hour or --prices/--instance, not both");
+    offer = load_price_table(o.prices).find(o.instance);
+    offer->per_hour(basis);  // UsageError now if the row has no spot price
+  }
   LoadedModel loaded = load_exported_model(o.model_dir, o.variant, /*verify=*/true);
   const auto rows = open_score_rows(o.input, o.split, loaded.card.at("preprocessing").at("resize_short_side").get<int>());
   const std::size_t n = rows->size();
@@ -306,6 +421,9 @@ json run_score_job(const ScoreOptions& o) {
   } else {
     write_file_atomic(job_file, job.dump(2) + "\n");
   }
+
+  remove_stale_temporaries(o.out_dir);
+  remove_stale_temporaries(o.out_dir / "chunks");
 
   Job scorer(o, std::move(loaded), *rows);
   const auto& classes = scorer.class_names();
@@ -363,7 +481,14 @@ json run_score_job(const ScoreOptions& o) {
       spdlog::warn("score: interrupted in chunk {}; {} chunks are done, rerun the same command to resume", c, c);
       throw InterruptedError();
     }
-    write_file_atomic(file, chunk_csv(results, *rows, classes));
+    try {
+      write_file_atomic(file, chunk_csv(results, *rows, classes));
+    } catch (const IoError& e) {
+      // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
+      throw IoError(fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
+                                "and rerun the same command to resume",
+                                c, n_chunks, e.what(), c));
+    }
     ++written;
     progress.advance(end - begin);
   }
@@ -390,7 +515,13 @@ json run_score_job(const ScoreOptions& o) {
   }
   if (expected_row != n)
     throw DataError("score: the chunks hold " + std::to_string(expected_row) + " rows, the input " + std::to_string(n));
-  write_file_atomic(o.out_dir / "predictions.csv", all);
+  try {
+    write_file_atomic(o.out_dir / "predictions.csv", all);
+  } catch (const IoError& e) {
+    throw IoError(fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space and rerun "
+                              "the same command to join them",
+                              e.what(), n_chunks));
+  }
 
   const double images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
   report["rows_ok"] = n - errors;
@@ -412,7 +543,23 @@ json run_score_job(const ScoreOptions& o) {
                             {"max", timing.queue_lengths.empty() ? 0.0 : *std::max_element(timing.queue_lengths.begin(),
                                                                                             timing.queue_lengths.end())}};
   if (o.price_per_hour > 0 && images_per_second > 0)
-    report["cost_per_million_images"] = o.price_per_hour / (images_per_second * 3600.0) * 1e6;
+    report["cost_per_million_images"] = cost_per_million_images(o.price_per_hour, images_per_second);
+  if (offer && images_per_second > 0) {
+    // One job drives one device: an instance with N accelerators runs N such jobs side by side.
+    const double per_device = offer->per_hour(basis) / offer->devices();
+    const std::string measured_on = wants_cuda(o.device) ? "gpu" : "cpu";
+    report["cost_per_million_images"] = cost_per_million_images(per_device, images_per_second);
+    report["cost"] = {{"instance", offer->name}, {"basis", to_string(basis)}, {"price_per_hour", offer->per_hour(basis)},
+                      {"devices_per_instance", offer->devices()}, {"price_per_device_hour", per_device},
+                      {"measured_on", measured_on}, {"offer_kind", offer->kind}, {"source", offer->source},
+                      {"date", offer->date}, {"prices", o.prices.string()}};
+    if (measured_on != offer->kind)
+      spdlog::warn("score: throughput measured on {} but priced as {} ({}): the cost assumes this rate there", measured_on,
+                   offer->name, offer->kind);
+    spdlog::info("score: {:.4f} per million images on {} ({}, {:.4f}/h per device; prices of {} from {})",
+                 report["cost_per_million_images"].get<double>(), offer->name, to_string(basis), per_device, offer->date,
+                 offer->source);
+  }
   report["wall_seconds"] = seconds_since(job_start);
   write_file_atomic(o.out_dir / "report.json", report.dump(2) + "\n");
   spdlog::info("score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}", n, errors,

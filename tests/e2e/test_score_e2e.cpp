@@ -1,9 +1,10 @@
 // End-to-end: `shoplens score` with an exported model: exact row accounting with error rows,
 // SIGTERM and resume without repeating or losing a row, reduced-precision drift, the
-// latency-bound batch choice, and refusing to mix two jobs in one folder.
+// latency-bound batch choice, refusing to mix two jobs in one folder, and a full disk.
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,6 +178,165 @@ TEST_F(E2eScore, MaxLatencyPicksTheLargestBatchWhoseP95Fits) {
   report = json::parse(testing::read_text(*dir_ / "lat2" / "report.json"));
   EXPECT_EQ(report["batch_size"], 1);  // nothing fits: the smallest batch, with the curve to show why
   EXPECT_FALSE(report["latency_curve"][0]["fits"].get<bool>());
+}
+
+TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
+  const fs::path prices = *dir_ / "prices.json";
+  const json row_cpu = {{"name", "cpu-vm"}, {"provider", "Test"}, {"kind", "cpu"}, {"accelerators", 0},
+                        {"on_demand_per_hour", 0.4}, {"spot_per_hour", 0.1}, {"source", "test fixture"},
+                        {"date", "2026-11-23"}};
+  json row_gpu8 = row_cpu;
+  row_gpu8["name"] = "gpu-8x";
+  row_gpu8["kind"] = "gpu";
+  row_gpu8["accelerators"] = 8;
+  row_gpu8["on_demand_per_hour"] = 32.0;
+  row_gpu8["spot_per_hour"] = 9.6;
+  testing::write_text(prices, json{{"offers", {row_cpu, row_gpu8}}}.dump());
+
+  auto r = run_shoplens(score_args(*dir_ / "price-cpu") + " --prices " + prices.string() + " --instance cpu-vm");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json report = json::parse(testing::read_text(*dir_ / "price-cpu" / "report.json"));
+  double ips = report["images_per_second"].get<double>();
+  ASSERT_GT(ips, 0.0);
+  EXPECT_NEAR(report["cost_per_million_images"].get<double>(), 0.4 / (ips * 3600) * 1e6, 1e-9);
+  EXPECT_EQ(report["cost"]["instance"], "cpu-vm");
+  EXPECT_EQ(report["cost"]["source"], "test fixture");
+  EXPECT_EQ(report["cost"]["date"], "2026-11-23");
+
+  // An 8-GPU instance at spot: one job uses one device, so the price per device is 9.6 / 8.
+  r = run_shoplens(score_args(*dir_ / "price-gpu") + " --prices " + prices.string() +
+                   " --instance gpu-8x --price-basis spot");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("measured on cpu but priced as gpu-8x"), std::string::npos) << r.output;
+  report = json::parse(testing::read_text(*dir_ / "price-gpu" / "report.json"));
+  ips = report["images_per_second"].get<double>();
+  EXPECT_DOUBLE_EQ(report["cost"]["price_per_device_hour"].get<double>(), 1.2);
+  EXPECT_EQ(report["cost"]["basis"], "spot");
+  EXPECT_NEAR(report["cost_per_million_images"].get<double>(), 1.2 / (ips * 3600) * 1e6, 1e-9);
+
+  // Mistakes fail before any scoring, with exit 2 and the file, row and nearest name.
+  auto unknown = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + prices.string() + " --instance gpu-8");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("did you mean 'gpu-8x'"), std::string::npos) << unknown.output;
+  json no_source = row_cpu;
+  no_source.erase("source");
+  testing::write_text(*dir_ / "bad_prices.json", json{{"offers", {no_source}}}.dump());
+  auto bad = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + (*dir_ / "bad_prices.json").string() +
+                          " --instance cpu-vm");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bad_prices.json: offers[0] ('cpu-vm'): missing \"source\""), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "price-bad" / "chunks"));
+  auto both = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + prices.string() +
+                           " --instance cpu-vm --price-per-hour 2");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+}
+
+// Runs `shoplens <args>` in a child whose files may not grow past `max_file_bytes`
+// (RLIMIT_FSIZE: the kernel's stand-in for a full disk that needs no root). With `ignore_sigxfsz`
+// write() fails with EFBIG as it would with ENOSPC; without it the kernel kills the process
+// mid-write with SIGXFSZ, like a crash. Output goes through a pipe, which the limit does not cover.
+testing::CommandResult run_with_file_size_limit(const std::string& args, rlim_t max_file_bytes, bool ignore_sigxfsz) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const std::string cmd = std::string(SHOPLENS_BIN) + " " + args;
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    const rlimit limit{max_file_bytes, max_file_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::signal(SIGXFSZ, ignore_sigxfsz ? SIG_IGN : SIG_DFL);  // ignored dispositions survive exec
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  testing::CommandResult result;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// Each chunk file present must be whole: its rows are exactly the chunk's rows, in order.
+void expect_only_complete_chunks(const fs::path& out, int chunk_rows, int total_rows) {
+  for (const auto& e : fs::directory_iterator(out / "chunks")) {
+    const std::string name = e.path().filename().string();
+    if (name[0] == '.') continue;  // a temporary: never taken as a chunk (checked by the caller)
+    ASSERT_EQ(name.rfind("chunk-", 0), 0u) << name;
+    const int index = std::stoi(name.substr(6, 6));
+    const auto recs = parse_csv(testing::read_text(e.path()));
+    const int expected = std::min(chunk_rows, total_rows - index * chunk_rows);
+    ASSERT_EQ(static_cast<int>(recs.size()), expected) << name << " is not a whole chunk";
+    for (int i = 0; i < expected; ++i) EXPECT_EQ(recs[i].fields[0], std::to_string(index * chunk_rows + i)) << name;
+  }
+}
+
+int hidden_files(const fs::path& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string()[0] == '.';
+  return n;
+}
+
+TEST_F(E2eScore, FullDiskFailsClearlyLeavesOnlyWholeChunksAndARerunCompletes) {
+  const fs::path reference = *dir_ / "disk-reference";
+  ASSERT_EQ(run_shoplens(score_args(reference)).exit_code, 0);
+  const auto chunk_bytes = fs::file_size(reference / "chunks" / "chunk-000000.csv");
+  const auto predictions_bytes = fs::file_size(reference / "predictions.csv");
+  ASSERT_GT(predictions_bytes, 4 * chunk_bytes);
+
+  // 1. No room even for one chunk: the first chunk write fails; clear error, exit 1, no chunk.
+  const fs::path out = *dir_ / "disk";
+  auto full = run_with_file_size_limit(score_args(out), chunk_bytes / 2, /*ignore_sigxfsz=*/true);
+  EXPECT_EQ(full.exit_code, 1) << full.output;
+  EXPECT_NE(full.output.find("chunk-000000.csv"), std::string::npos) << full.output;  // names the file
+  EXPECT_NE(full.output.find("File too large"), std::string::npos) << full.output;    // and the reason (EFBIG)
+  EXPECT_NE(full.output.find("rerun the same command to resume"), std::string::npos) << full.output;
+  ASSERT_TRUE(fs::exists(out / "score_job.json"));
+  expect_only_complete_chunks(out, 16, rows_);
+  EXPECT_FALSE(fs::exists(out / "chunks" / "chunk-000000.csv"));
+  EXPECT_EQ(hidden_files(out / "chunks"), 0) << "the failed writer's temporary must be removed";
+  EXPECT_FALSE(fs::exists(out / "predictions.csv"));
+  EXPECT_FALSE(fs::exists(out / "report.json"));
+
+  // 2. Room for chunks but not for the joined predictions.csv: every chunk is written, the join
+  //    fails with the file named, and predictions.csv does not exist (not even truncated).
+  auto join_full = run_with_file_size_limit(score_args(out), (chunk_bytes + predictions_bytes) / 2, true);
+  EXPECT_EQ(join_full.exit_code, 1) << join_full.output;
+  EXPECT_NE(join_full.output.find("predictions.csv"), std::string::npos) << join_full.output;
+  EXPECT_NE(join_full.output.find("File too large"), std::string::npos) << join_full.output;
+  expect_only_complete_chunks(out, 16, rows_);
+  EXPECT_FALSE(fs::exists(out / "predictions.csv"));
+  EXPECT_EQ(hidden_files(out), 0);
+
+  // 3. The writer killed mid-write by the kernel (SIGXFSZ): a crash, not an error. Its temporary
+  //    may stay behind, hidden; it is never taken as a chunk and the rerun removes it.
+  const fs::path crashed = *dir_ / "disk-crash";
+  auto killed = run_with_file_size_limit(score_args(crashed), chunk_bytes / 2, /*ignore_sigxfsz=*/false);
+  EXPECT_EQ(killed.exit_code, 128 + SIGXFSZ) << killed.output;
+  expect_only_complete_chunks(crashed, 16, rows_);
+  EXPECT_FALSE(fs::exists(crashed / "chunks" / "chunk-000000.csv"));
+
+  // Space is back: both folders complete, every row exactly once, the same bytes as the reference.
+  for (const fs::path& dir : {out, crashed}) {
+    auto rerun = run_shoplens(score_args(dir));
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+    const auto recs = predictions(dir);
+    ASSERT_EQ(static_cast<int>(recs.size()), rows_);
+    for (int i = 0; i < rows_; ++i) EXPECT_EQ(recs[i].fields[0], std::to_string(i));
+    EXPECT_EQ(testing::read_text(dir / "predictions.csv"), testing::read_text(reference / "predictions.csv"));
+    EXPECT_EQ(hidden_files(dir / "chunks"), 0) << dir;
+    EXPECT_EQ(hidden_files(dir), 0) << dir;
+  }
+  const json report = json::parse(testing::read_text(out / "report.json"));
+  EXPECT_EQ(report["chunks_reused"].get<int>(), report["chunks"].get<int>());  // step 2 wrote them all
 }
 
 }  // namespace

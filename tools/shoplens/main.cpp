@@ -33,6 +33,8 @@ const CommandEntry kCommands[] = {
     {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
     {"bench-train", "benchmark the training step on synthetic tensors (compare with Python: scripts/bench/train_step.sh)",
      &make_bench_train_command},
+    {"recommend", "which hardware to train on: time and cost per full run from bench results and the price table",
+     &make_recommend_command},
     {"config", "print the resolved config, or the schema of every key", &make_config_command},
 };
 

@@ -47,6 +47,11 @@ struct ScoreOptions {
   int chunk_rows = 1024;
   int drift_sample = 64;              // reduced precision: rows compared against fp32 first
   double price_per_hour = 0;          // device price, for cost per million images (0: not reported)
+  // Or the price from a table row (configs/prices.json): per device, i.e. the instance's price
+  // divided by its accelerators, since one job uses one device.
+  std::filesystem::path prices;
+  std::string instance;
+  std::string price_basis = "on-demand";  // on-demand | spot
 };
 
 // Runs (or resumes) the job; returns report.json's content (also written). InterruptedError

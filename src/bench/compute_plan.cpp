@@ -1,0 +1,327 @@
+#include "shoplens/bench/compute_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<std::string> kRecordKeys = {"scenario", "model",     "device", "hardware", "devices",
+                                              "vcpus",    "images_per_second", "precision", "source",
+                                              "date",     "estimate", "batch",  "note"};
+
+std::string money(double v) { return v < 100 ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v); }
+
+std::string hours_text(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 60) : fmt::format("{:.1f} h", h); }
+
+}  // namespace
+
+std::vector<BenchRecord> parse_bench_records(std::string_view text, const std::string& origin) {
+  std::vector<BenchRecord> out;
+  std::size_t line_no = 0;
+  for (const auto& raw : split(text, '\n')) {
+    ++line_no;
+    const std::string line(trim(raw));
+    if (line.empty() || line[0] == '#') continue;
+    const std::string where = fmt::format("{}:{}", origin, line_no);
+    auto fail = [&](const std::string& what) { throw DataError(where + ": " + what); };
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      fail(std::string("not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) fail("expected one JSON object per line");
+    for (const auto& [key, value] : j.items())
+      if (std::find(kRecordKeys.begin(), kRecordKeys.end(), key) == kRecordKeys.end())
+        fail("unknown field '" + key + "'" + did_you_mean(key, kRecordKeys));
+    auto text_field = [&](const char* key, bool required) {
+      if (!j.contains(key)) {
+        if (required) fail(std::string("missing \"") + key + "\"");
+        return std::string();
+      }
+      if (!j[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
+      std::string v(trim(j[key].get<std::string>()));
+      if (required && v.empty()) fail(std::string("\"") + key + "\" is empty");
+      return v;
+    };
+    BenchRecord r;
+    r.origin = where;
+    r.scenario = text_field("scenario", true);
+    r.model = text_field("model", false);
+    r.device = text_field("device", true);
+    if (r.device != "cpu" && r.device != "gpu" && r.device != "tpu") fail("\"device\" '" + r.device + "': expected cpu, gpu or tpu");
+    r.hardware = text_field("hardware", true);
+    r.precision = text_field("precision", false);
+    r.source = text_field("source", true);
+    r.date = text_field("date", true);
+    if (!j.contains("images_per_second") || !j["images_per_second"].is_number()) fail("\"images_per_second\" must be a number");
+    r.images_per_second = j["images_per_second"].get<double>();
+    if (!(r.images_per_second > 0) || !std::isfinite(r.images_per_second))
+      fail(fmt::format("images_per_second {} must be > 0", r.images_per_second));
+    auto count = [&](const char* key, int fallback) {
+      if (!j.contains(key)) return fallback;
+      if (!j[key].is_number_integer() || j[key].get<long>() < 1) fail(std::string("\"") + key + "\" must be a whole number >= 1");
+      return static_cast<int>(j[key].get<long>());
+    };
+    r.devices = count("devices", 1);
+    r.vcpus = count("vcpus", 0);
+    if (r.device == "cpu" && r.vcpus < 1) fail("a cpu record needs \"vcpus\" (the cores it ran on)");
+    if (j.contains("estimate")) {
+      if (!j["estimate"].is_boolean()) fail("\"estimate\" must be true or false");
+      r.estimate = j["estimate"].get<bool>();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<BenchRecord> load_bench_records(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw DataError("bench results " + path.string() + " do not exist");
+  auto records = parse_bench_records(read_file(path), path.string());
+  if (records.empty()) throw DataError("bench results " + path.string() + " hold no records");
+  return records;
+}
+
+ScalingModel ScalingModel::defaults() {
+  ScalingModel m;
+  m.points_ = {{1, 1.0}, {2, 0.95}, {4, 0.90}, {8, 0.84}, {16, 0.80}, {32, 0.75}};
+  return m;
+}
+
+ScalingModel ScalingModel::parse(std::string_view spec) {
+  ScalingModel m = defaults();
+  for (const auto& part : split(spec, ',')) {
+    const auto item = trim(part);
+    if (item.empty()) continue;
+    const auto kv = split(item, ':');
+    try {
+      if (kv.size() != 2) throw std::invalid_argument("form");
+      std::size_t used_n = 0, used_e = 0;
+      const int n = std::stoi(kv[0], &used_n);
+      const double e = std::stod(kv[1], &used_e);
+      if (used_n != kv[0].size() || used_e != kv[1].size() || n < 1 || !(e > 0 && e <= 1)) throw std::invalid_argument("range");
+      m.points_[n] = e;
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--scaling '{}': expected DEVICES:EFFICIENCY pairs like 8:0.84 with 0 < efficiency <= 1",
+                                   std::string(item)));
+    }
+  }
+  m.points_[1] = 1.0;  // one device is the reference by definition
+  return m;
+}
+
+double ScalingModel::efficiency(int devices) const {
+  if (devices <= 1) return 1.0;
+  auto hi = points_.lower_bound(devices);
+  if (hi == points_.end()) return std::prev(hi)->second;
+  if (hi->first == devices || hi == points_.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  const double t = (std::log2(devices) - std::log2(lo->first)) / (std::log2(hi->first) - std::log2(lo->first));
+  return lo->second + t * (hi->second - lo->second);
+}
+
+double relative_speed(const std::string& hardware) {
+  // ResNet-50 mixed-precision training, A100 = 1: DeepLearningExamples (A100 2,470 img/s, V100
+  // 1,200), MLPerf Training (H100 about 2x A100); T4, L4 and TPU v5e are coarser (docs/COMPUTE.md).
+  static const std::map<std::string, double> table = {{"T4-16GB", 0.10},   {"L4-24GB", 0.20},   {"V100-16GB", 0.49},
+                                                      {"A10G-24GB", 0.30}, {"RTX3090-24GB", 0.49}, {"A100-40GB", 1.0},  {"A100-80GB", 1.05},
+                                                      {"H100-80GB", 2.0},  {"TPU-v5e", 0.80}};
+  const auto it = table.find(hardware);
+  return it == table.end() ? 0.0 : it->second;
+}
+
+double parse_hours(std::string_view text) {
+  const std::string s(trim(text));
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "h") scale = 1;
+  else if (unit == "m" || unit == "min") scale = 1.0 / 60;
+  else if (unit == "s") scale = 1.0 / 3600;
+  else if (unit == "d") scale = 24;
+  if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
+    throw UsageError(fmt::format("duration '{}': expected e.g. 8h, 90m, 2d or a number of hours > 0", s));
+  return v * scale;
+}
+
+Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
+                  const PlanRequest& req) {
+  if (!(req.dataset_size > 0) || !(req.epochs > 0)) throw UsageError("recommend: --dataset-size and --epochs must be > 0");
+  std::vector<const BenchRecord*> mine;
+  std::vector<std::string> scenarios;
+  for (const auto& r : records) {
+    if (r.scenario == req.scenario) mine.push_back(&r);
+    if (std::find(scenarios.begin(), scenarios.end(), r.scenario) == scenarios.end()) scenarios.push_back(r.scenario);
+  }
+  if (mine.empty())
+    throw DataError(fmt::format("recommend: no bench record for scenario '{}'{} (have: {})", req.scenario,
+                                did_you_mean(req.scenario, scenarios), join(scenarios, ", ")));
+
+  // Measured beats published; then the record closest to the wanted device count.
+  auto better = [](const BenchRecord* a, const BenchRecord* b, int want) {
+    if (a->estimate != b->estimate) return !a->estimate;
+    return std::abs(a->devices - want) < std::abs(b->devices - want);
+  };
+  auto per_device = [&](const BenchRecord& r) { return r.images_per_second / (r.devices * scaling.efficiency(r.devices)); };
+
+  Plan plan;
+  std::vector<std::string> left_out;  // reported after the decision
+  const double images = req.dataset_size * req.epochs;
+  for (const auto& offer : prices.offers) {
+    PlanOption o;
+    o.offer = offer.name;
+    o.kind = offer.kind;
+    o.hardware = offer.kind == "cpu" ? fmt::format("{} vCPU", offer.vcpus) : offer.accelerator;
+    o.devices = offer.devices();
+    if (req.basis == PriceBasis::kSpot && !offer.spot_per_hour) continue;
+    o.price_per_hour = offer.per_hour(req.basis);
+
+    const BenchRecord* best = nullptr;
+    for (const BenchRecord* r : mine) {
+      const bool match = offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
+      if (match && (!best || better(r, best, o.devices))) best = r;
+    }
+    if (offer.kind == "cpu") {
+      if (!best || offer.vcpus < 1) {
+        left_out.push_back(fmt::format("{}: no CPU record for '{}'; left out", offer.name, req.scenario));
+        continue;
+      }
+      // Linear in cores: optimistic beyond the measured count, hence an estimate when it scales.
+      o.images_per_second = best->images_per_second / best->vcpus * offer.vcpus;
+      o.estimate = best->estimate || offer.vcpus != best->vcpus;
+      o.confidence = offer.vcpus != best->vcpus ? 2 : best->estimate ? 1 : 0;
+      o.derivation = offer.vcpus == best->vcpus
+                         ? fmt::format("{} {:.1f} img/s on {} cores ({})", best->estimate ? "published" : "measured",
+                                       best->images_per_second, best->vcpus, best->origin)
+                         : fmt::format("{:.1f} img/s on {} cores scaled linearly to {} ({})", best->images_per_second,
+                                       best->vcpus, offer.vcpus, best->origin);
+    } else if (best) {
+      o.images_per_second = per_device(*best) * o.devices * scaling.efficiency(o.devices);
+      o.estimate = best->estimate;
+      o.confidence = best->estimate ? 1 : 0;
+      o.derivation = best->devices == o.devices
+                         ? fmt::format("{} {:.0f} img/s on {} x {} ({})", best->estimate ? "published" : "measured",
+                                       best->images_per_second, best->devices, best->hardware, best->origin)
+                         : fmt::format("{:.0f} img/s on {} x {} -> {} devices at efficiency {:.2f} ({})",
+                                       best->images_per_second, best->devices, best->hardware, o.devices,
+                                       scaling.efficiency(o.devices), best->origin);
+    } else {
+      // No figure for this hardware: another accelerator's, times the relative speed table.
+      const double rel = relative_speed(offer.accelerator);
+      const BenchRecord* ref = nullptr;
+      for (const BenchRecord* r : mine)
+        if (r->device != "cpu" && relative_speed(r->hardware) > 0 && (!ref || better(r, ref, 1))) ref = r;
+      if (rel <= 0 || !ref) {
+        left_out.push_back(fmt::format("{}: no throughput for {} and no basis to estimate one; left out", offer.name,
+                                       offer.accelerator));
+        continue;
+      }
+      o.images_per_second = per_device(*ref) * rel / relative_speed(ref->hardware) * o.devices * scaling.efficiency(o.devices);
+      o.estimate = true;
+      o.confidence = 2;
+      o.derivation = fmt::format("estimate: {} per-device rate x relative speed {:.2f}/{:.2f}{} ({})", ref->hardware, rel,
+                                 relative_speed(ref->hardware),
+                                 o.devices > 1 ? fmt::format(" x {} devices at efficiency {:.2f}", o.devices,
+                                                             scaling.efficiency(o.devices))
+                                               : "",
+                                 ref->origin);
+    }
+    o.runnable = offer.kind != "tpu";
+    o.hours = images / o.images_per_second / 3600.0;
+    o.cost = o.hours * o.price_per_hour;
+    o.meets_deadline = req.deadline_hours <= 0 || o.hours <= req.deadline_hours;
+    o.meets_budget = req.budget <= 0 || o.cost <= req.budget;
+    plan.options.push_back(std::move(o));
+  }
+  if (plan.options.empty()) throw DataError("recommend: no priced offer matches a bench record of '" + req.scenario + "'");
+
+  std::sort(plan.options.begin(), plan.options.end(), [](const PlanOption& a, const PlanOption& b) {
+    return a.cost != b.cost ? a.cost < b.cost : a.hours < b.hours;
+  });
+  for (auto& a : plan.options) {
+    a.pareto = true;
+    for (const auto& b : plan.options)
+      if (&a != &b && b.hours <= a.hours && b.cost <= a.cost && (b.hours < a.hours || b.cost < a.cost)) a.pareto = false;
+  }
+
+  // Feasible: meets the deadline and the budget, and runs this program (a TPU does not).
+  std::vector<int> feasible;
+  for (int i = 0; i < static_cast<int>(plan.options.size()); ++i)
+    if (plan.options[i].meets_deadline && plan.options[i].meets_budget && plan.options[i].runnable) feasible.push_back(i);
+  const auto& opts = plan.options;
+  auto finish = [&] {
+    for (const auto& o : opts)
+      if (!o.runnable && o.meets_deadline && o.meets_budget) {
+        plan.reasoning.push_back(fmt::format("{} would fit ({}, {} per run, estimated) but TPUs have no LibTorch backend: it "
+                                             "needs a PyTorch/XLA or JAX port, so it is listed for comparison only",
+                                             o.offer, hours_text(o.hours), money(o.cost)));
+        break;
+      }
+    plan.reasoning.insert(plan.reasoning.end(), left_out.begin(), left_out.end());
+  };
+  if (feasible.empty()) {
+    const auto fastest = std::min_element(opts.begin(), opts.end(), [](auto& a, auto& b) { return a.hours < b.hours; });
+    const auto cheapest = opts.begin();  // sorted by cost
+    finish();
+    plan.reasoning.push_back(fmt::format(
+        "nothing meets {}{}{}: the fastest option, {}, takes {} for {}; the cheapest, {}, costs {} and takes {}",
+        req.deadline_hours > 0 ? "the deadline of " + hours_text(req.deadline_hours) : "",
+        req.deadline_hours > 0 && req.budget > 0 ? " and " : "",
+        req.budget > 0 ? "the budget of " + money(req.budget) : "", fastest->offer, hours_text(fastest->hours),
+        money(fastest->cost), cheapest->offer, money(cheapest->cost), hours_text(cheapest->hours)));
+    return plan;
+  }
+  // The cheapest feasible option, unless a better-founded one (measured over published over
+  // derived) costs at most 25% more: a guessed throughput should not win a close call.
+  int rec = feasible.front();
+  for (int i : feasible)
+    if (opts[i].confidence < opts[rec].confidence && opts[i].cost <= 1.25 * opts[feasible.front()].cost) rec = i;
+  if (rec != feasible.front())
+    plan.reasoning.push_back(fmt::format("{} is cheaper on paper ({}) but its throughput is {}; {} is {} and within 25%",
+                                         opts[feasible.front()].offer, money(opts[feasible.front()].cost),
+                                         opts[feasible.front()].confidence == 2 ? "derived from other hardware"
+                                                                                : "a published figure",
+                                         opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
+  plan.recommended = rec;
+  const auto& r = opts[rec];
+  plan.reasoning.insert(plan.reasoning.begin(),
+                        fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
+                                    "meet the constraints{}",
+                                    r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
+                                    r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
+  // Fallback: the lightest other feasible instance (lowest price per hour), i.e. the one most
+  // likely to have capacity when the recommended one does not.
+  int fb = -1;
+  for (int i : feasible)
+    if (i != rec && (fb < 0 || opts[i].price_per_hour < opts[fb].price_per_hour)) fb = i;
+  if (fb >= 0) {
+    plan.fallback = fb;
+    plan.reasoning.push_back(fmt::format("fallback: {} ({} x {}): {} and {} per run; {}/h instead of {}/h, a smaller "
+                                         "instance to use when the recommended one has no capacity",
+                                         opts[fb].offer, opts[fb].devices, opts[fb].hardware, hours_text(opts[fb].hours),
+                                         money(opts[fb].cost), money(opts[fb].price_per_hour), money(r.price_per_hour)));
+  } else {
+    plan.reasoning.push_back("no fallback: only one option meets the constraints");
+  }
+  finish();
+  return plan;
+}
+
+}  // namespace shoplens
