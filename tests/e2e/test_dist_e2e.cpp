@@ -118,6 +118,13 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
   const auto other = final_parameters(half, "vit_tiny", 12, 16);
   EXPECT_GT((other - reference).abs().max().item<double>(), 1e-3 * reference.abs().max().item<double>());
 
+  // The test split is scored in two strided halves and summed: the same metrics as one process.
+  const auto single_test = read_json(single / "summary.json")["test"];
+  const auto ranks_test = read_json(ranks / "summary.json")["test"];
+  ASSERT_TRUE(single_test.is_object() && ranks_test.is_object());
+  EXPECT_EQ(single_test["confusion"], ranks_test["confusion"]);
+  EXPECT_NEAR(single_test["loss"].get<double>(), ranks_test["loss"].get<double>(), 1e-4);
+
   const auto summary = read_json(ranks / "summary.json");
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_EQ(summary["global_batch"], 8);

@@ -6,6 +6,7 @@
 
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -78,6 +79,16 @@ TEST(DistEnv, BadValuesNameTheVariable) {
   EXPECT_NE(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"), std::string::npos);
   EXPECT_NE(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}}).find("MASTER_ADDR"),
             std::string::npos);
+}
+
+// The ranks here are threads sharing LibTorch's global generator: seeding and building a model
+// must not interleave, or the replicas start from different weights.
+template <typename Model, typename... Args>
+std::unique_ptr<Model> seeded(std::uint64_t seed, Args... args) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  torch::manual_seed(seed);
+  return std::make_unique<Model>(args...);
 }
 
 // Runs fn(rank) on `world` threads, each with its own group on one in-memory rendezvous.
@@ -165,8 +176,8 @@ TEST(GradientReducer, AveragesGradientsInBucketsDuringBackward) {
   std::vector<std::vector<at::Tensor>> reduced(2);
   std::vector<double> launched(2);
   on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
-    torch::manual_seed(9);
-    testing::TinyLinear model(3, 2);
+    auto owned = seeded<testing::TinyLinear>(9, 3, 2);
+    auto& model = *owned;
     GradientReducer reducer(group, model.parameters(), /*bucket_bytes=*/64);
     EXPECT_GE(reducer.num_buckets(), 3);
     reducer.arm();
@@ -212,8 +223,8 @@ TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
 
   std::vector<at::Tensor> got(2);
   on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
-    torch::manual_seed(4);
-    testing::TinyLinear model(3, 2);
+    auto owned = seeded<testing::TinyLinear>(4, 3, 2);
+    auto& model = *owned;
     OptimizerSetup optim(model, oc);
     GradientReducer reducer(group, model.parameters(), 1 << 20);
     TrainStepOptions options;
@@ -249,9 +260,11 @@ class OomWhenTold : public testing::TinyLinear {
 TEST(GradientReducer, AnOutOfMemoryRankMakesEveryRankRetryTheStep) {
   std::vector<std::string> errors(2);
   std::vector<at::Tensor> after(2);
+  torch::manual_seed(6);
+  const auto images = torch::randn({2, 3, 2, 2});
   on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
-    torch::manual_seed(4);
-    OomWhenTold model;
+    auto owned = seeded<OomWhenTold>(4);
+    auto& model = *owned;
     OptimizerSetup optim(model, OptimConfig{});
     GradientReducer reducer(group, model.parameters(), 64);
     TrainStepOptions options;
@@ -259,7 +272,7 @@ TEST(GradientReducer, AnOutOfMemoryRankMakesEveryRankRetryTheStep) {
     options.group = group.get();
     TrainStep step(model, optim.optimizer(), options);
     const auto before = model.fc->weight.clone();
-    Batch b = batch_of(torch::randn({2, 3, 2, 2}), torch::tensor({0, 1}, torch::kLong));
+    Batch b = batch_of(images, torch::tensor({0, 1}, torch::kLong));
     model.fail = rank == 1;
     try {
       step.run({b, b});
