@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "shoplens/data/loader.h"
 #include "shoplens/models/classifier.h"
 
 namespace shoplens::testing {
@@ -32,5 +33,13 @@ class TinyLinear : public ImageClassifier {
   int num_classes() const override { return static_cast<int>(fc->options.out_features()); }
   torch::nn::Linear fc{nullptr}, stem{nullptr};
 };
+
+// A loader-less batch of hard labels for TrainStep tests.
+inline Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
+  Batch b;
+  b.images = images;
+  b.labels = labels;
+  return b;
+}
 
 }  // namespace shoplens::testing

@@ -194,13 +194,6 @@ TEST(GradientReducer, AveragesGradientsInBucketsDuringBackward) {
   EXPECT_GT(launched[0], 0.0);  // communication started before backward returned
 }
 
-Batch batch_of(const at::Tensor& images, const at::Tensor& labels) {
-  Batch b;
-  b.images = images;
-  b.labels = labels;
-  return b;
-}
-
 // 2 ranks x (2 micro-batches of 2) give the parameters of one process with one batch of 8, over
 // several AdamW steps: the accumulation steps do not communicate, the last one does.
 TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
@@ -218,7 +211,7 @@ TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
   testing::TinyLinear single(3, 2);
   OptimizerSetup single_optim(single, oc);
   TrainStep single_step(single, single_optim.optimizer(), {});
-  for (int i = 0; i < 4; ++i) single_step.run({batch_of(images, labels)});
+  for (int i = 0; i < 4; ++i) single_step.run({testing::make_batch(images, labels)});
   const auto expected = params_of(single);
 
   std::vector<at::Tensor> got(2);
@@ -233,8 +226,8 @@ TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
     TrainStep step(model, optim.optimizer(), options);
     const int base = rank * 4;
     for (int i = 0; i < 4; ++i) {
-      auto r = step.run({batch_of(images.slice(0, base, base + 2), labels.slice(0, base, base + 2)),
-                         batch_of(images.slice(0, base + 2, base + 4), labels.slice(0, base + 2, base + 4))});
+      auto r = step.run({testing::make_batch(images.slice(0, base, base + 2), labels.slice(0, base, base + 2)),
+                         testing::make_batch(images.slice(0, base + 2, base + 4), labels.slice(0, base + 2, base + 4))});
       EXPECT_EQ(r.samples, 8);  // over both ranks
       EXPECT_TRUE(r.applied);
     }
@@ -272,7 +265,7 @@ TEST(GradientReducer, AnOutOfMemoryRankMakesEveryRankRetryTheStep) {
     options.group = group.get();
     TrainStep step(model, optim.optimizer(), options);
     const auto before = model.fc->weight.clone();
-    Batch b = batch_of(images, torch::tensor({0, 1}, torch::kLong));
+    Batch b = testing::make_batch(images, torch::tensor({0, 1}, torch::kLong));
     model.fail = rank == 1;
     try {
       step.run({b, b});

@@ -21,14 +21,8 @@
 namespace shoplens {
 namespace {
 
+using testing::make_batch;
 using testing::TinyLinear;
-
-Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
-  Batch b;
-  b.images = images;
-  b.labels = labels;
-  return b;
-}
 
 TEST(Schedule, WarmupThenCosineToFloor) {
   ScheduleConfig c;
