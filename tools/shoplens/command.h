@@ -67,5 +67,6 @@ std::unique_ptr<Command> make_bench_train_command();
 std::unique_ptr<Command> make_find_batch_command();
 std::unique_ptr<Command> make_export_command();
 std::unique_ptr<Command> make_score_command();
+std::unique_ptr<Command> make_serve_command();
 
 }  // namespace shoplens::cli
