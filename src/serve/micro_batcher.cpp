@@ -38,6 +38,13 @@ void InferenceRequest::finish(RequestStatus status) {
 
 LatencyCurve::LatencyCurve(std::vector<LatencyPoint> points) : points_(std::move(points)) {
   std::sort(points_.begin(), points_.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
+  // A batch never costs more than a larger one: on a busy machine one size's timing can catch a
+  // stall (seen: batch 2 at 1.4 s between batch 1 and 4 at 50-90 ms), which would otherwise make
+  // the planner avoid that size and everything it interpolates through.
+  for (std::size_t i = points_.size(); i-- > 1;) {
+    points_[i - 1].p50_ms = std::min(points_[i - 1].p50_ms, points_[i].p50_ms);
+    points_[i - 1].p95_ms = std::min(points_[i - 1].p95_ms, points_[i].p95_ms);
+  }
 }
 
 double LatencyCurve::p95_ms(int batch) const {

@@ -185,6 +185,11 @@ TEST(LatencyCurve, InterpolatesBetweenMeasuredBatchesAndFindsTheLargestWithinABu
   EXPECT_EQ(c.largest_within(40, 16), 6);
   EXPECT_EQ(c.largest_within(40, 4), 4);
   EXPECT_EQ(c.largest_within(5, 16), 1);  // nothing fits: batch 1 all the same
+  // A stalled measurement (batch 2 slower than batch 4) is capped by the larger batch's.
+  LatencyCurve stalled({{1, 11, 19}, {2, 1300, 1400}, {4, 25, 29}});
+  EXPECT_DOUBLE_EQ(stalled.p95_ms(2), 29);
+  EXPECT_DOUBLE_EQ(stalled.points()[1].p50_ms, 25);
+  EXPECT_DOUBLE_EQ(stalled.p95_ms(1), 19);
 }
 
 // The p95 mode on a curve of 10 + 5*b ms (b=1: 15 ms ... b=16: 90 ms) with a 100 ms target.

@@ -74,7 +74,8 @@ class InferenceRequest {
 };
 
 // The model's measured latency against batch size (warm-up), interpolated linearly between the
-// measured batches and extrapolated along the last segment.
+// measured batches and extrapolated along the last segment. Made non-decreasing in the batch
+// (a stalled measurement is capped by the next larger batch's).
 struct LatencyPoint {
   int batch = 1;
   double p50_ms = 0;
