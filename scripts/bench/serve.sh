@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
 python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-model=resnet18 size=64 rates="25 50 75 100 150 200" requests=400 slo=100 threads=1 dir=bench-serve out=serve_bench.jsonl
+model=resnet18 size=64 rates="25 50 75 100 150" requests=400 slo=100 threads=1 dir=bench-serve out=serve_bench.jsonl
 configs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in

@@ -43,7 +43,19 @@ def main():
 
     files = sorted(os.path.join(d, f) for d, _, names in os.walk(args.images) for f in names
                    if f.lower().endswith((".jpg", ".jpeg", ".png")))
-    bodies = [open(f, "rb").read() for f in files[:200]]
+    # The synthetic catalog has corrupt files on purpose: send only ones that decode, so every
+    # non-200 answer is the server's doing (PIL checks them once, before the clock starts).
+    bodies = []
+    for f in files:
+        if len(bodies) >= 200:
+            break
+        try:
+            from PIL import Image
+            with Image.open(f) as im:
+                im.load()
+        except Exception:
+            continue
+        bodies.append(open(f, "rb").read())
     if not bodies:
         raise SystemExit(f"no images in {args.images}")
     rng = random.Random(args.seed)
@@ -52,8 +64,11 @@ def main():
     results = [None] * args.requests  # (status, latency_ms)
     lock = threading.Lock()
 
+    lags = [None] * args.requests  # how late the client started each request (its own overload)
+
     def send(i, scheduled):
         status = 0
+        lags[i] = (time.perf_counter() - scheduled) * 1e3
         try:
             conn = http.client.HTTPConnection(args.host, args.port, timeout=args.timeout_s)
             conn.request("POST", "/v1/classify", body=bodies[i % len(bodies)],
@@ -104,6 +119,7 @@ def main():
         "good_fraction": good / args.requests,
         "slo_ms": args.slo_ms,
         "duration_s": duration,
+        "client_lag_p95_ms": percentile([x for x in lags if x is not None], 0.95),
     }
     print(json.dumps(out))
 

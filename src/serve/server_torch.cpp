@@ -132,7 +132,10 @@ int run_server(const ServeOptions& o) {
   fo.port = o.port;
   fo.image_root = o.image_root;
   fo.max_body_bytes = o.max_body_bytes;
-  fo.http_threads = o.http_threads;
+  // Each waiting request holds an HTTP thread. With fewer threads than the queue can hold, excess
+  // connections would wait unseen in the server's accept queue (latency, never a 503): enough
+  // threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).
+  fo.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + 2 * o.max_batch + 8;
   fo.request_timeout_ms = o.request_timeout_ms;
   HttpFrontend frontend(
       fo, batcher, metrics, [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); },

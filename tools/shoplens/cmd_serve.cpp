@@ -31,7 +31,9 @@ class ServeCommand : public Command {
         ->check(CLI::PositiveNumber);
     app.add_option("--max-body-bytes", o_.max_body_bytes, "largest request body; larger ones get 413")
         ->check(CLI::PositiveNumber);
-    app.add_option("--http-threads", o_.http_threads, "connections served at once")->check(CLI::PositiveNumber);
+    app.add_option("--http-threads", o_.http_threads,
+                   "connections served at once (0: --max-queue + 2 x --max-batch + 8, so a full queue answers 503)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--warmup-reps", o_.warmup_reps, "timed passes per batch size when measuring the latency curve")
         ->check(CLI::PositiveNumber);
     app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(CLI::NonNegativeNumber);

@@ -24,7 +24,7 @@ struct ServeOptions {
   double p95_target_ms = 0;            // > 0: deadline-aware batching against this p95
   double request_timeout_ms = 2000;
   std::size_t max_body_bytes = 16u << 20;
-  int http_threads = 64;
+  int http_threads = 0;                // 0: max_queue + 2 * max_batch + 8 (see server_torch.cpp)
   int warmup_reps = 7;                 // timed passes per batch size for the latency curve
 };
 
