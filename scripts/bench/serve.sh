@@ -46,23 +46,30 @@ if [[ ! -f $model_dir/model_card.json ]]; then  # weights do not matter for spee
 fi
 images=$dir/catalog  # bodies: the catalog's JPEG/PNG files
 : > "$out"
+# Every configuration's server runs at once (idle ones cost nothing), and each rate is run against
+# them back to back: drift in the machine's load then hits all configurations alike.
+labels=() ports=() pids=()
 for config in "${configs[@]}"; do
   label=${config%%=*} flags=${config#*=}
-  rm -f "$dir/port"
+  rm -f "$dir/port-$label"
   # shellcheck disable=SC2086
-  "$bin" serve --model "$model_dir" --port 0 --port-file "$dir/port" --threads "$threads" $flags \
+  "$bin" serve --model "$model_dir" --port 0 --port-file "$dir/port-$label" --threads "$threads" $flags \
     --log-level warn > "$dir/serve-$label.log" 2>&1 &
-  pid=$!
+  pids+=($!)
   for _ in $(seq 600); do
-    [[ -s $dir/port ]] && "$python" -c "import http.client,sys; c=http.client.HTTPConnection('127.0.0.1',int(sys.argv[1]),timeout=2); c.request('GET','/readyz'); sys.exit(c.getresponse().status!=200)" "$(cat "$dir/port")" 2>/dev/null && break
+    [[ -s $dir/port-$label ]] && "$python" -c "import http.client,sys; c=http.client.HTTPConnection('127.0.0.1',int(sys.argv[1]),timeout=2); c.request('GET','/readyz'); sys.exit(c.getresponse().status!=200)" "$(cat "$dir/port-$label")" 2>/dev/null && break
     sleep 0.5
   done
-  port=$(cat "$dir/port")
-  for rate in $rates; do
-    "$python" scripts/bench/serve_load.py --port "$port" --rate "$rate" --requests "$requests" --images "$images" \
-      --slo-ms "$slo" --label "$label" | tee -a "$out"
+  labels+=("$label") ports+=("$(cat "$dir/port-$label")")
+done
+for rate in $rates; do
+  for i in "${!labels[@]}"; do
+    "$python" scripts/bench/serve_load.py --port "${ports[$i]}" --rate "$rate" --requests "$requests" \
+      --images "$images" --slo-ms "$slo" --label "${labels[$i]}" | tee -a "$out"
   done
-  kill -TERM "$pid"; wait "$pid" || echo "server $label exited $?" >&2
+done
+for i in "${!pids[@]}"; do
+  kill -TERM "${pids[$i]}"; wait "${pids[$i]}" || echo "server ${labels[$i]} exited $?" >&2
 done
 "$python" - "$out" "$slo" <<'PY'
 import json, sys

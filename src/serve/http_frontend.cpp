@@ -66,7 +66,8 @@ struct HttpFrontend::Impl {
   std::thread listener;
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
-  std::atomic<int> active{0};
+  std::atomic<int> active{0};     // classify handlers running
+  std::atomic<int> admitting{0};  // classify handlers admitted but not yet queued
   fs::path root;
 
   Impl(FrontendOptions o, MicroBatcher& b, ServeMetrics& m, Preprocessor p, std::vector<std::string> names)
@@ -87,6 +88,18 @@ struct HttpFrontend::Impl {
       ~Active() { --n; }
     } active_guard(active);
 
+    // Admission: counted before the draining check (both sequentially consistent), so a drain
+    // either sees this request coming and waits for it to reach the queue, or it sees the drain.
+    struct Admitting {
+      std::atomic<int>& n;
+      bool done = false;
+      explicit Admitting(std::atomic<int>& a) : n(a) { ++n; }
+      void finish() {
+        if (!done) --n;
+        done = true;
+      }
+      ~Admitting() { finish(); }
+    } admitting_guard(admitting);
     if (draining) {
       res.set_header("Connection", "close");
       return reply_error(res, 503, "the server is shutting down");
@@ -142,6 +155,7 @@ struct HttpFrontend::Impl {
     metrics.observe(Stage::kPreprocess, ms_between(tp, std::chrono::steady_clock::now()));
 
     auto request = batcher.submit(std::move(input));
+    admitting_guard.finish();
     // The batcher answers every request by its timeout; the margin covers a batch still running.
     const auto wait = std::chrono::milliseconds(static_cast<long>(options.request_timeout_ms) + 60000);
     request->wait_for(wait);
@@ -259,6 +273,10 @@ void HttpFrontend::set_ready(bool ready) {
 void HttpFrontend::begin_drain() {
   impl_->draining = true;
   impl_->metrics.set_ready(false);
+  // Requests already admitted finish preprocessing and reach the queue before it is drained.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (impl_->admitting.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
 bool HttpFrontend::wait_idle(double timeout_s) {

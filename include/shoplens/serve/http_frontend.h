@@ -39,7 +39,8 @@ class HttpFrontend {
   // Binds and starts listening on a background thread; returns the port. IoError if it cannot bind.
   int start();
   void set_ready(bool ready);
-  // From now on classify answers 503 (shutting down) and /readyz 503.
+  // From now on classify answers 503 (shutting down) and /readyz 503; returns once every request
+  // admitted before has reached the batcher's queue (so draining the queue answers them all).
   void begin_drain();
   // Waits until no classify handler is running (their responses are written); false on timeout.
   bool wait_idle(double timeout_s);
