@@ -54,7 +54,7 @@ for config in "${configs[@]}"; do
   rm -f "$dir/port-$label"
   # shellcheck disable=SC2086
   "$bin" serve --model "$model_dir" --port 0 --port-file "$dir/port-$label" --threads "$threads" $flags \
-    --log-level warn > "$dir/serve-$label.log" 2>&1 &
+    > "$dir/serve-$label.log" 2>&1 &  # the log keeps the warm-up latency curve
   pids+=($!)
   for _ in $(seq 600); do
     [[ -s $dir/port-$label ]] && "$python" -c "import http.client,sys; c=http.client.HTTPConnection('127.0.0.1',int(sys.argv[1]),timeout=2); c.request('GET','/readyz'); sys.exit(c.getresponse().status!=200)" "$(cat "$dir/port-$label")" 2>/dev/null && break

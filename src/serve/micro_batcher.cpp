@@ -47,16 +47,26 @@ LatencyCurve::LatencyCurve(std::vector<LatencyPoint> points) : points_(std::move
   }
 }
 
-double LatencyCurve::p95_ms(int batch) const {
-  if (points_.empty()) return 0;
-  if (points_.size() == 1) return points_[0].p95_ms * batch / points_[0].batch;
+namespace {
+template <typename Get>
+double interpolate(const std::vector<LatencyPoint>& points, int batch, Get get) {
+  if (points.empty()) return 0;
+  if (points.size() == 1) return get(points[0]) * batch / points[0].batch;
   std::size_t hi = 1;
-  while (hi + 1 < points_.size() && points_[hi].batch < batch) ++hi;
-  const auto& a = points_[hi - 1];
-  const auto& b = points_[hi];
-  if (batch <= a.batch) return a.p95_ms;
-  const double slope = (b.p95_ms - a.p95_ms) / (b.batch - a.batch);
-  return a.p95_ms + slope * (batch - a.batch);
+  while (hi + 1 < points.size() && points[hi].batch < batch) ++hi;
+  const auto& a = points[hi - 1];
+  const auto& b = points[hi];
+  if (batch <= a.batch) return get(a);
+  const double slope = (get(b) - get(a)) / (b.batch - a.batch);
+  return get(a) + slope * (batch - a.batch);
+}
+}  // namespace
+
+double LatencyCurve::p95_ms(int batch) const {
+  return interpolate(points_, batch, [](const LatencyPoint& p) { return p.p95_ms; });
+}
+double LatencyCurve::p50_ms(int batch) const {
+  return interpolate(points_, batch, [](const LatencyPoint& p) { return p.p50_ms; });
 }
 
 int LatencyCurve::largest_within(double budget_ms, int max_batch) const {
@@ -151,17 +161,27 @@ BatchPlan MicroBatcher::plan_locked(TimePoint now) const {
     const double interval = std::max(interval_ewma_ms_, ms_between(last_arrival_, now));
     rate = 1000.0 / interval;
   }
-  // The batch to wait for: the smallest that keeps up with the arrivals (25% headroom), among
-  // those that can fill at this rate and still finish within the target; at low load that is 1
-  // and a request goes alone at once (waiting would add latency and win nothing). When none keeps
-  // up, the largest that can fill and finish in time: the most throughput the target allows.
+  // Overload: the oldest request has already missed the target and more than one in-budget batch
+  // is waiting. Latency is lost for these; what helps now is draining the backlog fastest, with
+  // the largest batch allowed (the most images/s), so that later requests meet the target again.
+  if (ms_between(oldest, now) > target && n > cap) {
+    plan.target = options_.max_batch;
+    plan.size = std::min(n, options_.max_batch);
+    return plan;
+  }
+  // The batch to wait for: the smallest that keeps up with the arrivals (median service time, 25%
+  // headroom), among those that can fill at this rate and still finish (p95) within the target;
+  // at low load that is 1 and a request goes alone at once (waiting would add latency and win
+  // nothing). When none keeps up, the largest that can fill and finish in time: the most
+  // throughput the target allows.
   int need = 0, fits = 1;
   for (int b = 1; b <= cap; ++b) {
     const double ms = curve_.p95_ms(b);
     const double fill_ms = rate > 0 ? (b - 1) * 1000.0 / rate : 0;
     if (b > 1 && fill_ms + ms > target) break;  // both grow with b: larger ones do not fit either
     fits = b;
-    if (ms <= 0 || b * 1000.0 / ms >= 1.25 * rate) {
+    const double median_ms = curve_.p50_ms(b);
+    if (median_ms <= 0 || b * 1000.0 / median_ms >= 1.25 * rate) {
       need = b;
       break;
     }

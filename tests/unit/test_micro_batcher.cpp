@@ -254,5 +254,25 @@ TEST_F(P95Batcher, HighLoadAimsAtTheLargestBatchThatFillsAndFinishesWithinTheTar
   }
 }
 
+TEST_F(P95Batcher, OverloadDrainsTheBacklogWithTheLargestBatchAllowed) {
+  // 40 requests piled up (the worker was busy) and the oldest is past the 100 ms target: the
+  // in-budget cap (18) would drain slowest; --max-batch 32 clears the backlog fastest.
+  for (int i = 0; i < 40; ++i) {
+    clock_.advance_ms(1);
+    requests_.push_back(batcher_->submit({1.0f}));
+  }
+  clock_.advance_ms(100);
+  EXPECT_EQ(batcher_->run_once(), 32);
+  // 8 left: no longer more than an in-budget batch, back to the budget rule (all go: over budget).
+  EXPECT_EQ(batcher_->run_once(), 8);
+}
+
+TEST_F(P95Batcher, KeepingUpIsJudgedOnTheMedianLatency) {
+  // p50 well under p95 (a noisy machine): at 40/s batch 1's median (10 ms, 100/s) keeps up, so a
+  // request goes alone at once even though its p95 (30 ms, 33/s) alone would say wait for company.
+  batcher_->set_curve(LatencyCurve({{1, 10, 30}, {2, 14, 40}, {4, 22, 60}}));
+  EXPECT_EQ(arrive(6, 25), std::vector<int>({1, 1, 1, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace shoplens::serve

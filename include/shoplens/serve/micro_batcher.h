@@ -88,6 +88,7 @@ class LatencyCurve {
   explicit LatencyCurve(std::vector<LatencyPoint> points);  // sorted by batch here
   bool empty() const { return points_.empty(); }
   double p95_ms(int batch) const;
+  double p50_ms(int batch) const;
   // The largest batch <= max_batch whose p95 fits `budget_ms` (at least 1).
   int largest_within(double budget_ms, int max_batch) const;
   const std::vector<LatencyPoint>& points() const { return points_; }
