@@ -128,6 +128,12 @@ std::size_t MicroBatcher::queue_length() const {
 void MicroBatcher::set_curve(LatencyCurve curve) {
   std::lock_guard<std::mutex> lock(mutex_);
   curve_ = std::move(curve);
+  latency_scale_ = 1.0;
+}
+
+double MicroBatcher::latency_scale() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return latency_scale_;
 }
 
 BatchPlan MicroBatcher::plan() const {
@@ -152,9 +158,11 @@ BatchPlan MicroBatcher::plan_locked(TimePoint now) const {
     return plan;
   }
 
-  // Deadline-aware mode. Never build a batch whose compute alone misses the target.
+  // Deadline-aware mode. Never build a batch whose compute alone misses the target. The warm-up
+  // curve is scaled by what batches really cost lately (a busy machine, a hot device).
   const double target = options_.p95_target_ms;
-  const int cap = curve_.largest_within(target, options_.max_batch);
+  const double scale = latency_scale_;
+  const int cap = curve_.largest_within(target / scale, options_.max_batch);
   // Arrivals per second, smoothed; a lull lowers it (the silence since the last arrival counts).
   double rate = 0;
   if (seen_arrival_ && interval_ewma_ms_ > 0) {
@@ -176,11 +184,11 @@ BatchPlan MicroBatcher::plan_locked(TimePoint now) const {
   // throughput the target allows.
   int need = 0, fits = 1;
   for (int b = 1; b <= cap; ++b) {
-    const double ms = curve_.p95_ms(b);
+    const double ms = scale * curve_.p95_ms(b);
     const double fill_ms = rate > 0 ? (b - 1) * 1000.0 / rate : 0;
     if (b > 1 && fill_ms + ms > target) break;  // both grow with b: larger ones do not fit either
     fits = b;
-    const double median_ms = curve_.p50_ms(b);
+    const double median_ms = scale * curve_.p50_ms(b);
     if (median_ms <= 0 || b * 1000.0 / median_ms >= 1.25 * rate) {
       need = b;
       break;
@@ -190,7 +198,7 @@ BatchPlan MicroBatcher::plan_locked(TimePoint now) const {
   plan.target = need;
   // The oldest request has the least budget left: it must start by the time that leaves room for
   // the batch it waits for.
-  plan.wake = plus_ms(oldest, target - curve_.p95_ms(need));
+  plan.wake = plus_ms(oldest, target - scale * curve_.p95_ms(need));
   if (n >= need || now >= plan.wake) plan.size = std::min(n, cap);
   return plan;
 }
@@ -235,6 +243,15 @@ int MicroBatcher::run_once() {
     failure = e.what();
   }
   const int size = static_cast<int>(batch.size());
+  if (failure.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double expected = curve_.empty() ? 0 : curve_.p50_ms(size);
+    if (expected > 0) {
+      // Smoothed over ~5 batches and bounded: one stall must not swing the plan by more than that.
+      const double ratio = std::clamp((timing.h2d_ms + timing.compute_ms) / expected, 0.25, 20.0);
+      latency_scale_ = 0.8 * latency_scale_ + 0.2 * ratio;
+    }
+  }
   if (metrics_ != nullptr) {
     metrics_->observe_batch(size, std::chrono::steady_clock::now());
     metrics_->observe(Stage::kHostToDevice, timing.h2d_ms);

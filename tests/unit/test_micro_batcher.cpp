@@ -19,11 +19,12 @@ struct FakeClock {
   }
 };
 
-// Outputs {sum(input), batch size}; records the batch sizes it saw; optionally "takes" time.
+// Outputs {sum(input), batch size}; records the batch sizes it saw; reports `cost_ms(size)` as
+// its compute time and, with a clock, lets that much time pass.
 struct FakeModel {
   std::vector<int> batches;
   FakeClock* clock = nullptr;
-  double ms_per_batch = 0;
+  std::function<double(int)> cost_ms = [](int) { return 0.0; };
   bool fail = false;
   BatchFn fn() {
     return [this](const std::vector<const std::vector<float>*>& in, std::vector<std::vector<float>>& out) {
@@ -31,10 +32,9 @@ struct FakeModel {
       batches.push_back(static_cast<int>(in.size()));
       for (std::size_t i = 0; i < in.size(); ++i)
         out[i] = {std::accumulate(in[i]->begin(), in[i]->end(), 0.0f), static_cast<float>(in.size())};
-      if (clock != nullptr) clock->advance_ms(ms_per_batch);
       BatchTiming t;
-      t.h2d_ms = 0.5;
-      t.compute_ms = ms_per_batch;
+      t.compute_ms = cost_ms(static_cast<int>(in.size()));
+      if (clock != nullptr) clock->advance_ms(t.compute_ms);
       return t;
     };
   }
@@ -201,6 +201,8 @@ class P95Batcher : public ::testing::Test {
     o.max_queue = 1000;
     o.timeout_ms = 10000;
     o.p95_target_ms = 100;
+    // The model costs what the curve says (10 + 5b ms); time passes only where a test says so.
+    model_.cost_ms = [](int b) { return 10.0 + 5.0 * b; };
     batcher_ = std::make_unique<MicroBatcher>(o, model_.fn(), clock_.fn());
     batcher_->set_curve(LatencyCurve({{1, 15, 15}, {2, 20, 20}, {4, 30, 30}, {8, 50, 50}, {16, 90, 90}, {32, 170, 170}}));
   }
@@ -272,6 +274,26 @@ TEST_F(P95Batcher, KeepingUpIsJudgedOnTheMedianLatency) {
   // request goes alone at once even though its p95 (30 ms, 33/s) alone would say wait for company.
   batcher_->set_curve(LatencyCurve({{1, 10, 30}, {2, 14, 40}, {4, 22, 60}}));
   EXPECT_EQ(arrive(6, 25), std::vector<int>({1, 1, 1, 1, 1, 1}));
+}
+
+TEST_F(P95Batcher, PlansWithWhatBatchesReallyCostNotJustTheWarmUp) {
+  // The model now takes twice the warm-up's time (a busier machine): the planner learns the factor
+  // from the batches it runs, and under load aims at smaller batches than the warm-up curve alone
+  // would allow (there 15 at 1000/s, HighLoad above; at twice the cost no more than 8 fit).
+  model_.clock = &clock_;
+  model_.cost_ms = [](int b) { return 2 * (10.0 + 5.0 * b); };
+  for (int i = 0; i < 20; ++i) {
+    clock_.advance_ms(1000);  // a slow trickle: each goes alone
+    batcher_->submit({1.0f});
+    ASSERT_EQ(batcher_->run_once(), 1);
+  }
+  EXPECT_NEAR(batcher_->latency_scale(), 2.0, 0.05);
+  model_.clock = nullptr;
+  model_.batches.clear();
+  arrive(80, 1);  // the rate estimate climbs from the trickle's to ~1000/s
+  EXPECT_GE(batcher_->plan().target, 2);
+  EXPECT_LE(batcher_->plan().target, 8);
+  for (std::size_t i = 40; i < model_.batches.size(); ++i) EXPECT_LE(model_.batches[i], 8) << i;
 }
 
 }  // namespace

@@ -139,6 +139,9 @@ class MicroBatcher {
 
   std::size_t queue_length() const;
   double arrival_rate_per_s() const;  // smoothed, decays while nothing arrives
+  // Observed batch time / the curve's median for that size, smoothed: the p95 mode plans with the
+  // curve times this (the warm-up may have run on a quieter machine than the one serving now).
+  double latency_scale() const;
 
  private:
   BatchPlan plan_locked(TimePoint now) const;
@@ -160,6 +163,7 @@ class MicroBatcher {
   TimePoint last_arrival_{};
   bool seen_arrival_ = false;
   double interval_ewma_ms_ = 0;  // smoothed inter-arrival time
+  double latency_scale_ = 1.0;
 };
 
 }  // namespace shoplens::serve
