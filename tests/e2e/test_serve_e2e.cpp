@@ -1,7 +1,7 @@
 // End-to-end: the real `shoplens serve` on an ephemeral loopback port. Concurrent requests (image
 // bytes and JSON paths) get the same predictions as `shoplens score` on the same files; bad input
 // gets a 4xx and the server keeps serving; /metrics; 503 + Retry-After when the queue is full;
-// SIGTERM drains: queued requests are answered and the process exits 0.
+// 504 at the request timeout; SIGTERM drains: queued requests are answered and the process exits 0.
 //
 // No wall-clock assertions: the overload and drain cases hold requests in the queue with a long
 // --max-queue-delay-ms and wait for /metrics to show them queued, so they cannot race.
@@ -279,6 +279,22 @@ TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
     EXPECT_EQ(json::parse(r.body)["batch_size"], 2);
   }
   EXPECT_NE(slow.log().find("drained"), std::string::npos) << slow.log();
+}
+
+// A lone request waiting for company that never comes (a 10-minute delay) is dropped at its
+// timeout with a 504, before it costs compute; the server goes on.
+TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
+  ServerProcess lonely("--model " + model().string() + " --image-root " + catalog().string() +
+                           " --max-batch 64 --max-queue-delay-ms 600000 --request-timeout-ms 300 --threads 1 --warmup-reps 1",
+                       dir_->path(), "lonely");
+  ASSERT_TRUE(lonely.wait_ready()) << lonely.log();
+  const HttpReply r = lonely.post(json{{"path", expected_.begin()->first}}.dump(), "application/json");
+  EXPECT_EQ(r.status, 504) << r.body << r.error;
+  EXPECT_NE(r.body.find("timed out"), std::string::npos) << r.body;
+  EXPECT_EQ(lonely.metric("shoplens_serve_timed_out_total"), 1);
+  EXPECT_EQ(lonely.metric("shoplens_serve_images_total"), 0);
+  EXPECT_EQ(lonely.get("/healthz").status, 200);
+  EXPECT_EQ(lonely.stop(SIGINT), 0) << lonely.log();
 }
 
 TEST_F(E2eServe, HelpShowsEveryDefault) {
