@@ -14,6 +14,8 @@ PACKAGES=(
   libopencv-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
   # CLI, logging, JSON, tests
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest
+  # HTTP server for `shoplens serve` (header-only)
+  libcpp-httplib-dev
   # libFuzzer targets
   clang libclang-rt-14-dev
   # the Python peer for side-by-side benchmarks and weight-compatibility fixtures

@@ -70,5 +70,6 @@ std::unique_ptr<Command> make_score_command();
 std::unique_ptr<Command> make_launch_command();
 std::unique_ptr<Command> make_verify_ledger_command();
 std::unique_ptr<Command> make_recommend_command();
+std::unique_ptr<Command> make_serve_command();
 
 }  // namespace shoplens::cli

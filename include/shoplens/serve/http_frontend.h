@@ -1,0 +1,58 @@
+// The HTTP side of `shoplens serve` (cpp-httplib, hidden behind this header):
+//   POST /v1/classify  image bytes, or JSON {"path": "..."} under --image-root -> label, probabilities
+//   GET  /healthz      200 while the process serves
+//   GET  /readyz       200 only after warm-up and until draining starts, else 503
+//   GET  /metrics      Prometheus text (ServeMetrics)
+// Bad input gets a 4xx with a JSON {"error": ...}; a full queue a 503 with Retry-After.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shoplens/serve/micro_batcher.h"
+#include "shoplens/serve/serve_metrics.h"
+
+namespace shoplens::serve {
+
+struct FrontendOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                        // 0: the system picks a free port
+  std::filesystem::path image_root;       // empty: JSON {"path"} requests are refused
+  std::size_t max_body_bytes = 16u << 20; // larger bodies: 413
+  int http_threads = 64;                  // connections handled at once (each waits for its batch)
+  double request_timeout_ms = 2000;       // the batcher's timeout; the handler waits a little longer
+};
+
+// Image bytes -> the model's input (CHW floats). Throws DataError when they do not decode.
+using Preprocessor = std::function<std::vector<float>(const std::uint8_t* data, std::size_t size)>;
+
+class HttpFrontend {
+ public:
+  HttpFrontend(FrontendOptions options, MicroBatcher& batcher, ServeMetrics& metrics, Preprocessor preprocess,
+               std::vector<std::string> class_names);
+  ~HttpFrontend();
+
+  // Binds and starts listening on a background thread; returns the port. IoError if it cannot bind.
+  int start();
+  void set_ready(bool ready);
+  // From now on classify answers 503 (shutting down) and /readyz 503; returns once every request
+  // admitted before has reached the batcher's queue (so draining the queue answers them all).
+  void begin_drain();
+  // Waits until no classify handler is running (their responses are written); false on timeout.
+  bool wait_idle(double timeout_s);
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Resolves `requested` (relative to `root`, or absolute) and refuses anything outside `root`,
+// symbolic links included. UsageError with the reason.
+std::filesystem::path resolve_under_root(const std::filesystem::path& root, const std::string& requested);
+
+}  // namespace shoplens::serve

@@ -1,0 +1,185 @@
+#include "shoplens/serve/server.h"
+
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/stats.h"
+#include "shoplens/data/augment.h"
+#include "shoplens/data/image_io.h"
+#include "shoplens/infer/model_export.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/serve/http_frontend.h"
+#include "shoplens/serve/micro_batcher.h"
+#include "shoplens/serve/serve_metrics.h"
+
+namespace shoplens::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ModelRunner {
+ public:
+  ModelRunner(LoadedModel loaded, const std::string& device)
+      : loaded_(std::move(loaded)), augmenter_(loaded_.preprocessing, /*train=*/false) {
+    cuda_ = wants_cuda(device);
+    device_ = cuda_ ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    loaded_.model->to(device_);
+    loaded_.model->eval();
+    resize_short_side_ = loaded_.card.at("preprocessing").at("resize_short_side").get<int>();
+  }
+
+  // The same decode and evaluation transform as `shoplens score` on a manifest row.
+  std::vector<float> preprocess(const std::uint8_t* data, std::size_t size) const {
+    DecodeOptions options;
+    options.min_short_side = resize_short_side_;
+    const cv::Mat rgb = decode_image(data, size, options).rgb;
+    std::vector<float> out(augmenter_.floats_per_sample());
+    augmenter_.apply(rgb, 0, out.data());
+    return out;
+  }
+
+  BatchTiming run(const std::vector<const std::vector<float>*>& inputs, std::vector<std::vector<float>>& outputs) {
+    BatchTiming timing;
+    const auto t0 = Clock::now();
+    const int s = augmenter_.output_size();
+    const auto n = static_cast<std::int64_t>(inputs.size());
+    auto images = torch::empty({n, 3, s, s});
+    float* dst = images.data_ptr<float>();
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      std::memcpy(dst + i * augmenter_.floats_per_sample(), inputs[i]->data(), augmenter_.floats_per_sample() * sizeof(float));
+    c10::InferenceMode inference;
+    auto on_device = images.to(device_, /*non_blocking=*/false);
+    timing.h2d_ms = ms_between(t0, Clock::now());
+    const auto t1 = Clock::now();
+    const at::Tensor probs = torch::softmax(loaded_.model->forward(on_device).to(torch::kFloat), 1).to(torch::kCPU).contiguous();
+    timing.compute_ms = ms_between(t1, Clock::now());
+    const auto classes = static_cast<std::size_t>(probs.size(1));
+    const float* p = probs.data_ptr<float>();
+    for (std::size_t i = 0; i < inputs.size(); ++i) outputs[i].assign(p + i * classes, p + (i + 1) * classes);
+    return timing;
+  }
+
+  // Warm-up doubles as the measurement of the batch -> latency curve the p95 mode plans with.
+  LatencyCurve measure(int max_batch, int reps) {
+    std::vector<int> batches;
+    for (int b = 1; b < max_batch; b *= 2) batches.push_back(b);
+    batches.push_back(max_batch);
+    std::vector<LatencyPoint> points;
+    for (int b : batches) {
+      std::vector<std::vector<float>> inputs(b, std::vector<float>(augmenter_.floats_per_sample(), 0.1f));
+      std::vector<const std::vector<float>*> ptrs;
+      for (auto& v : inputs) ptrs.push_back(&v);
+      std::vector<std::vector<float>> outputs(b);
+      // Passes before timing: the allocator and oneDNN's primitive cache settle over a few.
+      for (int w = 0; w < 2; ++w) run(ptrs, outputs);
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        run(ptrs, outputs);
+        ms.push_back(ms_between(t0, Clock::now()));
+      }
+      points.push_back({b, percentile(ms, 0.5), percentile(ms, 0.95)});
+      spdlog::info("warm-up: batch {:>3}  p50 {:.2f} ms  p95 {:.2f} ms  {:.0f} images/s", b, points.back().p50_ms,
+                   points.back().p95_ms, b * 1e3 / points.back().p50_ms);
+      if (interrupt_requested()) break;
+    }
+    return LatencyCurve(points);
+  }
+
+  const std::vector<std::string>& class_names() const { return loaded_.class_names; }
+
+ private:
+  LoadedModel loaded_;
+  Augmenter augmenter_;
+  bool cuda_ = false;
+  torch::Device device_{torch::kCPU};
+  int resize_short_side_ = 0;
+};
+
+}  // namespace
+
+int run_server(const ServeOptions& o) {
+  if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1")
+    spdlog::warn("serve: listening on {} (not loopback): anyone who can reach it can use the model", o.host);
+  // A client that hangs up mid-response must not kill the server: write errors become EPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ModelRunner runner(load_exported_model(o.model_dir, o.variant, /*verify=*/true), o.device);
+  ServeMetrics metrics(o.max_batch);
+  BatcherOptions bo;
+  bo.max_batch = o.max_batch;
+  bo.max_queue_delay_ms = o.max_queue_delay_ms;
+  bo.max_queue = o.max_queue;
+  bo.timeout_ms = o.request_timeout_ms;
+  bo.p95_target_ms = o.p95_target_ms;
+  MicroBatcher batcher(
+      bo, [&](const auto& inputs, auto& outputs) { return runner.run(inputs, outputs); }, steady_now, &metrics);
+  metrics.set_queue_length_source([&] { return batcher.queue_length(); });
+
+  FrontendOptions fo;
+  fo.host = o.host;
+  fo.port = o.port;
+  fo.image_root = o.image_root;
+  fo.max_body_bytes = o.max_body_bytes;
+  // Each waiting request holds an HTTP thread. With fewer threads than the queue can hold, excess
+  // connections would wait unseen in the server's accept queue (latency, never a 503): enough
+  // threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).
+  fo.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + 2 * o.max_batch + 8;
+  fo.request_timeout_ms = o.request_timeout_ms;
+  HttpFrontend frontend(
+      fo, batcher, metrics, [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); },
+      runner.class_names());
+  const int port = frontend.start();
+  if (!o.port_file.empty()) write_file_atomic(o.port_file, std::to_string(port) + "\n");
+  std::cout << "listening on http://" << o.host << ":" << port << std::endl;
+
+  // /healthz answers from here on; /readyz only once the curve is measured.
+  const LatencyCurve curve = runner.measure(o.max_batch, o.warmup_reps);
+  std::vector<std::pair<int, double>> curve_ms;
+  for (const auto& p : curve.points()) curve_ms.emplace_back(p.batch, p.p95_ms);
+  metrics.set_latency_curve(curve_ms);
+  batcher.set_curve(curve);
+  if (o.p95_target_ms > 0) {
+    const int cap = curve.largest_within(o.p95_target_ms, o.max_batch);
+    spdlog::info("p95 target {} ms: batches up to {} (model p95 {:.1f} ms at that size)", o.p95_target_ms, cap,
+                 curve.p95_ms(cap));
+    if (curve.p95_ms(1) > o.p95_target_ms)
+      spdlog::warn("the model alone needs {:.1f} ms at batch 1: the p95 target of {} ms cannot be met",
+                   curve.p95_ms(1), o.p95_target_ms);
+  }
+  batcher.start();
+  if (!interrupt_requested()) {
+    frontend.set_ready(true);
+    spdlog::info("ready: max batch {}, {}, queue {}, timeout {} ms", o.max_batch,
+                 o.p95_target_ms > 0 ? fmt::format("p95 target {} ms", o.p95_target_ms)
+                                     : fmt::format("queue delay {} ms", o.max_queue_delay_ms),
+                 o.max_queue, o.request_timeout_ms);
+  }
+
+  while (!interrupt_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+  // Drain: refuse new work, answer what is queued, let the handlers write their responses.
+  spdlog::info("signal received: draining ({} queued)", batcher.queue_length());
+  frontend.begin_drain();
+  batcher.drain_and_stop();
+  if (!frontend.wait_idle(30.0)) spdlog::warn("drain: handlers still running after 30 s; stopping anyway");
+  frontend.stop();
+  spdlog::info("drained and stopped: {} images, p50/p95/p99 total {:.1f}/{:.1f}/{:.1f} ms, {} rejected, {} timed out",
+               metrics.images(), metrics.stage_percentile_ms(Stage::kTotal, 0.5),
+               metrics.stage_percentile_ms(Stage::kTotal, 0.95), metrics.stage_percentile_ms(Stage::kTotal, 0.99),
+               metrics.rejected(), metrics.timed_out());
+  return 0;
+}
+
+}  // namespace shoplens::serve
