@@ -25,8 +25,8 @@ std::string hours_text(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 
 
 }  // namespace
 
-std::vector<BenchRecord> parse_bench_records(std::string_view text, const std::string& origin) {
-  std::vector<BenchRecord> out;
+std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const std::string& origin) {
+  std::vector<ThroughputRecord> out;
   std::size_t line_no = 0;
   for (const auto& raw : split(text, '\n')) {
     ++line_no;
@@ -54,7 +54,7 @@ std::vector<BenchRecord> parse_bench_records(std::string_view text, const std::s
       if (required && v.empty()) fail(std::string("\"") + key + "\" is empty");
       return v;
     };
-    BenchRecord r;
+    ThroughputRecord r;
     r.origin = where;
     r.scenario = text_field("scenario", true);
     r.model = text_field("model", false);
@@ -85,7 +85,7 @@ std::vector<BenchRecord> parse_bench_records(std::string_view text, const std::s
   return out;
 }
 
-std::vector<BenchRecord> load_bench_records(const std::filesystem::path& path) {
+std::vector<ThroughputRecord> load_bench_records(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw DataError("bench results " + path.string() + " do not exist");
   auto records = parse_bench_records(read_file(path), path.string());
@@ -161,10 +161,10 @@ double parse_hours(std::string_view text) {
   return v * scale;
 }
 
-Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
+Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
                   const PlanRequest& req) {
   if (!(req.dataset_size > 0) || !(req.epochs > 0)) throw UsageError("recommend: --dataset-size and --epochs must be > 0");
-  std::vector<const BenchRecord*> mine;
+  std::vector<const ThroughputRecord*> mine;
   std::vector<std::string> scenarios;
   for (const auto& r : records) {
     if (r.scenario == req.scenario) mine.push_back(&r);
@@ -175,11 +175,11 @@ Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& pri
                                 did_you_mean(req.scenario, scenarios), join(scenarios, ", ")));
 
   // Measured beats published; then the record closest to the wanted device count.
-  auto better = [](const BenchRecord* a, const BenchRecord* b, int want) {
+  auto better = [](const ThroughputRecord* a, const ThroughputRecord* b, int want) {
     if (a->estimate != b->estimate) return !a->estimate;
     return std::abs(a->devices - want) < std::abs(b->devices - want);
   };
-  auto per_device = [&](const BenchRecord& r) { return r.images_per_second / (r.devices * scaling.efficiency(r.devices)); };
+  auto per_device = [&](const ThroughputRecord& r) { return r.images_per_second / (r.devices * scaling.efficiency(r.devices)); };
 
   Plan plan;
   std::vector<std::string> left_out;  // reported after the decision
@@ -193,8 +193,8 @@ Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& pri
     if (req.basis == PriceBasis::kSpot && !offer.spot_per_hour) continue;
     o.price_per_hour = offer.per_hour(req.basis);
 
-    const BenchRecord* best = nullptr;
-    for (const BenchRecord* r : mine) {
+    const ThroughputRecord* best = nullptr;
+    for (const ThroughputRecord* r : mine) {
       const bool match = offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
       if (match && (!best || better(r, best, o.devices))) best = r;
     }
@@ -225,8 +225,8 @@ Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& pri
     } else {
       // No figure for this hardware: another accelerator's, times the relative speed table.
       const double rel = relative_speed(offer.accelerator);
-      const BenchRecord* ref = nullptr;
-      for (const BenchRecord* r : mine)
+      const ThroughputRecord* ref = nullptr;
+      for (const ThroughputRecord* r : mine)
         if (r->device != "cpu" && relative_speed(r->hardware) > 0 && (!ref || better(r, ref, 1))) ref = r;
       if (rel <= 0 || !ref) {
         left_out.push_back(fmt::format("{}: no throughput for {} and no basis to estimate one; left out", offer.name,

@@ -88,7 +88,7 @@ class ComputePlan : public ::testing::Test {
  protected:
   PriceTable prices = table({offer("cpu-8", "cpu", "", 0, 0.4, 0.1, 8), offer("a100-1", "gpu", "A100-40GB", 1, 3.6, 1.2),
                              offer("a100-8", "gpu", "A100-40GB", 8, 28.8, 9.6), offer("h100-1", "gpu", "H100-80GB", 1, 10.0, 3.0)});
-  std::vector<BenchRecord> records = parse_bench_records(kRecords, "b.jsonl");
+  std::vector<ThroughputRecord> records = parse_bench_records(kRecords, "b.jsonl");
   PlanRequest request{"s", 1.2e6, 10, 0, 0, PriceBasis::kOnDemand};
 
   const PlanOption& option(const Plan& p, const std::string& name) {

@@ -36,7 +36,7 @@ class RecommendCommand : public Command {
     set_log_level(log_level_);
     if (!deadline_.empty()) request_.deadline_hours = parse_hours(deadline_);
     request_.basis = parse_price_basis(basis_);
-    std::vector<BenchRecord> records;
+    std::vector<ThroughputRecord> records;
     for (const auto& f : bench_files_) {
       auto more = load_bench_records(f);
       records.insert(records.end(), more.begin(), more.end());

@@ -15,7 +15,7 @@
 namespace shoplens {
 
 // One line of a bench results file (docs/COMPUTE.md, "Bench records").
-struct BenchRecord {
+struct ThroughputRecord {
   std::string scenario;         // e.g. baseline_cnn, resnet50_finetune, vit
   std::string model;            // e.g. small_cnn, resnet50, vit_base
   std::string device;           // cpu | gpu | tpu
@@ -32,8 +32,8 @@ struct BenchRecord {
 
 // DataError naming `origin` and the line for malformed JSON, missing fields, a non-positive
 // throughput or count, an unknown device. Blank lines and lines starting with '#' are skipped.
-std::vector<BenchRecord> parse_bench_records(std::string_view text, const std::string& origin);
-std::vector<BenchRecord> load_bench_records(const std::filesystem::path& path);
+std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const std::string& origin);
+std::vector<ThroughputRecord> load_bench_records(const std::filesystem::path& path);
 
 // Data-parallel efficiency by device count: throughput(N) = N x per-device x efficiency(N).
 // Between the listed counts the efficiency is interpolated on log2(N); beyond the last it stays.
@@ -94,7 +94,7 @@ struct Plan {
 
 // Projects every priced offer that has (or can be estimated from) a throughput for the scenario.
 // DataError when no record exists for the scenario at all.
-Plan plan_compute(const std::vector<BenchRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
+Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
                   const PlanRequest& request);
 
 // "8h", "90m", "1.5h", "3600s", "2d", or a number of hours. UsageError otherwise.
