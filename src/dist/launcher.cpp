@@ -246,9 +246,11 @@ class Supervisor {
     return n;
   }
 
+  // Each worker leads its own process group: signalling the group reaches what it started too,
+  // so no orphan keeps a relay pipe open after the worker is gone.
   void signal_running(int sig) {
     for (auto& w : workers_)
-      if (w.running) ::kill(w.pid, sig);
+      if (w.running) ::kill(-w.pid, sig);
   }
 
   // Reaps every exited worker; returns the first that failed, if any.
@@ -261,6 +263,7 @@ class Supervisor {
       if (r == w.pid) {
         w.running = false;
         w.status = status;
+        ::kill(-w.pid, SIGKILL);  // leftovers of the worker (its own children), if any
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!ok && !failed) failed = &w;
       }
@@ -344,7 +347,7 @@ LaunchOptions validate_launch_options(LaunchOptions o) {
     if (o.nnodes > 1) throw UsageError("launch: --master-port 0 (pick a free port) works on one node only; give every node the same port");
     o.master_port = try_bind(o.master_addr, 0);
     if (o.master_port < 0) throw Error(std::string("launch: cannot find a free port: ") + std::strerror(errno));
-  } else if (o.node_rank == 0 && (is_loopback(o.master_addr) || o.nnodes == 1)) {
+  } else if (o.node_rank == 0) {
     // Rank 0 will host the rendezvous store here: say so now if it cannot.
     if (try_bind(o.master_addr, o.master_port) < 0)
       throw UsageError(fmt::format("launch: port {} on {} is not free ({}): another job is using it; choose --master-port "

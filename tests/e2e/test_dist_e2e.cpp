@@ -266,3 +266,40 @@ TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
 
 }  // namespace
 }  // namespace shoplens
+
+namespace shoplens {
+namespace {
+
+// The launcher alone, with shell workers: the environment it gives, restarts, exit codes.
+TEST(E2eLaunch, GivesTorchrunsEnvironmentRestartsFailuresAndReportsTheOutcome) {
+  auto env = testing::run_shoplens(
+      "launch --nproc-per-node 2 --master-port 0 -- sh -c 'echo \"R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE "
+      "LW=$LOCAL_WORLD_SIZE A=$MASTER_ADDR C=$TORCHELASTIC_RESTART_COUNT T=$OMP_NUM_THREADS\"'");
+  ASSERT_EQ(env.exit_code, 0) << env.output;
+  EXPECT_NE(env.output.find("[rank 0] R=0 L=0 W=2 LW=2 A=127.0.0.1 C=0 T="), std::string::npos) << env.output;
+  EXPECT_NE(env.output.find("[rank 1] R=1 L=1 W=2 LW=2 A=127.0.0.1 C=0 T="), std::string::npos) << env.output;
+
+  // Rank 1 fails on the first attempt only: one restart, then success.
+  auto once = testing::run_shoplens("launch --nproc-per-node 2 --master-port 0 --max-restarts 1 --grace-seconds 5 -- sh -c "
+                                    "'if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 5; fi; sleep 0.2'");
+  EXPECT_EQ(once.exit_code, 0) << once.output;
+  EXPECT_NE(once.output.find("rank 1 (pid"), std::string::npos) << once.output;
+  EXPECT_NE(once.output.find("exited with code 5"), std::string::npos) << once.output;
+  EXPECT_NE(once.output.find("restart 1 of 1"), std::string::npos) << once.output;
+
+  // Always failing: the restarts run out and the launcher fails (1).
+  auto always = testing::run_shoplens("launch --nproc-per-node 2 --master-port 0 --max-restarts 2 --grace-seconds 5 -- sh -c "
+                                      "'[ $RANK = 0 ] && exit 3; sleep 30'");
+  EXPECT_EQ(always.exit_code, 1) << always.output;
+  EXPECT_NE(always.output.find("2 restart(s) used of 2: giving up"), std::string::npos) << always.output;
+
+  auto none = testing::run_shoplens("launch --nproc-per-node 2");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("no worker command"), std::string::npos) << none.output;
+  auto missing = testing::run_shoplens("launch --nproc-per-node 1 --master-port 0 -- /no/such/program");
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("cannot run '/no/such/program'"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace shoplens
