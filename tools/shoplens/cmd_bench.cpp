@@ -1,0 +1,97 @@
+// `shoplens bench`: the benchmark recorder for CI (docs/BENCH.md): a matrix of training
+// scenarios, repeated trials, medians and percentiles, JSON lines / CSV / Markdown / JUnit XML,
+// and a regression gate against a previous results.jsonl.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "command.h"
+#include "shoplens/bench/bench_runner.h"
+#include "shoplens/core/atomic_file.h"
+
+namespace shoplens::cli {
+namespace {
+
+class BenchCommand : public Command {
+ public:
+  void setup(CLI::App& app) override {
+    app.add_option("--config", config_, "bench config: JSON with a scenario matrix (configs/bench_ci.json)")->required();
+    app.add_option("--out", out_, "folder for results.jsonl, results.csv, results.md and junit.xml")->required();
+    app.add_option("--baseline", baseline_, "a previous results.jsonl to gate against (empty: no gate)");
+    app.add_option("--max-regression", max_regression_,
+                   "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
+    app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(CLI::NonNegativeNumber);
+    app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
+  }
+
+  int run() override {
+    // Everything that can make the run pointless is checked before minutes of measuring.
+    BenchConfig config = load_bench_config(config_);
+    const double max_regression = parse_max_regression(max_regression_);
+    std::map<std::string, BaselineEntry> baseline;
+    if (!baseline_.empty()) baseline = load_baseline(baseline_);
+    if (trials_ > 0)
+      for (auto& s : config.scenarios) s.trials = trials_;
+    std::filesystem::create_directories(out_);
+    const std::string source =
+        !source_.empty() ? source_
+                         : fmt::format("shoplens bench --config {}{}", std::filesystem::path(config_).filename().string(),
+                                       trials_ > 0 ? fmt::format(" --trials {}", trials_) : "");
+
+    const Nvml nvml;
+    const BenchEnvironment env = bench_environment(nvml);
+    spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), config_,
+                 nvml.available() ? "NVML " + env.driver : nvml.why());
+    std::vector<ScenarioResult> results;
+    for (std::size_t i = 0; i < config.scenarios.size(); ++i) {
+      const auto& s = config.scenarios[i];
+      spdlog::info("bench: [{}/{}] {}", i + 1, config.scenarios.size(), s.name);
+      results.push_back(run_scenario(s, nvml));
+      const auto sum = summarise(results.back());
+      if (results.back().error.empty())
+        spdlog::info("bench: {}: {:.1f} images/s (noise {:.1f}%), step p50 {:.1f} ms", s.name, sum.images_per_second,
+                     sum.noise * 100, sum.step_p50 * 1e3);
+    }
+    std::vector<GateVerdict> gate;
+    if (!baseline_.empty()) gate = gate_results(results, baseline, max_regression);
+
+    const std::filesystem::path out(out_);
+    write_file_atomic(out / "results.jsonl", results_jsonl(results, env, source));
+    write_file_atomic(out / "results.csv", results_csv(results, env));
+    const std::string markdown = results_markdown(results, env, gate);
+    write_file_atomic(out / "results.md", markdown);
+    write_file_atomic(out / "junit.xml", results_junit(results, gate, config.name));
+    std::cout << markdown;
+
+    int failed = 0, regressed = 0;
+    for (const auto& r : results)
+      if (!r.error.empty()) ++failed;
+    for (const auto& g : gate) {
+      if (g.regressed) {
+        ++regressed;
+        spdlog::error("bench: REGRESSION {}", g.message);
+      } else if (g.compared) {
+        spdlog::info("bench: ok {}", g.message);
+      } else {
+        spdlog::warn("bench: {}", g.message);
+      }
+    }
+    std::cout << fmt::format("\nresults: {}\n", (out / "results.md").string());
+    if (failed) spdlog::error("bench: {} scenario(s) failed", failed);
+    if (regressed) spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", regressed, max_regression * 100);
+    return failed || regressed ? 1 : 0;
+  }
+
+ private:
+  std::string config_, out_, baseline_, source_;
+  std::string max_regression_ = "5%";
+  int trials_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_bench_command() { return std::make_unique<BenchCommand>(); }
+
+}  // namespace shoplens::cli
