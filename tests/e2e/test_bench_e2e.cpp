@@ -54,7 +54,7 @@ class E2eBench : public ::testing::Test {
         {"name", "e2e"},
         {"defaults",
          {{"model", "small_cnn"}, {"image_size", 16}, {"warmup_steps", 1}, {"steps", 3}, {"trials", 3}, {"threads", 1},
-          {"memory_budget", "64MiB"}}},
+          {"memory_budget", "32MiB"}}},
         {"matrix", {{"batch", {4, "auto"}}}},
         {"scenarios", {{{"name", "shards-b4"}, {"batch", 4}, {"data", "shards"}, {"shards", (*dir_ / "shards").string()},
                         {"loader_workers", 1}}}}};
@@ -105,7 +105,7 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
   EXPECT_EQ(lines[0]["data_wait_seconds"].get<double>(), 0);  // synthetic: no loader
   EXPECT_EQ(lines[1]["name"], "small_cnn-fp32-bauto-cpu-t1");
   EXPECT_EQ(lines[1]["batch_source"], "auto");
-  EXPECT_GT(lines[1]["batch"].get<int>(), 4);  // find-batch under 64 MiB fits more than 4 images of 16 px
+  EXPECT_GT(lines[1]["batch"].get<int>(), 4);  // find-batch under 32 MiB fits more than 4 images of 16 px
   EXPECT_EQ(lines[2]["name"], "shards-b4");
   EXPECT_EQ(lines[2]["data"], "shards");
   EXPECT_GT(lines[2]["data_wait_seconds"].get<double>(), 0);  // the loader was asked for every batch
