@@ -172,3 +172,40 @@ TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
 
 }  // namespace
 }  // namespace shoplens
+
+namespace shoplens {
+namespace {
+
+// The batch-size study on the suite's shards: two short real trainings, then a report that must
+// parse as XML (the whole XHTML document, its inline SVG charts included) and as HTML.
+TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
+  const fs::path study = *dir_ / "study";
+  auto r = run_shoplens("bench --study batch --shards " + (*dir_ / "shards").string() + " --out " + study.string() +
+                        " --epochs 2 --baseline-batch 4 --memory-budget 32MiB --threads 1"
+                        " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output << testing::read_text(study / "find_batch.log");
+  ASSERT_TRUE(fs::exists(study / "report.html")) << r.output;
+  const auto summary = json::parse(testing::read_text(study / "study.json"));
+  EXPECT_EQ(summary["baseline"]["micro_batch"], 4);
+  EXPECT_GT(summary["find_batch"]["micro_batch"].get<int>(), 4);
+  // lr scaled with the batch (linear by default): larger batch, larger lr
+  EXPECT_GT(summary["find_batch"]["lr"].get<double>(), summary["baseline"]["lr"].get<double>());
+
+  auto check = testing::run_shell(
+      std::string(SHOPLENS_PYTHON) +
+      " -c \"import sys, re, xml.etree.ElementTree as ET; from html.parser import HTMLParser; "
+      "t = open(sys.argv[1]).read(); HTMLParser().feed(t); "
+      "root = ET.fromstring(re.sub(r'^<!DOCTYPE html>', '', t)); "
+      "svg = root.findall('.//{http://www.w3.org/2000/svg}svg'); "
+      "remote = [m for m in re.findall(r'(?:src|href)=.(https?:[^\\\"]*)', t)]; "
+      "print(len(svg), len(root.findall('.//{http://www.w3.org/1999/xhtml}table')), len(remote))\" " +
+      (study / "report.html").string() + " 2>&1");
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_EQ(check.output, "4 1 0\n");  // four charts, the table, nothing fetched from the network
+  const std::string html = testing::read_text(study / "report.html");
+  EXPECT_NE(html.find("Macro-F1 difference"), std::string::npos);
+  EXPECT_NE(html.find("Trade-offs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "command.h"
+#include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_runner.h"
 #include "shoplens/core/atomic_file.h"
 
@@ -17,16 +18,47 @@ namespace {
 class BenchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.add_option("--config", config_, "bench config: JSON with a scenario matrix (configs/bench_ci.json)")->required();
-    app.add_option("--out", out_, "folder for results.jsonl, results.csv, results.md and junit.xml")->required();
+    app.add_option("--config", config_,
+                   "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
+                   "(empty: the defaults)");
+    app.add_option("--out", out_, "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
+        ->required();
     app.add_option("--baseline", baseline_, "a previous results.jsonl to gate against (empty: no gate)");
     app.add_option("--max-regression", max_regression_,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
     app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(CLI::NonNegativeNumber);
     app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
+    app.add_option("--study", study_, "instead of the recorder: \"batch\", the batch-size study (baseline vs find-batch)")
+        ->check(CLI::IsMember({"", "batch"}));
+    app.add_option("--shards", study_options_.shards, "study: prepared shards both runs train on");
+    app.add_option("--epochs", study_options_.epochs, "study: epochs of each run")->check(CLI::PositiveNumber);
+    app.add_option("--baseline-batch", study_options_.baseline_batch, "study: the baseline's micro-batch")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--memory-budget", study_options_.memory_budget, "study: the budget find-batch fits into (both runs run under it)");
+    app.add_option("--threads", study_options_.threads, "study: CPU threads of each run (0: all usable cores)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--set", study_options_.sets, "study: extra section.key=value overrides for both runs");
+  }
+
+  int run_study() {
+    study_options_.train_config = config_;
+    study_options_.out = out_;
+    const auto report = run_batch_study(study_options_, self_binary());
+    std::cout << "study: " << (std::filesystem::path(out_) / "study.json").string() << "\nreport: " << report.string()
+              << std::endl;
+    return 0;
+  }
+
+  // The running binary, so the study's training runs are this very build.
+  static std::string self_binary() {
+    std::error_code ec;
+    const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string("shoplens") : p.string();
   }
 
   int run() override {
+    if (study_ == "batch") return run_study();
+    if (config_.empty()) throw UsageError("bench: --config is required (a bench config; see docs/BENCH.md)");
     // Everything that can make the run pointless is checked before minutes of measuring.
     BenchConfig config = load_bench_config(config_);
     const double max_regression = parse_max_regression(max_regression_);
@@ -88,6 +120,8 @@ class BenchCommand : public Command {
   std::string config_, out_, baseline_, source_;
   std::string max_regression_ = "5%";
   int trials_ = 0;
+  std::string study_;
+  BatchStudyOptions study_options_;
 };
 
 }  // namespace
