@@ -227,7 +227,7 @@ const std::vector<std::string>& recorder_record_keys() {
       "peak_rss_bytes", "peak_rss_scope", "peak_allocated_bytes", "peak_reserved_bytes",
       "cpu_utilisation", "gpu",           "gpu_util_mean",   "gpu_util_max",      "gpu_memory_max_bytes",
       "gpu_samples",    "commit",         "torch",           "driver",            "cpu",
-      "host",           "usable_cores",   "status",          "error",             "name"};
+      "host",           "usable_cores",   "load_average",   "status",          "error",             "name"};
   return keys;
 }
 
@@ -287,6 +287,7 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   j["driver"] = env.driver;
   j["cpu"] = env.cpu_model;
   j["usable_cores"] = env.usable_cores;
+  j["load_average"] = env.load_average;
   j["commit"] = env.commit;
   j["torch"] = env.torch_version;
   j["host"] = env.hostname;
@@ -328,7 +329,8 @@ std::string results_markdown(const std::vector<ScenarioResult>& results, const B
   std::ostringstream os;
   os << "# shoplens bench\n\n";
   os << fmt::format("- commit `{}`, LibTorch {}, {}\n", env.commit, env.torch_version, env.date);
-  os << fmt::format("- CPU: {} ({} usable cores); GPU: {} (driver {})\n\n", md_cell(env.cpu_model), env.usable_cores,
+  os << fmt::format("- CPU: {} ({} usable cores, load average {} at the start); GPU: {} (driver {})\n\n",
+                    md_cell(env.cpu_model), env.usable_cores, env.load_average.empty() ? "unknown" : env.load_average,
                     env.device_name.empty() ? "none" : md_cell(env.device_name), env.driver);
   const bool gated = !gate.empty();
   os << "| scenario | batch | threads | data | images/s | noise | step p50 ms | p95 | p99 | data wait | peak RSS MiB | "

@@ -202,6 +202,10 @@ BenchEnvironment bench_environment(const Nvml& nvml) {
   env.driver = nvml.available() ? nvml.driver_version() : nvml.why();
   env.device_name = nvml.available() ? nvml.device_name(0) : "";
   if (env.device_name.empty() && env.cuda_compiled) env.device_name = "cuda";
+  if (std::ifstream load("/proc/loadavg"); load) {
+    std::string a, b, c;
+    if (load >> a >> b >> c) env.load_average = a + " " + b + " " + c;
+  }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
   return env;

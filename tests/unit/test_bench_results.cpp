@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_results.h"
 #include "shoplens/bench/compute_plan.h"
 #include "shoplens/core/errors.h"
@@ -38,6 +39,7 @@ BenchEnvironment env() {
   e.cpu_model = "Fake CPU, 2 cores";  // a comma: CSV must quote it
   e.date = "2026-11-23";
   e.usable_cores = 2;
+  e.load_average = "1.50 2.00 3.00";
   return e;
 }
 
@@ -240,6 +242,7 @@ TEST(BenchWriters, JsonLinesAreRecommendRecords) {
   EXPECT_DOUBLE_EQ(line["images_per_second"].get<double>(), 100);
   EXPECT_EQ(line["trial_images_per_second"].size(), 3u);
   EXPECT_EQ(line["gpu"], "unavailable");
+  EXPECT_EQ(line["load_average"], "1.50 2.00 3.00");
   // recommend reads the recorder's lines (and skips the failed one) without complaint.
   const auto records = parse_bench_records(text, "results.jsonl");
   ASSERT_EQ(records.size(), 1u);
@@ -247,6 +250,51 @@ TEST(BenchWriters, JsonLinesAreRecommendRecords) {
   EXPECT_DOUBLE_EQ(records[0].images_per_second, 100);
   // And the baseline reader reads them back.
   EXPECT_DOUBLE_EQ(parse_baseline(text, "r").at("small_cnn-fp32-b32-cpu-t2").images_per_second, 100);
+}
+
+TEST(BatchStudy, LossSpikesAreJumpsAboveTheRecentMedian) {
+  std::vector<std::pair<double, double>> loss;
+  for (int i = 0; i < 10; ++i) loss.emplace_back(i, 2.0 - 0.1 * i);  // falling: no spike
+  EXPECT_EQ(count_loss_spikes(loss), 0);
+  loss[7].second = 10;  // one jump
+  EXPECT_EQ(count_loss_spikes(loss), 1);
+  EXPECT_EQ(count_loss_spikes({{0, 1}, {1, 100}}), 0);  // too few records to judge
+}
+
+TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
+  StudyRun base, cand;
+  base.summary = {{"images_per_second", 100.0}, {"peak_rss_bytes", 100 << 20}, {"steps", 40}, {"model", "m<1>"}};
+  cand.summary = {{"images_per_second", 150.0}, {"peak_rss_bytes", 200 << 20}, {"steps", 10}};
+  base.micro_batch = 32;
+  cand.micro_batch = 128;
+  base.val_f1 = {{1, 0.5}, {2, 0.60}};
+  cand.val_f1 = {{1, 0.4}, {2, 0.595}};
+  base.final_val_f1 = 0.60;
+  cand.final_val_f1 = 0.595;
+  base.train_loss = {{0.5, 2.0}, {1.5, 1.0}};
+  cand.train_loss = {{0.5, 2.2}, {1.5, 1.1}};
+  const json fb = {{"search", {{"probes", {{{"batch", 2}, {"ok", true}, {"peak_bytes", 10 << 20}, {"images_per_second", 50}},
+                                           {{"batch", 64}, {"ok", true}, {"peak_bytes", 80 << 20}, {"images_per_second", 140}}}},
+                               {"fit", {{"static_bytes", 8 << 20}, {"bytes_per_sample", 1 << 20}}}}}};
+  BatchStudyOptions o;
+  o.shards = "s&hards";
+  const std::string html = batch_study_html(base, cand, fb, o);
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<svg "), 4u);
+  EXPECT_EQ(count("</svg>"), 4u);
+  EXPECT_NE(html.find("Macro-F1 difference: -0.50 points</b> (goal: within 1 point of the baseline: met)"), std::string::npos);
+  EXPECT_NE(html.find("Throughput: 1.50x"), std::string::npos);
+  EXPECT_NE(html.find("s&amp;hards"), std::string::npos);
+  EXPECT_NE(html.find("m&lt;1&gt;"), std::string::npos);
+  // Self-contained: nothing loaded (namespaces are names, not fetches).
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("trained 1.50x faster"), std::string::npos);
 }
 
 }  // namespace

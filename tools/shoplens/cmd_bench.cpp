@@ -28,9 +28,9 @@ class BenchCommand : public Command {
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
     app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(CLI::NonNegativeNumber);
     app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
-    app.add_option("--study", study_, "instead of the recorder: \"batch\", the batch-size study (baseline vs find-batch)")
+    app.add_option("--study", study_, "\"batch\": the batch-size study (baseline vs find-batch) instead of the recorder (empty: the recorder)")
         ->check(CLI::IsMember({"", "batch"}));
-    app.add_option("--shards", study_options_.shards, "study: prepared shards both runs train on");
+    app.add_option("--shards", study_options_.shards, "study: prepared shards both runs train on (required with --study batch)");
     app.add_option("--epochs", study_options_.epochs, "study: epochs of each run")->check(CLI::PositiveNumber);
     app.add_option("--baseline-batch", study_options_.baseline_batch, "study: the baseline's micro-batch")
         ->check(CLI::PositiveNumber);

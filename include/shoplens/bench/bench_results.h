@@ -56,6 +56,8 @@ struct BenchEnvironment {
   std::string commit, torch_version, device_name, driver = "unavailable", cpu_model, date, hostname;
   int usable_cores = 0;
   bool cuda_compiled = false;
+  // /proc/loadavg's 1/5/15-minute figures when the run started: on a shared runner, what else ran.
+  std::string load_average;
 };
 
 // One GPU sample from NVML.
