@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 
@@ -54,6 +55,16 @@ std::int64_t vm_hwm_bytes() {
   while (std::getline(f, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // reported in kB
   return static_cast<std::int64_t>(peak_rss_bytes());
+}
+
+// NVML numbers the physical GPUs; CUDA's device 0 is the first of CUDA_VISIBLE_DEVICES. A UUID
+// there (rather than an index) falls back to 0.
+int nvml_index_of_cuda_device0() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!visible || !*visible) return 0;
+  const std::string first = std::string(visible).substr(0, std::string(visible).find(','));
+  if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoi(first);
 }
 
 int auto_batch(const BenchScenario& s, int threads) {
@@ -155,7 +166,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   TrainStep step(*model, optim.optimizer(), step_options);
   BatchFeed feed(s, r.batch, r.threads, device);
 
-  GpuSampler sampler(nvml, 0);
+  GpuSampler sampler(nvml, nvml_index_of_cuda_device0());
   for (int trial = 0; trial < s.trials; ++trial) {
     double wait = 0;
     for (int i = 0; i < s.warmup_steps; ++i) {
@@ -200,7 +211,7 @@ BenchEnvironment bench_environment(const Nvml& nvml) {
   env.date = today_date();
   env.cuda_compiled = cuda_available();
   env.driver = nvml.available() ? nvml.driver_version() : nvml.why();
-  env.device_name = nvml.available() ? nvml.device_name(0) : "";
+  env.device_name = nvml.available() ? nvml.device_name(nvml_index_of_cuda_device0()) : "";
   if (env.device_name.empty() && env.cuda_compiled) env.device_name = "cuda";
   if (std::ifstream load("/proc/loadavg"); load) {
     std::string a, b, c;

@@ -76,26 +76,34 @@ class BenchCommand : public Command {
     const BenchEnvironment env = bench_environment(nvml);
     spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), config_,
                  nvml.available() ? "NVML " + env.driver : nvml.why());
+    const std::filesystem::path out(out_);
     std::vector<ScenarioResult> results;
+    std::vector<GateVerdict> gate;
+    auto write_outputs = [&] {
+      if (!baseline_.empty()) gate = gate_results(results, baseline, max_regression);
+      write_file_atomic(out / "results.jsonl", results_jsonl(results, env, source));
+      write_file_atomic(out / "results.csv", results_csv(results, env));
+      write_file_atomic(out / "results.md", results_markdown(results, env, gate));
+      write_file_atomic(out / "junit.xml", results_junit(results, gate, config.name));
+    };
     for (std::size_t i = 0; i < config.scenarios.size(); ++i) {
       const auto& s = config.scenarios[i];
       spdlog::info("bench: [{}/{}] {}", i + 1, config.scenarios.size(), s.name);
-      results.push_back(run_scenario(s, nvml));
+      try {
+        results.push_back(run_scenario(s, nvml));
+      } catch (const InterruptedError&) {
+        // The scenarios that finished are still worth having; the interrupted one is left out.
+        write_outputs();
+        spdlog::warn("bench: interrupted; {} finished scenario(s) written to {}", results.size(), out.string());
+        throw;
+      }
       const auto sum = summarise(results.back());
       if (results.back().error.empty())
         spdlog::info("bench: {}: {:.1f} images/s (noise {:.1f}%), step p50 {:.1f} ms", s.name, sum.images_per_second,
                      sum.noise * 100, sum.step_p50 * 1e3);
     }
-    std::vector<GateVerdict> gate;
-    if (!baseline_.empty()) gate = gate_results(results, baseline, max_regression);
-
-    const std::filesystem::path out(out_);
-    write_file_atomic(out / "results.jsonl", results_jsonl(results, env, source));
-    write_file_atomic(out / "results.csv", results_csv(results, env));
-    const std::string markdown = results_markdown(results, env, gate);
-    write_file_atomic(out / "results.md", markdown);
-    write_file_atomic(out / "junit.xml", results_junit(results, gate, config.name));
-    std::cout << markdown;
+    write_outputs();
+    std::cout << results_markdown(results, env, gate);
 
     int failed = 0, regressed = 0;
     for (const auto& r : results)
