@@ -1,4 +1,5 @@
 #include "shoplens/bench/compute_plan.h"
+#include "shoplens/bench/bench_results.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,8 +43,11 @@ std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const s
     }
     if (!j.is_object()) fail("expected one JSON object per line");
     for (const auto& [key, value] : j.items())
-      if (std::find(kRecordKeys.begin(), kRecordKeys.end(), key) == kRecordKeys.end())
+      if (std::find(kRecordKeys.begin(), kRecordKeys.end(), key) == kRecordKeys.end() &&
+          std::find(recorder_record_keys().begin(), recorder_record_keys().end(), key) == recorder_record_keys().end())
         fail("unknown field '" + key + "'" + did_you_mean(key, kRecordKeys));
+    // `shoplens bench` writes failed scenarios too (no throughput): nothing to plan with.
+    if (j.contains("status") && j["status"] == "failed") continue;
     auto text_field = [&](const char* key, bool required) {
       if (!j.contains(key)) {
         if (required) fail(std::string("missing \"") + key + "\"");

@@ -64,6 +64,7 @@ std::unique_ptr<Command> make_load_command();
 std::unique_ptr<Command> make_bench_data_command();
 std::unique_ptr<Command> make_train_command();
 std::unique_ptr<Command> make_bench_train_command();
+std::unique_ptr<Command> make_bench_command();
 std::unique_ptr<Command> make_find_batch_command();
 std::unique_ptr<Command> make_export_command();
 std::unique_ptr<Command> make_score_command();

@@ -31,6 +31,9 @@ const CommandEntry kCommands[] = {
     {"export", "turn a trained run into a verified model folder: safetensors weights + model card", &make_export_command},
     {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles", &make_score_command},
     {"serve", "serve an exported model over HTTP: micro-batching, p95 target, metrics, graceful drain", &make_serve_command},
+    {"bench", "benchmark recorder for CI: a scenario matrix, medians of repeated trials, JSONL/CSV/Markdown/JUnit, "
+              "regression gate against a baseline",
+     &make_bench_command},
     {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
     {"bench-train", "benchmark the training step on synthetic tensors (compare with Python: scripts/bench/train_step.sh)",
      &make_bench_train_command},

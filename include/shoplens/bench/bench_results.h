@@ -1,0 +1,154 @@
+// `shoplens bench`: the plain-C++ half of the benchmark recorder (docs/BENCH.md). The bench
+// config and its scenario matrix, the per-scenario result, its summary statistics, the writers
+// (JSON lines, CSV, Markdown, JUnit XML) and the regression gate against a baseline. No torch:
+// everything here is tested on fake results; the runner is bench_runner_torch.cpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shoplens {
+
+// One cell of the matrix: what to run.
+struct BenchScenario {
+  std::string name;             // unique; generated from the cell unless given
+  std::string model = "small_cnn";
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA)
+  int batch = 32;               // 0 with batch_auto
+  bool batch_auto = false;      // "auto": find_batch() under memory_budget
+  std::string device = "cpu";   // cpu | cuda
+  int threads = 0;              // 0: every usable core
+  std::string data = "synthetic";  // synthetic | shards
+  std::string shards;           // folder of prepared shards (data = shards)
+  int loader_workers = 0;       // 0: threads
+  int image_size = 64;
+  int num_classes = 12;
+  std::string optimizer = "adamw";
+  bool channels_last = false;
+  int warmup_steps = 3;
+  int steps = 10;               // measured steps per trial
+  int trials = 3;
+  std::string memory_budget = "2GiB";  // batch "auto" only
+  std::string hardware;         // recommend's hardware label (e.g. A100-40GB); empty: the device name
+  std::string recommend_scenario;  // recommend's --scenario name (e.g. baseline_cnn); empty: name
+  std::uint64_t seed = 1234;
+};
+
+struct BenchConfig {
+  std::string name = "bench";
+  std::vector<BenchScenario> scenarios;
+};
+
+// Parses a bench config (docs/BENCH.md): "defaults" for every scenario, a "matrix" whose list
+// values are crossed, and/or explicit "scenarios". ConfigError naming `origin` and the JSON path
+// for unknown keys (with the nearest known one), bad types or values, duplicate names, no scenario.
+BenchConfig parse_bench_config(const nlohmann::json& doc, const std::string& origin);
+BenchConfig load_bench_config(const std::filesystem::path& path);
+
+// The environment a result was measured in.
+struct BenchEnvironment {
+  std::string commit, torch_version, device_name, driver = "unavailable", cpu_model, date, hostname;
+  int usable_cores = 0;
+  bool cuda_compiled = false;
+  // /proc/loadavg's 1/5/15-minute figures when the run started: on a shared runner, what else ran.
+  std::string load_average;
+};
+
+// One GPU sample from NVML.
+struct GpuSample {
+  double t = 0;             // seconds since the measured window started
+  double utilisation = 0;   // percent
+  double memory_used_bytes = 0;
+};
+
+// What one scenario measured. Times in seconds, memory in bytes.
+struct ScenarioResult {
+  BenchScenario scenario;
+  int batch = 0;                         // the batch run (after "auto")
+  int threads = 0;                       // resolved
+  std::vector<double> trial_images_per_second;
+  std::vector<double> step_seconds;      // every measured step of every trial
+  std::vector<double> trial_data_wait_seconds;  // per trial, blocked waiting for the loader
+  std::vector<double> trial_seconds;     // measured window per trial
+  double cpu_seconds = 0;                // user + system over the measured windows
+  std::int64_t peak_rss_bytes = 0;       // resident set high-water mark of the scenario
+  bool peak_rss_scoped = false;          // false: the process's lifetime peak (clear_refs refused)
+  std::int64_t peak_allocated_bytes = -1;  // tensors (CPU tracking allocator / CUDA): -1 unknown
+  std::int64_t peak_reserved_bytes = -1;   // CUDA caching allocator; CPU: = allocated
+  std::string gpu_status = "unavailable";  // "ok" or why not (no NVML, CPU scenario)
+  std::vector<GpuSample> gpu_samples;
+  std::string error;                     // non-empty: the scenario failed (message)
+};
+
+// Derived figures of a result, the ones the writers and the gate use.
+struct ScenarioSummary {
+  double images_per_second = 0;   // median over trials
+  double noise = 0;               // (max - min) / median of the trial rates
+  double step_p50 = 0, step_p95 = 0, step_p99 = 0;
+  double data_wait_fraction = 0;  // waiting for data / measured time, over all trials
+  double data_wait_seconds = 0;   // median per trial
+  double cpu_utilisation = 0;     // cores busy on average over the measured windows
+  double gpu_util_mean = -1, gpu_util_max = -1, gpu_memory_max_bytes = -1;  // -1 unavailable
+};
+ScenarioSummary summarise(const ScenarioResult& r);
+
+// Relative spread of a sample: (max - min) / median; 0 for fewer than two values.
+double relative_range(const std::vector<double>& values);
+
+// One JSON line per scenario: a `shoplens recommend --bench` record (scenario, device cpu|gpu,
+// hardware, vcpus, images_per_second, source, date, ...) plus the recorder's fields.
+nlohmann::json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const std::string& source);
+std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env, const std::string& source);
+std::string results_csv(const std::vector<ScenarioResult>& results, const BenchEnvironment& env);
+// `gate` may be empty (no baseline); otherwise one verdict per result, same order.
+struct GateVerdict;
+std::string results_markdown(const std::vector<ScenarioResult>& results, const BenchEnvironment& env,
+                             const std::vector<GateVerdict>& gate);
+std::string results_junit(const std::vector<ScenarioResult>& results, const std::vector<GateVerdict>& gate,
+                          const std::string& suite_name);
+
+// The fields recommend accepts besides its own (compute_plan.cpp), so recorder lines parse there.
+const std::vector<std::string>& recorder_record_keys();
+
+// A baseline scenario as read back from a results.jsonl.
+struct BaselineEntry {
+  double images_per_second = 0;
+  std::vector<double> trial_images_per_second;
+  std::string origin;  // file:line
+};
+// ConfigError (exit 2: the gate cannot judge) naming file:line for malformed JSON or a line
+// without a name/scenario or a positive images_per_second.
+std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const std::string& origin);
+// ConfigError when missing or without any result.
+std::map<std::string, BaselineEntry> load_baseline(const std::filesystem::path& path);
+
+// "5%", "5" (percent) or "0.05" (a fraction below 1 without a % sign is read as a fraction).
+// UsageError otherwise. Returns a fraction.
+double parse_max_regression(const std::string& text);
+
+struct GateVerdict {
+  std::string scenario;
+  bool compared = false;   // false: no baseline entry (new scenario) or the scenario failed
+  bool regressed = false;
+  double baseline = 0, current = 0;
+  double change = 0;       // (current - baseline) / baseline: negative is slower
+  double noise = 0;        // the larger relative trial range of the two sides
+  std::string message;
+};
+// A scenario regressed when its median throughput fell by more than `max_regression` AND by more
+// than its measured trial-to-trial noise (either side's). Faster is never a regression.
+GateVerdict gate_one(const std::string& scenario, double current, const std::vector<double>& current_trials,
+                     const BaselineEntry& baseline, double max_regression);
+std::vector<GateVerdict> gate_results(const std::vector<ScenarioResult>& results,
+                                      const std::map<std::string, BaselineEntry>& baseline, double max_regression);
+
+// XML text escaping (&, <, >, ", ').
+std::string xml_escape(std::string_view text);
+
+}  // namespace shoplens

@@ -1,0 +1,516 @@
+#include "shoplens/bench/bench_results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/stats.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<std::string> kScenarioKeys = {
+    "name",      "model", "precision", "batch",  "device",        "threads",   "data",
+    "shards",    "loader_workers", "image_size", "num_classes", "optimizer", "channels_last",
+    "warmup_steps", "steps", "trials", "memory_budget", "hardware", "recommend_scenario", "seed"};
+const std::vector<std::string> kTopKeys = {"format", "format_version", "name", "note", "defaults", "matrix", "scenarios"};
+
+// Applies one key of a scenario object; `where` is the JSON path for messages.
+void apply_key(BenchScenario& s, const std::string& key, const json& v, const std::string& where) {
+  auto fail = [&](const std::string& what) { throw ConfigError(where + ": " + what); };
+  auto str = [&]() {
+    if (!v.is_string()) fail("expected a string");
+    return v.get<std::string>();
+  };
+  auto integer = [&](int lo) {
+    if (!v.is_number_integer() || v.get<long>() < lo) fail(fmt::format("expected a whole number >= {}", lo));
+    return static_cast<int>(v.get<long>());
+  };
+  auto one_of = [&](const std::string& value, const std::vector<std::string>& allowed) {
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+      fail("'" + value + "': expected one of " + join(allowed, ", "));
+    return value;
+  };
+  if (key == "name") s.name = str();
+  else if (key == "model") s.model = str();
+  else if (key == "precision") s.precision = one_of(str(), {"fp32", "bf16", "fp16"});
+  else if (key == "batch") {
+    if (v.is_string()) {
+      if (v.get<std::string>() != "auto") fail("expected a whole number >= 1 or \"auto\"");
+      s.batch_auto = true;
+      s.batch = 0;
+    } else {
+      s.batch = integer(1);
+      s.batch_auto = false;
+    }
+  } else if (key == "device") s.device = one_of(str(), {"cpu", "cuda"});
+  else if (key == "threads") s.threads = integer(0);
+  else if (key == "data") s.data = one_of(str(), {"synthetic", "shards"});
+  else if (key == "shards") s.shards = str();
+  else if (key == "loader_workers") s.loader_workers = integer(0);
+  else if (key == "image_size") s.image_size = integer(8);
+  else if (key == "num_classes") s.num_classes = integer(2);
+  else if (key == "optimizer") s.optimizer = one_of(str(), {"adamw", "sgd"});
+  else if (key == "channels_last") {
+    if (!v.is_boolean()) fail("expected true or false");
+    s.channels_last = v.get<bool>();
+  } else if (key == "warmup_steps") s.warmup_steps = integer(0);
+  else if (key == "steps") s.steps = integer(1);
+  else if (key == "trials") s.trials = integer(1);
+  else if (key == "memory_budget") s.memory_budget = str();
+  else if (key == "hardware") s.hardware = str();
+  else if (key == "recommend_scenario") s.recommend_scenario = str();
+  else if (key == "seed") s.seed = static_cast<std::uint64_t>(integer(0));
+  else fail("unknown key '" + key + "'" + did_you_mean(key, kScenarioKeys));
+}
+
+void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
+  if (!obj.is_object()) throw ConfigError(where + ": expected an object");
+  for (const auto& [k, v] : obj.items()) apply_key(s, k, v, where + "." + k);
+}
+
+std::string cell_name(const BenchScenario& s) {
+  std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision, s.batch_auto ? "auto" : std::to_string(s.batch),
+                                 s.device, s.threads);
+  if (s.data == "shards") name += "-shards";
+  return name;
+}
+
+std::string num(double v, int precision = 4) {
+  if (!std::isfinite(v)) return "";
+  std::ostringstream os;
+  os.precision(precision);
+  os << v;
+  return os.str();
+}
+
+std::string mib(double bytes) { return bytes < 0 ? "n/a" : fmt::format("{:.0f}", bytes / (1024.0 * 1024.0)); }
+
+double median(const std::vector<double>& v) { return percentile(v, 0.5); }
+
+std::string csv_cell(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string md_cell(const std::string& v) {
+  std::string out;
+  for (char c : v) out += c == '|' ? std::string("\\|") : std::string(1, c == '\n' ? ' ' : c);
+  return out;
+}
+
+}  // namespace
+
+BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
+  if (!doc.is_object()) throw ConfigError(origin + ": expected a JSON object");
+  for (const auto& [k, v] : doc.items())
+    if (std::find(kTopKeys.begin(), kTopKeys.end(), k) == kTopKeys.end())
+      throw ConfigError(origin + ": unknown key '" + k + "'" + did_you_mean(k, kTopKeys));
+  if (doc.contains("format") && doc["format"] != "shoplens-bench")
+    throw ConfigError(origin + ": format: expected \"shoplens-bench\"");
+  BenchConfig config;
+  if (doc.contains("name")) {
+    if (!doc["name"].is_string()) throw ConfigError(origin + ": name: expected a string");
+    config.name = doc["name"].get<std::string>();
+  }
+  BenchScenario defaults;
+  if (doc.contains("defaults")) apply_object(defaults, doc["defaults"], origin + ": defaults");
+  if (doc.contains("matrix")) {
+    const json& m = doc["matrix"];
+    const std::string where = origin + ": matrix";
+    if (!m.is_object() || m.empty()) throw ConfigError(where + ": expected an object of lists");
+    // Cross product: keys in alphabetical order (nlohmann::json's object order), each list in the
+    // file's order; a scalar is a list of one.
+    std::vector<BenchScenario> cells{defaults};
+    for (const auto& [k, v] : m.items()) {
+      if (k == "name") throw ConfigError(where + ".name: names are generated for matrix cells");
+      const json values = v.is_array() ? v : json::array({v});
+      if (values.empty()) throw ConfigError(where + "." + k + ": empty list");
+      std::vector<BenchScenario> next;
+      for (const auto& cell : cells)
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          BenchScenario s = cell;
+          apply_key(s, k, values[i], fmt::format("{}.{}[{}]", where, k, i));
+          next.push_back(s);
+        }
+      cells = std::move(next);
+    }
+    for (auto& s : cells) {
+      s.name = cell_name(s);
+      config.scenarios.push_back(s);
+    }
+  }
+  if (doc.contains("scenarios")) {
+    const json& list = doc["scenarios"];
+    if (!list.is_array()) throw ConfigError(origin + ": scenarios: expected a list");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      BenchScenario s = defaults;
+      apply_object(s, list[i], fmt::format("{}: scenarios[{}]", origin, i));
+      if (s.name.empty()) s.name = cell_name(s);
+      config.scenarios.push_back(s);
+    }
+  }
+  if (config.scenarios.empty()) throw ConfigError(origin + ": no scenarios (give \"matrix\" or \"scenarios\")");
+  std::set<std::string> names;
+  for (const auto& s : config.scenarios) {
+    if (!names.insert(s.name).second) throw ConfigError(origin + ": duplicate scenario name '" + s.name + "'");
+    if (s.data == "shards" && s.shards.empty())
+      throw ConfigError(origin + ": scenario '" + s.name + "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
+    if (s.precision == "fp16" && s.device != "cuda")
+      throw ConfigError(origin + ": scenario '" + s.name + "': fp16 needs device \"cuda\"");
+  }
+  return config;
+}
+
+BenchConfig load_bench_config(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw ConfigError("bench config " + path.string() + " does not exist");
+  json doc;
+  try {
+    doc = json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    throw ConfigError(path.string() + ": not valid JSON: " + e.what());
+  }
+  return parse_bench_config(doc, path.string());
+}
+
+double relative_range(const std::vector<double>& values) {
+  if (values.size() < 2) return 0;
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  const double mid = median(values);
+  return mid > 0 ? (*hi - *lo) / mid : 0;
+}
+
+ScenarioSummary summarise(const ScenarioResult& r) {
+  ScenarioSummary s;
+  s.images_per_second = median(r.trial_images_per_second);
+  s.noise = relative_range(r.trial_images_per_second);
+  s.step_p50 = percentile(r.step_seconds, 0.50);
+  s.step_p95 = percentile(r.step_seconds, 0.95);
+  s.step_p99 = percentile(r.step_seconds, 0.99);
+  double wait = 0, window = 0;
+  for (double w : r.trial_data_wait_seconds) wait += w;
+  for (double t : r.trial_seconds) window += t;
+  s.data_wait_fraction = window > 0 ? wait / window : 0;
+  s.data_wait_seconds = median(r.trial_data_wait_seconds);
+  s.cpu_utilisation = window > 0 ? r.cpu_seconds / window : 0;
+  if (!r.gpu_samples.empty()) {
+    double sum = 0;
+    s.gpu_util_max = 0;
+    s.gpu_memory_max_bytes = 0;
+    for (const auto& g : r.gpu_samples) {
+      sum += g.utilisation;
+      s.gpu_util_max = std::max(s.gpu_util_max, g.utilisation);
+      s.gpu_memory_max_bytes = std::max(s.gpu_memory_max_bytes, g.memory_used_bytes);
+    }
+    s.gpu_util_mean = sum / static_cast<double>(r.gpu_samples.size());
+  }
+  return s;
+}
+
+const std::vector<std::string>& recorder_record_keys() {
+  static const std::vector<std::string> keys = {
+      "bench",          "image_size",     "num_classes",     "threads",           "trials",
+      "warmup_steps",   "steps",          "batch_source",    "data",              "optimizer",
+      "channels_last",  "device_name",    "noise",           "trial_images_per_second",
+      "step_ms_p50",    "step_ms_p95",    "step_ms_p99",     "data_wait_seconds", "data_wait_fraction",
+      "peak_rss_bytes", "peak_rss_scope", "peak_allocated_bytes", "peak_reserved_bytes",
+      "cpu_utilisation", "gpu",           "gpu_util_mean",   "gpu_util_max",      "gpu_memory_max_bytes",
+      "gpu_samples",    "commit",         "torch",           "driver",            "cpu",
+      "host",           "usable_cores",   "load_average",   "status",          "error",             "name"};
+  return keys;
+}
+
+json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const std::string& source) {
+  const auto& sc = r.scenario;
+  const ScenarioSummary s = summarise(r);
+  const bool cuda = sc.device == "cuda";
+  json j;
+  // recommend's fields first (docs/COMPUTE.md, "Bench records").
+  j["scenario"] = sc.recommend_scenario.empty() ? sc.name : sc.recommend_scenario;
+  j["name"] = sc.name;
+  j["model"] = sc.model;
+  j["device"] = cuda ? "gpu" : "cpu";
+  j["hardware"] = !sc.hardware.empty() ? sc.hardware : (cuda ? env.device_name : env.cpu_model);
+  j["devices"] = 1;
+  j["vcpus"] = std::max(1, r.threads);
+  j["precision"] = sc.precision;
+  j["batch"] = r.batch;
+  j["source"] = source;
+  j["date"] = env.date;
+  j["status"] = r.error.empty() ? "ok" : "failed";
+  if (!r.error.empty()) j["error"] = r.error;
+  // recommend refuses a non-positive rate: a failed scenario has none, so it carries no field.
+  if (s.images_per_second > 0) j["images_per_second"] = s.images_per_second;
+  j["batch_source"] = sc.batch_auto ? "auto" : "fixed";
+  j["data"] = sc.data;
+  j["image_size"] = sc.image_size;
+  j["num_classes"] = sc.num_classes;
+  j["optimizer"] = sc.optimizer;
+  j["channels_last"] = sc.channels_last;
+  j["threads"] = r.threads;
+  j["trials"] = sc.trials;
+  j["warmup_steps"] = sc.warmup_steps;
+  j["steps"] = sc.steps;
+  j["trial_images_per_second"] = r.trial_images_per_second;
+  j["noise"] = s.noise;
+  j["step_ms_p50"] = s.step_p50 * 1e3;
+  j["step_ms_p95"] = s.step_p95 * 1e3;
+  j["step_ms_p99"] = s.step_p99 * 1e3;
+  j["data_wait_seconds"] = s.data_wait_seconds;
+  j["data_wait_fraction"] = s.data_wait_fraction;
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["peak_rss_scope"] = r.peak_rss_scoped ? "scenario" : "process";
+  j["peak_allocated_bytes"] = r.peak_allocated_bytes;
+  j["peak_reserved_bytes"] = r.peak_reserved_bytes;
+  j["cpu_utilisation"] = s.cpu_utilisation;
+  j["gpu"] = r.gpu_status;
+  if (!r.gpu_samples.empty()) {
+    j["gpu_util_mean"] = s.gpu_util_mean;
+    j["gpu_util_max"] = s.gpu_util_max;
+    j["gpu_memory_max_bytes"] = s.gpu_memory_max_bytes;
+    json samples = json::array();
+    for (const auto& g : r.gpu_samples) samples.push_back({g.t, g.utilisation, g.memory_used_bytes});
+    j["gpu_samples"] = samples;  // [seconds, utilisation %, memory used bytes]
+  }
+  j["device_name"] = cuda ? env.device_name : "cpu";
+  j["driver"] = env.driver;
+  j["cpu"] = env.cpu_model;
+  j["usable_cores"] = env.usable_cores;
+  j["load_average"] = env.load_average;
+  j["commit"] = env.commit;
+  j["torch"] = env.torch_version;
+  j["host"] = env.hostname;
+  j["bench"] = "shoplens bench";
+  return j;
+}
+
+std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env, const std::string& source) {
+  std::string out;
+  for (const auto& r : results) out += result_to_json(r, env, source).dump() + "\n";
+  return out;
+}
+
+std::string results_csv(const std::vector<ScenarioResult>& results, const BenchEnvironment& env) {
+  std::ostringstream os;
+  os << "scenario,status,model,precision,batch,batch_source,device,threads,data,images_per_second,noise,trials,"
+        "step_ms_p50,step_ms_p95,step_ms_p99,data_wait_fraction,peak_rss_mib,peak_allocated_mib,peak_reserved_mib,"
+        "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date\n";
+  for (const auto& r : results) {
+    const auto& sc = r.scenario;
+    const auto s = summarise(r);
+    const std::vector<std::string> row = {
+        sc.name, r.error.empty() ? "ok" : "failed", sc.model, sc.precision, std::to_string(r.batch),
+        sc.batch_auto ? "auto" : "fixed", sc.device, std::to_string(r.threads), sc.data, num(s.images_per_second, 6),
+        num(s.noise), std::to_string(r.trial_images_per_second.size()), num(s.step_p50 * 1e3), num(s.step_p95 * 1e3),
+        num(s.step_p99 * 1e3), num(s.data_wait_fraction), mib(static_cast<double>(r.peak_rss_bytes)),
+        mib(static_cast<double>(r.peak_allocated_bytes)), mib(static_cast<double>(r.peak_reserved_bytes)),
+        num(s.cpu_utilisation), r.gpu_status, s.gpu_util_mean < 0 ? "" : num(s.gpu_util_mean),
+        mib(s.gpu_memory_max_bytes), sc.device == "cuda" ? env.device_name : "cpu", env.driver, env.cpu_model,
+        env.torch_version, env.commit, env.date};
+    for (std::size_t i = 0; i < row.size(); ++i) os << (i ? "," : "") << csv_cell(row[i]);
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string results_markdown(const std::vector<ScenarioResult>& results, const BenchEnvironment& env,
+                             const std::vector<GateVerdict>& gate) {
+  std::ostringstream os;
+  os << "# shoplens bench\n\n";
+  os << fmt::format("- commit `{}`, LibTorch {}, {}\n", env.commit, env.torch_version, env.date);
+  os << fmt::format("- CPU: {} ({} usable cores, load average {} at the start); GPU: {} (driver {})\n\n",
+                    md_cell(env.cpu_model), env.usable_cores, env.load_average.empty() ? "unknown" : env.load_average,
+                    env.device_name.empty() ? "none" : md_cell(env.device_name), env.driver);
+  const bool gated = !gate.empty();
+  os << "| scenario | batch | threads | data | images/s | noise | step p50 ms | p95 | p99 | data wait | peak RSS MiB | "
+        "peak alloc MiB | CPU busy | GPU util | status |"
+     << (gated ? " vs baseline |" : "") << "\n";
+  os << "|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|" << (gated ? "---|" : "") << "\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto s = summarise(r);
+    os << "| " << md_cell(r.scenario.name) << " | " << r.batch << (r.scenario.batch_auto ? " (auto)" : "") << " | "
+       << r.threads << " | " << r.scenario.data << " | " << fmt::format("{:.1f}", s.images_per_second) << " | "
+       << fmt::format("{:.1f}%", s.noise * 100) << " | " << fmt::format("{:.1f}", s.step_p50 * 1e3) << " | "
+       << fmt::format("{:.1f}", s.step_p95 * 1e3) << " | " << fmt::format("{:.1f}", s.step_p99 * 1e3) << " | "
+       << fmt::format("{:.1f}%", s.data_wait_fraction * 100) << " | " << mib(static_cast<double>(r.peak_rss_bytes))
+       << " | " << mib(static_cast<double>(r.peak_allocated_bytes)) << " | " << fmt::format("{:.2f}", s.cpu_utilisation)
+       << " | " << (s.gpu_util_mean < 0 ? r.gpu_status : fmt::format("{:.0f}%", s.gpu_util_mean)) << " | "
+       << (r.error.empty() ? "ok" : "failed: " + md_cell(r.error)) << " |";
+    if (gated) {
+      const auto& g = gate[i];
+      os << " " << (!g.compared ? "not compared" : fmt::format("{:+.1f}%{}", g.change * 100, g.regressed ? " REGRESSED" : ""))
+         << " |";
+    }
+    os << "\n";
+  }
+  os << "\nimages/s: median over trials; noise: (max - min) / median of the trial rates; step times: "
+        "percentiles over every measured step; CPU busy: cores used on average (user + system time / wall).\n";
+  return os.str();
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0; keep tab and newline.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out += ' ';
+        else out += c;
+    }
+  }
+  return out;
+}
+
+std::string results_junit(const std::vector<ScenarioResult>& results, const std::vector<GateVerdict>& gate,
+                          const std::string& suite_name) {
+  int failures = 0, errors = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].error.empty()) ++errors;
+    else if (i < gate.size() && gate[i].regressed) ++failures;
+    for (double t : results[i].trial_seconds) total += t;
+  }
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  os << fmt::format("<testsuites name=\"shoplens bench\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
+                    results.size(), failures, errors, total);
+  os << fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n",
+                    xml_escape(suite_name), results.size(), failures, errors, total);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    double t = 0;
+    for (double x : r.trial_seconds) t += x;
+    const auto s = summarise(r);
+    os << fmt::format("    <testcase classname=\"bench.{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escape(suite_name),
+                      xml_escape(r.scenario.name), t);
+    if (!r.error.empty()) {
+      os << fmt::format("      <error message=\"{}\" type=\"ScenarioFailed\"/>\n", xml_escape(r.error));
+    } else if (i < gate.size() && gate[i].regressed) {
+      os << fmt::format("      <failure message=\"{}\" type=\"Regression\">{}</failure>\n", xml_escape(gate[i].message),
+                        xml_escape(gate[i].message));
+    }
+    os << fmt::format("      <system-out>images/s {:.2f} (noise {:.1f}%), step p50 {:.2f} ms p95 {:.2f} ms p99 {:.2f} ms"
+                      "</system-out>\n",
+                      s.images_per_second, s.noise * 100, s.step_p50 * 1e3, s.step_p95 * 1e3, s.step_p99 * 1e3);
+    os << "    </testcase>\n";
+  }
+  os << "  </testsuite>\n</testsuites>\n";
+  return os.str();
+}
+
+std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const std::string& origin) {
+  std::map<std::string, BaselineEntry> out;
+  std::size_t line_no = 0;
+  for (const auto& raw : split(text, '\n')) {
+    ++line_no;
+    const std::string line(trim(raw));
+    if (line.empty() || line[0] == '#') continue;
+    const std::string where = fmt::format("{}:{}", origin, line_no);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw ConfigError(where + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object()) throw ConfigError(where + ": expected one JSON object per line");
+    // The recorder's own scenario name is "name"; a plain recommend record only has "scenario".
+    const json& key = j.contains("name") ? j["name"] : j.contains("scenario") ? j["scenario"] : json();
+    if (!key.is_string() || key.get<std::string>().empty()) throw ConfigError(where + ": missing \"name\" or \"scenario\"");
+    if (j.value("status", "ok") != "ok") continue;  // a failed scenario has no figure to compare against
+    if (!j.contains("images_per_second") || !j["images_per_second"].is_number() ||
+        !(j["images_per_second"].get<double>() > 0))
+      throw ConfigError(where + ": \"images_per_second\" must be a number > 0");
+    BaselineEntry e;
+    e.images_per_second = j["images_per_second"].get<double>();
+    e.origin = where;
+    if (j.contains("trial_images_per_second")) {
+      if (!j["trial_images_per_second"].is_array()) throw ConfigError(where + ": \"trial_images_per_second\" must be a list");
+      for (const auto& v : j["trial_images_per_second"]) {
+        if (!v.is_number()) throw ConfigError(where + ": \"trial_images_per_second\" must hold numbers");
+        e.trial_images_per_second.push_back(v.get<double>());
+      }
+    }
+    out[key.get<std::string>()] = e;
+  }
+  return out;
+}
+
+std::map<std::string, BaselineEntry> load_baseline(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw ConfigError("baseline " + path.string() + " does not exist");
+  auto entries = parse_baseline(read_file(path), path.string());
+  if (entries.empty()) throw ConfigError("baseline " + path.string() + " holds no scenario results");
+  return entries;
+}
+
+double parse_max_regression(const std::string& text) {
+  const std::string t(trim(text));
+  const bool percent = !t.empty() && t.back() == '%';
+  const std::string number = percent ? t.substr(0, t.size() - 1) : t;
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !std::isfinite(v) || v < 0)
+    throw UsageError("--max-regression '" + text + "': expected a percentage like 5% (or a fraction like 0.05)");
+  const double fraction = (percent || v >= 1) ? v / 100.0 : v;
+  if (fraction >= 1) throw UsageError("--max-regression '" + text + "': must be below 100%");
+  return fraction;
+}
+
+GateVerdict gate_one(const std::string& scenario, double current, const std::vector<double>& current_trials,
+                     const BaselineEntry& baseline, double max_regression) {
+  GateVerdict g;
+  g.scenario = scenario;
+  g.compared = baseline.images_per_second > 0 && current > 0;
+  if (!g.compared) return g;
+  g.baseline = baseline.images_per_second;
+  g.current = current;
+  g.change = (current - baseline.images_per_second) / baseline.images_per_second;
+  g.noise = std::max(relative_range(current_trials), relative_range(baseline.trial_images_per_second));
+  const double drop = -g.change;
+  g.regressed = drop > max_regression && drop > g.noise;
+  g.message = fmt::format("{}: {:.2f} images/s vs baseline {:.2f} ({:+.1f}%; threshold {:.1f}%, trial noise {:.1f}%)",
+                          scenario, current, g.baseline, g.change * 100, max_regression * 100, g.noise * 100);
+  return g;
+}
+
+std::vector<GateVerdict> gate_results(const std::vector<ScenarioResult>& results,
+                                      const std::map<std::string, BaselineEntry>& baseline, double max_regression) {
+  std::vector<GateVerdict> out;
+  for (const auto& r : results) {
+    auto it = baseline.find(r.scenario.name);
+    if (it == baseline.end() || !r.error.empty()) {
+      GateVerdict g;
+      g.scenario = r.scenario.name;
+      g.message = r.error.empty() ? r.scenario.name + ": not in the baseline" : r.scenario.name + ": failed, not compared";
+      out.push_back(g);
+      continue;
+    }
+    out.push_back(gate_one(r.scenario.name, median(r.trial_images_per_second), r.trial_images_per_second, it->second,
+                           max_regression));
+  }
+  return out;
+}
+
+}  // namespace shoplens

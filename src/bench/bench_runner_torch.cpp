@@ -1,0 +1,241 @@
+#include "shoplens/bench/bench_runner.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/config.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/data/loader.h"
+#include "shoplens/data/shards.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/amp.h"
+#include "shoplens/train/optimizer.h"
+#include "shoplens/train/train_step.h"
+
+namespace shoplens {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double cpu_seconds_now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+// Resets the kernel's resident high-water mark (VmHWM) so the peak is this scenario's, not the
+// process's lifetime one (Linux >= 4.0). False when refused.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+std::int64_t vm_hwm_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // reported in kB
+  return static_cast<std::int64_t>(peak_rss_bytes());
+}
+
+// NVML numbers the physical GPUs; CUDA's device 0 is the first of CUDA_VISIBLE_DEVICES. A UUID
+// there (rather than an index) falls back to 0.
+int nvml_index_of_cuda_device0() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!visible || !*visible) return 0;
+  const std::string first = std::string(visible).substr(0, std::string(visible).find(','));
+  if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoi(first);
+}
+
+int auto_batch(const BenchScenario& s, int threads) {
+  Config c;
+  c.model.name = s.model;
+  c.model.channels_last = s.channels_last;
+  c.augment.image_size = s.image_size;
+  c.train.precision = s.precision;
+  c.train.device = s.device;
+  c.train.memory_budget = s.memory_budget;
+  c.optim.name = s.optimizer;
+  c.run.threads = threads;
+  c.run.seed = static_cast<std::int64_t>(s.seed);
+  const auto found = find_batch(c, s.num_classes, /*use_cache=*/true);
+  spdlog::info("bench: {}: batch auto -> {} (find-batch{})", s.name, found.micro_batch, found.from_cache ? ", cached" : "");
+  return found.micro_batch;
+}
+
+// Where the batches come from: one fixed synthetic batch (the device alone) or the loader.
+class BatchFeed {
+ public:
+  BatchFeed(const BenchScenario& s, int batch, int threads, const torch::Device& device) : device_(device) {
+    if (s.data == "synthetic") {
+      Batch b;
+      b.images = torch::randn({batch, 3, s.image_size, s.image_size});
+      b.labels = torch::randint(s.num_classes, {batch}, torch::kLong);
+      if (device.is_cuda()) {
+        b.images = b.images.to(device);
+        b.labels = b.labels.to(device);
+      }
+      fixed_ = b;
+      return;
+    }
+    auto dataset = ShardDataset::open(s.shards, Split::kTrain);
+    if (dataset->num_classes() > s.num_classes)
+      throw ConfigError("bench: " + s.name + ": the shards have " + std::to_string(dataset->num_classes()) +
+                        " classes, num_classes is " + std::to_string(s.num_classes));
+    AugmentConfig augment;
+    augment.image_size = s.image_size;
+    LoaderOptions lo;
+    lo.batch_size = batch;
+    lo.workers = s.loader_workers > 0 ? s.loader_workers : threads;
+    lo.seed = s.seed;
+    loader_.emplace(dataset, augment, lo);
+    if (loader_->batches_per_epoch() < 1)
+      throw DataError("bench: " + s.name + ": " + s.shards + " holds fewer training images than one batch of " +
+                      std::to_string(batch));
+    loader_->start_epoch(epoch_);
+  }
+
+  // The next batch; `wait` gets the time blocked on the loader.
+  Batch next(double& wait) {
+    if (fixed_) {
+      wait = 0;
+      return *fixed_;
+    }
+    const auto t0 = Clock::now();
+    auto b = loader_->next();
+    if (!b) {
+      loader_->start_epoch(++epoch_);
+      b = loader_->next();
+    }
+    wait = seconds_since(t0);
+    if (device_.is_cuda()) {
+      b->images = b->images.to(device_, /*non_blocking=*/true);
+      b->labels = b->labels.to(device_, true);
+    }
+    return std::move(*b);
+  }
+
+ private:
+  torch::Device device_;
+  std::optional<Batch> fixed_;
+  std::optional<Loader> loader_;
+  std::int64_t epoch_ = 0;
+};
+
+void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
+  const bool cuda = s.device == "cuda";
+  if (cuda && !cuda_available()) throw ConfigError("device cuda: CUDA is not available (build or machine)");
+  r.threads = resolve_threads(s.threads);
+  set_compute_threads(r.threads);
+  r.batch = s.batch_auto ? auto_batch(s, r.threads) : s.batch;
+  r.peak_rss_scoped = reset_peak_rss();
+  auto memory = make_memory_probe(cuda);
+  memory->reset_peak();
+
+  seed_torch(s.seed);
+  auto model = make_model(ModelSpec{s.model, s.num_classes, s.image_size, 0.0, s.channels_last});
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  model->to(device);
+  OptimConfig optim_config;
+  optim_config.name = s.optimizer;
+  OptimizerSetup optim(*model, optim_config);
+  TrainStepOptions step_options;
+  step_options.precision = parse_precision(s.precision);
+  step_options.cuda = cuda;
+  step_options.scaler.enabled = step_options.precision == Precision::kFp16;
+  TrainStep step(*model, optim.optimizer(), step_options);
+  BatchFeed feed(s, r.batch, r.threads, device);
+
+  GpuSampler sampler(nvml, nvml_index_of_cuda_device0());
+  for (int trial = 0; trial < s.trials; ++trial) {
+    double wait = 0;
+    for (int i = 0; i < s.warmup_steps; ++i) {
+      throw_if_interrupted();
+      step.run({feed.next(wait)});
+    }
+    if (trial == 0 && cuda) sampler.start();  // GPU samples cover the measured trials
+    double waited = 0;
+    const double cpu0 = cpu_seconds_now();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < s.steps; ++i) {
+      throw_if_interrupted();
+      const Batch b = feed.next(wait);
+      waited += wait;
+      const auto ts = Clock::now();
+      step.run({b});  // reads the loss back, so the step has finished (also on CUDA) when this returns
+      r.step_seconds.push_back(seconds_since(ts));
+    }
+    const double window = seconds_since(t0);
+    r.cpu_seconds += cpu_seconds_now() - cpu0;
+    r.trial_seconds.push_back(window);
+    r.trial_data_wait_seconds.push_back(waited);
+    r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);
+  }
+  r.gpu_samples = sampler.stop();
+  if (cuda) r.gpu_status = nvml.available() ? (r.gpu_samples.empty() ? "no samples" : "ok") : nvml.why();
+  else r.gpu_status = "not used (cpu scenario)";
+  const auto stats = memory->stats();
+  r.peak_allocated_bytes = stats.peak_allocated_bytes;
+  r.peak_reserved_bytes = stats.peak_reserved_bytes;
+  r.peak_rss_bytes = vm_hwm_bytes();
+}
+
+}  // namespace
+
+BenchEnvironment bench_environment(const Nvml& nvml) {
+  BenchEnvironment env;
+  env.commit = build_commit();
+  env.torch_version = torch_version();
+  env.cpu_model = cpu_model();
+  env.usable_cores = usable_cores();
+  env.date = today_date();
+  env.cuda_compiled = cuda_available();
+  env.driver = nvml.available() ? nvml.driver_version() : nvml.why();
+  env.device_name = nvml.available() ? nvml.device_name(nvml_index_of_cuda_device0()) : "";
+  if (env.device_name.empty() && env.cuda_compiled) env.device_name = "cuda";
+  if (std::ifstream load("/proc/loadavg"); load) {
+    std::string a, b, c;
+    if (load >> a >> b >> c) env.load_average = a + " " + b + " " + c;
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
+  return env;
+}
+
+ScenarioResult run_scenario(const BenchScenario& scenario, const Nvml& nvml) {
+  ScenarioResult r;
+  r.scenario = scenario;
+  try {
+    measure(scenario, nvml, r);
+  } catch (const InterruptedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // One failed cell must not hide the others' figures: recorded, reported, exit 1 at the end.
+    r.error = error_message(e);
+    r.trial_images_per_second.clear();
+    spdlog::error("bench: {}: {}", scenario.name, r.error);
+  }
+  return r;
+}
+
+}  // namespace shoplens

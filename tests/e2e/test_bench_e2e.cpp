@@ -1,0 +1,212 @@
+// End-to-end: `shoplens bench` on a tiny CPU matrix (synthetic tensors, find-batch's "auto" and
+// real shards through the loader), its four outputs, recommend reading its JSON lines, and the
+// regression gate: a pass, a doctored baseline that fails naming the scenario, bad baselines.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::run_shoplens;
+
+std::vector<json> read_jsonl(const fs::path& p) {
+  std::vector<json> out;
+  std::istringstream lines(testing::read_text(p));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+// python3's XML parser: a well-formedness check independent of our writer; prints
+// "<testcases> <failures> <errors> <names of failed testcases>".
+std::string junit_summary(const fs::path& xml) {
+  auto r = testing::run_shell(std::string(SHOPLENS_PYTHON) +
+                              " -c \"import sys, xml.etree.ElementTree as ET; r = ET.parse(sys.argv[1]).getroot(); "
+                              "c = r.findall('.//testcase'); "
+                              "print(len(c), len(r.findall('.//failure')), len(r.findall('.//error')), "
+                              "' '.join(t.get('name') for t in c if t.find('failure') is not None))\" " +
+                              xml.string() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return std::string(r.output.substr(0, r.output.find_last_not_of('\n') + 1));
+}
+
+class E2eBench : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-bench-rec");
+    auto made = run_shoplens("make-data --out " + (*dir_ / "cat").string() +
+                             " --num-images 64 --image-size-range 40:56 --seed 3");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto prepared = run_shoplens("prepare --input " + (*dir_ / "cat/manifest.csv").string() + " --out " +
+                                 (*dir_ / "shards").string() + " --storage-size 24 --records-per-shard 64 --threads 1");
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    // Small enough for a loaded 2-core machine: three scenarios, a few steps each.
+    const json config = {
+        {"format", "shoplens-bench"},
+        {"name", "e2e"},
+        {"defaults",
+         {{"model", "small_cnn"}, {"image_size", 16}, {"warmup_steps", 1}, {"steps", 3}, {"trials", 3}, {"threads", 1},
+          {"memory_budget", "32MiB"}}},
+        {"matrix", {{"batch", {4, "auto"}}}},
+        {"scenarios", {{{"name", "shards-b4"}, {"batch", 4}, {"data", "shards"}, {"shards", (*dir_ / "shards").string()},
+                        {"loader_workers", 1}}}}};
+    testing::write_text(*dir_ / "bench.json", config.dump(2));
+    // find-batch's cache goes to the scratch folder, not the user's (the children inherit it).
+    if (const char* old = std::getenv("XDG_CACHE_HOME")) old_cache_ = new std::string(old);
+    setenv("XDG_CACHE_HOME", (*dir_ / "cache").string().c_str(), 1);
+    first_ = new testing::CommandResult(run_shoplens(bench("--out " + out().string() + " 2>&1")));
+  }
+  static void TearDownTestSuite() {
+    if (old_cache_) setenv("XDG_CACHE_HOME", old_cache_->c_str(), 1);
+    else unsetenv("XDG_CACHE_HOME");
+    delete old_cache_;
+    delete first_;
+    delete dir_;
+  }
+  static fs::path out() { return *dir_ / "out"; }
+  static std::string bench(const std::string& args) {
+    return "bench --config " + (*dir_ / "bench.json").string() + " " + args;
+  }
+  static testing::ScratchDir* dir_;
+  static testing::CommandResult* first_;
+  static std::string* old_cache_;
+};
+std::string* E2eBench::old_cache_ = nullptr;
+testing::ScratchDir* E2eBench::dir_ = nullptr;
+testing::CommandResult* E2eBench::first_ = nullptr;
+
+TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
+  ASSERT_EQ(first_->exit_code, 0) << first_->output;
+  const auto lines = read_jsonl(out() / "results.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& j : lines) {
+    SCOPED_TRACE(j.dump());
+    EXPECT_EQ(j["status"], "ok");
+    EXPECT_GT(j["images_per_second"].get<double>(), 0);
+    EXPECT_EQ(j["trial_images_per_second"].size(), 3u);
+    EXPECT_LE(j["step_ms_p50"].get<double>(), j["step_ms_p95"].get<double>());
+    EXPECT_LE(j["step_ms_p95"].get<double>(), j["step_ms_p99"].get<double>());
+    EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
+    EXPECT_GT(j["peak_allocated_bytes"].get<double>(), 0);
+    EXPECT_GT(j["cpu_utilisation"].get<double>(), 0);
+    EXPECT_FALSE(j["commit"].get<std::string>().empty());
+    EXPECT_FALSE(j["torch"].get<std::string>().empty());
+    EXPECT_EQ(j["vcpus"], 1);
+  }
+  EXPECT_EQ(lines[0]["name"], "small_cnn-fp32-b4-cpu-t1");
+  EXPECT_EQ(lines[0]["data_wait_seconds"].get<double>(), 0);  // synthetic: no loader
+  EXPECT_EQ(lines[1]["name"], "small_cnn-fp32-bauto-cpu-t1");
+  EXPECT_EQ(lines[1]["batch_source"], "auto");
+  EXPECT_GT(lines[1]["batch"].get<int>(), 4);  // find-batch under 32 MiB fits more than 4 images of 16 px
+  EXPECT_EQ(lines[2]["name"], "shards-b4");
+  EXPECT_EQ(lines[2]["data"], "shards");
+  EXPECT_GT(lines[2]["data_wait_seconds"].get<double>(), 0);  // the loader was asked for every batch
+
+  EXPECT_EQ(junit_summary(out() / "junit.xml"), "3 0 0 ");
+  const std::string csv = testing::read_text(out() / "results.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);
+  const std::string md = testing::read_text(out() / "results.md");
+  EXPECT_NE(md.find("| shards-b4 |"), std::string::npos) << md;
+
+  // recommend reads the recorder's lines as they are.
+  auto rec = run_shoplens("recommend --bench " + (out() / "results.jsonl").string() + " --prices " +
+                          std::string(SHOPLENS_SOURCE_DIR) + "/configs/prices.json --scenario small_cnn-fp32-b4-cpu-t1 --json");
+  EXPECT_EQ(rec.exit_code, 0) << rec.output;
+}
+
+TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheScenario) {
+  ASSERT_EQ(first_->exit_code, 0) << first_->output;
+  // Against its own results: a generous threshold, since a loaded 2-core machine can be slower
+  // on a second run; the gate's arithmetic is pinned by the unit tests (BenchGate.*).
+  auto pass = run_shoplens(bench("--out " + (*dir_ / "pass").string() + " --baseline " +
+                                 (out() / "results.jsonl").string() + " --max-regression 90% 2>&1"));
+  EXPECT_EQ(pass.exit_code, 0) << pass.output;
+  EXPECT_NE(pass.output.find("ok small_cnn-fp32-b4-cpu-t1: "), std::string::npos) << pass.output;  // compared, not skipped
+  EXPECT_EQ(junit_summary(*dir_ / "pass/junit.xml"), "3 0 0 ");
+
+  // A baseline claiming the synthetic batch-4 scenario once ran 100x faster, with no noise.
+  std::string doctored;
+  for (auto j : read_jsonl(out() / "results.jsonl")) {
+    if (j["name"] == "small_cnn-fp32-b4-cpu-t1") {
+      const double fast = j["images_per_second"].get<double>() * 100;
+      j["images_per_second"] = fast;
+      j["trial_images_per_second"] = {fast, fast, fast};
+    }
+    doctored += j.dump() + "\n";
+  }
+  testing::write_text(*dir_ / "doctored.jsonl", doctored);
+  auto fail = run_shoplens(bench("--out " + (*dir_ / "fail").string() + " --baseline " +
+                                 (*dir_ / "doctored.jsonl").string() + " --max-regression 5% --trials 2 2>&1"));
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  EXPECT_NE(fail.output.find("REGRESSION small_cnn-fp32-b4-cpu-t1"), std::string::npos) << fail.output;
+  EXPECT_EQ(fail.output.find("REGRESSION shards-b4"), std::string::npos) << fail.output;
+  EXPECT_EQ(junit_summary(*dir_ / "fail/junit.xml"), "3 1 0 small_cnn-fp32-b4-cpu-t1");
+}
+
+TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
+  auto missing = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "nope.jsonl").string() + " 2>&1"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("nope.jsonl does not exist"), std::string::npos) << missing.output;
+
+  testing::write_text(*dir_ / "bad.jsonl", "{\"name\": \"a\", \"images_per_second\": 3}\n{oops\n");
+  auto malformed = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "bad.jsonl").string() + " 2>&1"));
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.output;
+  EXPECT_NE(malformed.output.find("bad.jsonl:2"), std::string::npos) << malformed.output;
+
+  auto threshold = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --max-regression lots 2>&1"));
+  EXPECT_EQ(threshold.exit_code, 2) << threshold.output;
+
+  testing::write_text(*dir_ / "typo.json", "{\"matrix\": {\"modle\": [\"small_cnn\"]}}");
+  auto typo = run_shoplens("bench --config " + (*dir_ / "typo.json").string() + " --out " + (*dir_ / "x").string() + " 2>&1");
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_NE(typo.output.find("did you mean 'model'"), std::string::npos) << typo.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "x"));  // nothing measured or written before the inputs are checked
+}
+
+}  // namespace
+}  // namespace shoplens
+
+namespace shoplens {
+namespace {
+
+// The batch-size study on the suite's shards: two short real trainings, then a report that must
+// parse as XML (the whole XHTML document, its inline SVG charts included) and as HTML.
+TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
+  const fs::path study = *dir_ / "study";
+  auto r = run_shoplens("bench --study batch --shards " + (*dir_ / "shards").string() + " --out " + study.string() +
+                        " --epochs 2 --baseline-batch 4 --memory-budget 32MiB --threads 1"
+                        " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output << testing::read_text(study / "find_batch.log");
+  ASSERT_TRUE(fs::exists(study / "report.html")) << r.output;
+  const auto summary = json::parse(testing::read_text(study / "study.json"));
+  EXPECT_EQ(summary["baseline"]["micro_batch"], 4);
+  EXPECT_GT(summary["find_batch"]["micro_batch"].get<int>(), 4);
+  // lr scaled with the batch (linear by default): larger batch, larger lr
+  EXPECT_GT(summary["find_batch"]["lr"].get<double>(), summary["baseline"]["lr"].get<double>());
+
+  auto check = testing::run_shell(
+      std::string(SHOPLENS_PYTHON) +
+      " -c \"import sys, re, xml.etree.ElementTree as ET; from html.parser import HTMLParser; "
+      "t = open(sys.argv[1]).read(); HTMLParser().feed(t); "
+      "root = ET.fromstring(re.sub(r'^<!DOCTYPE html>', '', t)); "
+      "svg = root.findall('.//{http://www.w3.org/2000/svg}svg'); "
+      "remote = [m for m in re.findall(r'(?:src|href)=.(https?:[^\\\"]*)', t)]; "
+      "print(len(svg), len(root.findall('.//{http://www.w3.org/1999/xhtml}table')), len(remote))\" " +
+      (study / "report.html").string() + " 2>&1");
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_EQ(check.output, "4 1 0\n");  // four charts, the table, nothing fetched from the network
+  const std::string html = testing::read_text(study / "report.html");
+  EXPECT_NE(html.find("Macro-F1 difference"), std::string::npos);
+  EXPECT_NE(html.find("Trade-offs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoplens

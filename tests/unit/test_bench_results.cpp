@@ -1,0 +1,301 @@
+// `shoplens bench`'s plain logic on fake results: the config matrix, percentiles and summaries,
+// the regression gate, and the shape of the CSV, Markdown, JUnit XML and JSON lines it writes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/bench/batch_study.h"
+#include "shoplens/bench/bench_results.h"
+#include "shoplens/bench/compute_plan.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/stats.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens {
+namespace {
+
+using json = nlohmann::json;
+
+ScenarioResult fake(const std::string& name, std::vector<double> trials, std::vector<double> steps = {0.1, 0.2, 0.3}) {
+  ScenarioResult r;
+  r.scenario.name = name;
+  r.batch = 32;
+  r.threads = 2;
+  r.trial_images_per_second = std::move(trials);
+  r.step_seconds = std::move(steps);
+  for (std::size_t i = 0; i < r.trial_images_per_second.size(); ++i) {
+    r.trial_seconds.push_back(2.0);
+    r.trial_data_wait_seconds.push_back(0.5);
+  }
+  r.cpu_seconds = 3.0 * static_cast<double>(r.trial_images_per_second.size());
+  r.peak_rss_bytes = 100 << 20;
+  return r;
+}
+
+BenchEnvironment env() {
+  BenchEnvironment e;
+  e.commit = "abc123";
+  e.torch_version = "1.13.1";
+  e.cpu_model = "Fake CPU, 2 cores";  // a comma: CSV must quote it
+  e.date = "2026-11-23";
+  e.usable_cores = 2;
+  e.load_average = "1.50 2.00 3.00";
+  return e;
+}
+
+TEST(BenchPercentile, InterpolatesBetweenClosestRanks) {
+  const std::vector<double> v = {5, 1, 4, 2, 3};  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(percentile(v, 0.5), 3);
+  EXPECT_DOUBLE_EQ(percentile(v, 0.0), 1);
+  EXPECT_DOUBLE_EQ(percentile(v, 1.0), 5);
+  EXPECT_DOUBLE_EQ(percentile(v, 0.95), 4.8);  // pos 3.8: 4 + 0.8 x (5 - 4)
+  EXPECT_DOUBLE_EQ(percentile(v, 0.99), 4.96);
+  EXPECT_DOUBLE_EQ(percentile({7}, 0.99), 7);
+  EXPECT_DOUBLE_EQ(percentile({}, 0.5), 0);
+}
+
+TEST(BenchSummary, MediansNoiseWaitAndCpuUtilisation) {
+  std::vector<double> steps;
+  for (int i = 1; i <= 100; ++i) steps.push_back(i / 1000.0);
+  const auto s = summarise(fake("a", {90, 100, 110}, steps));
+  EXPECT_DOUBLE_EQ(s.images_per_second, 100);
+  EXPECT_NEAR(s.noise, 0.2, 1e-12);                 // (110 - 90) / 100
+  EXPECT_NEAR(s.step_p50, 0.0505, 1e-12);
+  EXPECT_NEAR(s.step_p95, 0.09505, 1e-12);
+  EXPECT_NEAR(s.step_p99, 0.09901, 1e-12);
+  EXPECT_NEAR(s.data_wait_fraction, 0.25, 1e-12);   // 0.5 s of every 2 s
+  EXPECT_NEAR(s.cpu_utilisation, 1.5, 1e-12);       // 3 CPU-seconds per 2 s window
+  EXPECT_LT(s.gpu_util_mean, 0);                    // no samples: unavailable
+  EXPECT_DOUBLE_EQ(relative_range({100}), 0);
+}
+
+TEST(BenchGate, RegressionBeyondThresholdAndNoiseIsFlagged) {
+  BaselineEntry base{100, {99, 100, 101}, "b:1"};
+  const auto g = gate_one("s", 80, {79, 80, 81}, base, 0.05);
+  EXPECT_TRUE(g.compared);
+  EXPECT_TRUE(g.regressed);
+  EXPECT_NEAR(g.change, -0.2, 1e-12);
+  EXPECT_NE(g.message.find("s: 80.00 images/s vs baseline 100.00"), std::string::npos) << g.message;
+}
+
+TEST(BenchGate, DropWithinNoiseIsNotFlagged) {
+  // 10% slower, beyond the 5% threshold, but the trials themselves spread by 30%.
+  BaselineEntry base{100, {85, 100, 115}, "b:1"};
+  const auto g = gate_one("s", 90, {88, 90, 92}, base, 0.05);
+  EXPECT_NEAR(g.noise, 0.3, 1e-12);
+  EXPECT_FALSE(g.regressed);
+  // The current side's noise counts as well.
+  const auto g2 = gate_one("s", 90, {70, 90, 100}, BaselineEntry{100, {100, 100, 100}, ""}, 0.05);
+  EXPECT_FALSE(g2.regressed);
+}
+
+TEST(BenchGate, DropWithinThresholdOrAnImprovementIsNotFlagged) {
+  BaselineEntry base{100, {100, 100, 100}, ""};
+  EXPECT_FALSE(gate_one("s", 96, {96, 96, 96}, base, 0.05).regressed);
+  const auto faster = gate_one("s", 150, {140, 150, 160}, base, 0.05);
+  EXPECT_FALSE(faster.regressed);
+  EXPECT_GT(faster.change, 0);
+  // Without trial lists (a plain recommend record as baseline) only the threshold applies.
+  EXPECT_TRUE(gate_one("s", 94, {94}, BaselineEntry{100, {}, ""}, 0.05).regressed);
+}
+
+TEST(BenchGate, ResultsWithoutBaselineOrFailedAreNotCompared) {
+  std::map<std::string, BaselineEntry> base{{"a", {100, {100, 100}, ""}}, {"c", {100, {}, ""}}};
+  auto failed = fake("c", {});
+  failed.error = "out of memory";
+  const auto gate = gate_results({fake("a", {50, 50, 50}), fake("b", {1, 1, 1}), failed}, base, 0.05);
+  ASSERT_EQ(gate.size(), 3u);
+  EXPECT_TRUE(gate[0].regressed);
+  EXPECT_FALSE(gate[1].compared);
+  EXPECT_FALSE(gate[2].compared);
+}
+
+TEST(BenchGate, MaxRegressionParsing) {
+  EXPECT_DOUBLE_EQ(parse_max_regression("5%"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_max_regression("5"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_max_regression("0.05"), 0.05);
+  EXPECT_DOUBLE_EQ(parse_max_regression(" 12.5% "), 0.125);
+  for (const char* bad : {"", "%", "five", "5%%", "-1%", "100%"}) EXPECT_THROW(parse_max_regression(bad), UsageError) << bad;
+}
+
+TEST(BenchBaseline, ParsesResultsAndRejectsMalformedLines) {
+  const auto b = parse_baseline(
+      "# c\n{\"name\":\"x\",\"scenario\":\"baseline_cnn\",\"images_per_second\":10,\"trial_images_per_second\":[9,10,11]}\n"
+      "{\"scenario\":\"y\",\"images_per_second\":5}\n{\"name\":\"z\",\"status\":\"failed\"}\n",
+      "b.jsonl");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.at("x").trial_images_per_second.size(), 3u);  // keyed by the recorder's name
+  EXPECT_EQ(b.at("y").origin, "b.jsonl:3");
+  try {
+    parse_baseline("{\"name\":\"x\",\"images_per_second\":1}\nnot json\n", "b.jsonl");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("b.jsonl:2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_baseline("{\"name\":\"x\",\"images_per_second\":0}", "b"), ConfigError);
+  EXPECT_THROW(parse_baseline("{\"images_per_second\":3}", "b"), ConfigError);
+  EXPECT_THROW(load_baseline("/nonexistent/results.jsonl"), ConfigError);
+}
+
+TEST(BenchConfigMatrix, CrossesListsAndNamesCells) {
+  const auto c = parse_bench_config(json::parse(R"({"name":"ci","defaults":{"image_size":32,"steps":4},
+      "matrix":{"model":["small_cnn"],"precision":["fp32","bf16"],"batch":[16,"auto"],"threads":[1,2]},
+      "scenarios":[{"name":"extra","batch":8,"data":"shards","shards":"/s"}]})"),
+                                    "b.json");
+  ASSERT_EQ(c.scenarios.size(), 9u);
+  EXPECT_EQ(c.name, "ci");
+  EXPECT_EQ(c.scenarios[0].name, "small_cnn-fp32-b16-cpu-t1");
+  // Keys cross in alphabetical order (batch outermost here), values in the file's order.
+  EXPECT_EQ(c.scenarios[3].name, "small_cnn-bf16-b16-cpu-t2");
+  EXPECT_EQ(c.scenarios[5].name, "small_cnn-fp32-bauto-cpu-t2");
+  EXPECT_TRUE(c.scenarios[5].batch_auto);
+  EXPECT_FALSE(c.scenarios[3].batch_auto);
+  EXPECT_EQ(c.scenarios[7].name, "small_cnn-bf16-bauto-cpu-t2");
+  EXPECT_EQ(c.scenarios[0].image_size, 32);  // defaults reach every cell
+  EXPECT_EQ(c.scenarios[8].name, "extra");
+  EXPECT_EQ(c.scenarios[8].steps, 4);
+}
+
+TEST(BenchConfigMatrix, ErrorsNameThePath) {
+  auto error = [](const std::string& text) {
+    try {
+      parse_bench_config(json::parse(text), "b.json");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error(R"({"matrix":{"batchh":[1]}})").find("matrix.batchh[0]: unknown key 'batchh'"), std::string::npos);
+  EXPECT_NE(error(R"({"matrix":{"batch":["big"]}})").find("matrix.batch[0]"), std::string::npos);
+  EXPECT_NE(error(R"({"matrix":{"precision":"fp8"}})").find("'fp8'"), std::string::npos);
+  EXPECT_NE(error(R"({})").find("no scenarios"), std::string::npos);
+  EXPECT_NE(error(R"({"scenarios":[{"name":"a"},{"name":"a"}]})").find("duplicate scenario name 'a'"), std::string::npos);
+  EXPECT_NE(error(R"({"scenarios":[{"data":"shards"}]})").find("needs \"shards\""), std::string::npos);
+  EXPECT_NE(error(R"({"scenarios":[{"precision":"fp16"}]})").find("fp16 needs device"), std::string::npos);
+  EXPECT_NE(error(R"({"matrixx":{}})").find("unknown key 'matrixx'"), std::string::npos);
+}
+
+TEST(BenchWriters, CsvHasOneQuotedRowPerScenario) {
+  auto failed = fake("b", {});
+  failed.error = "out of memory, retry";
+  const std::string csv = results_csv({fake("a", {90, 100, 110}), failed}, env());
+  const auto lines = split(csv, '\n');
+  ASSERT_GE(lines.size(), 3u);
+  const auto columns = split(lines[0], ',').size();
+  EXPECT_EQ(columns, 29u);
+  EXPECT_EQ(lines[1].rfind("a,ok,", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find(",100,"), std::string::npos);  // the median
+  EXPECT_NE(lines[1].find("\"Fake CPU, 2 cores\""), std::string::npos);
+  EXPECT_EQ(lines[2].rfind("b,failed,", 0), 0u);
+}
+
+TEST(BenchWriters, MarkdownTableRowsMatchTheHeader) {
+  auto a = fake("a|b", {90, 100, 110});
+  BaselineEntry base{200, {200, 200}, ""};
+  const auto md = results_markdown({a}, env(), {gate_one("a|b", 100, a.trial_images_per_second, base, 0.05)});
+  std::vector<std::string> rows;
+  for (const auto& line : split(md, '\n'))
+    if (!line.empty() && line[0] == '|') rows.push_back(line);
+  ASSERT_EQ(rows.size(), 3u);  // header, rule, one scenario
+  auto cells = [](const std::string& row) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < row.size(); ++i)
+      if (row[i] == '|' && (i == 0 || row[i - 1] != '\\')) ++n;
+    return n;
+  };
+  EXPECT_EQ(cells(rows[0]), cells(rows[1]));
+  EXPECT_EQ(cells(rows[0]), cells(rows[2]));
+  EXPECT_NE(rows[2].find("a\\|b"), std::string::npos);  // escaped, not a column
+  EXPECT_NE(rows[2].find("-50.0% REGRESSED"), std::string::npos) << rows[2];
+}
+
+TEST(BenchWriters, JunitHasOneTestcasePerScenarioAndAFailurePerRegression) {
+  auto failed = fake("c", {});
+  failed.error = "bad <input> & \"quotes\"";
+  const std::vector<ScenarioResult> results = {fake("a", {50, 50}), fake("b<&>", {100, 100}), failed};
+  std::map<std::string, BaselineEntry> base{{"a", {100, {100, 100}, ""}}, {"b<&>", {100, {100}, ""}}};
+  const std::string xml = results_junit(results, gate_results(results, base, 0.05), "ci");
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = xml.find(what); p != std::string::npos; p = xml.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<testcase "), 3u);
+  EXPECT_EQ(count("</testcase>"), 3u);
+  EXPECT_EQ(count("<failure "), 1u);
+  EXPECT_EQ(count("<error "), 1u);
+  EXPECT_NE(xml.find("tests=\"3\" failures=\"1\" errors=\"1\""), std::string::npos);
+  EXPECT_NE(xml.find("name=\"b&lt;&amp;&gt;\""), std::string::npos);
+  EXPECT_EQ(xml.find("<input>"), std::string::npos);
+  EXPECT_EQ(xml_escape("a'\"<>&\x01"), "a&apos;&quot;&lt;&gt;&amp; ");
+}
+
+TEST(BenchWriters, JsonLinesAreRecommendRecords) {
+  auto a = fake("small_cnn-fp32-b32-cpu-t2", {90, 100, 110});
+  auto failed = fake("x", {});
+  failed.error = "boom";
+  const std::string text = results_jsonl({a, failed}, env(), "shoplens bench --config c.json");
+  const auto line = json::parse(split(text, '\n')[0]);
+  EXPECT_EQ(line["scenario"], "small_cnn-fp32-b32-cpu-t2");
+  EXPECT_EQ(line["device"], "cpu");
+  EXPECT_EQ(line["vcpus"], 2);
+  EXPECT_DOUBLE_EQ(line["images_per_second"].get<double>(), 100);
+  EXPECT_EQ(line["trial_images_per_second"].size(), 3u);
+  EXPECT_EQ(line["gpu"], "unavailable");
+  EXPECT_EQ(line["load_average"], "1.50 2.00 3.00");
+  // recommend reads the recorder's lines (and skips the failed one) without complaint.
+  const auto records = parse_bench_records(text, "results.jsonl");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].hardware, "Fake CPU, 2 cores");
+  EXPECT_DOUBLE_EQ(records[0].images_per_second, 100);
+  // And the baseline reader reads them back.
+  EXPECT_DOUBLE_EQ(parse_baseline(text, "r").at("small_cnn-fp32-b32-cpu-t2").images_per_second, 100);
+}
+
+TEST(BatchStudy, LossSpikesAreJumpsAboveTheRecentMedian) {
+  std::vector<std::pair<double, double>> loss;
+  for (int i = 0; i < 10; ++i) loss.emplace_back(i, 2.0 - 0.1 * i);  // falling: no spike
+  EXPECT_EQ(count_loss_spikes(loss), 0);
+  loss[7].second = 10;  // one jump
+  EXPECT_EQ(count_loss_spikes(loss), 1);
+  EXPECT_EQ(count_loss_spikes({{0, 1}, {1, 100}}), 0);  // too few records to judge
+}
+
+TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
+  StudyRun base, cand;
+  base.summary = {{"images_per_second", 100.0}, {"peak_rss_bytes", 100 << 20}, {"steps", 40}, {"model", "m<1>"}};
+  cand.summary = {{"images_per_second", 150.0}, {"peak_rss_bytes", 200 << 20}, {"steps", 10}};
+  base.micro_batch = 32;
+  cand.micro_batch = 128;
+  base.val_f1 = {{1, 0.5}, {2, 0.60}};
+  cand.val_f1 = {{1, 0.4}, {2, 0.595}};
+  base.final_val_f1 = 0.60;
+  cand.final_val_f1 = 0.595;
+  base.train_loss = {{0.5, 2.0}, {1.5, 1.0}};
+  cand.train_loss = {{0.5, 2.2}, {1.5, 1.1}};
+  const json fb = {{"search", {{"probes", {{{"batch", 2}, {"ok", true}, {"peak_bytes", 10 << 20}, {"images_per_second", 50}},
+                                           {{"batch", 64}, {"ok", true}, {"peak_bytes", 80 << 20}, {"images_per_second", 140}}}},
+                               {"fit", {{"static_bytes", 8 << 20}, {"bytes_per_sample", 1 << 20}}}}}};
+  BatchStudyOptions o;
+  o.shards = "s&hards";
+  const std::string html = batch_study_html(base, cand, fb, o);
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<svg "), 4u);
+  EXPECT_EQ(count("</svg>"), 4u);
+  EXPECT_NE(html.find("Macro-F1 difference: -0.50 points</b> (goal: within 1 point of the baseline: met)"), std::string::npos);
+  EXPECT_NE(html.find("Throughput: 1.50x"), std::string::npos);
+  EXPECT_NE(html.find("s&amp;hards"), std::string::npos);
+  EXPECT_NE(html.find("m&lt;1&gt;"), std::string::npos);
+  // Self-contained: nothing loaded (namespaces are names, not fetches).
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("trained 1.50x faster"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoplens
