@@ -98,6 +98,7 @@ int run_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace shoplens;
+  tune_host_allocator();
   install_interrupt_handlers();
   init_logging("info");
   try {

@@ -14,6 +14,11 @@ int usable_cores();
 int resolve_threads(int configured);
 // Sets LibTorch's intra-op thread count (it starts with 1 on some machines; see BRIEF.md).
 void set_compute_threads(int threads);
+// Keeps freed host memory in the process instead of handing large blocks back to the OS (glibc's
+// mmap threshold and heap trimming), so that each training step's activations are not
+// page-faulted in again; SHOPLENS_MALLOC_TUNING=0 leaves glibc's defaults (docs/PERFORMANCE.md).
+// Returns whether the tuning was applied.
+bool tune_host_allocator();
 // Seeds LibTorch's generators (weight init, dropout).
 void seed_torch(std::uint64_t seed);
 

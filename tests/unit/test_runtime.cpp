@@ -1,0 +1,40 @@
+// Process-level settings from core/runtime.h.
+#include <gtest/gtest.h>
+
+#include <malloc.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "shoplens/core/runtime.h"
+
+namespace shoplens {
+namespace {
+
+TEST(Runtime, HostAllocatorTuningCanBeTurnedOffAndKeepsLargeBlocksInTheProcess) {
+  ::setenv("SHOPLENS_MALLOC_TUNING", "0", 1);
+  EXPECT_FALSE(tune_host_allocator());
+  ::unsetenv("SHOPLENS_MALLOC_TUNING");
+  ASSERT_TRUE(tune_host_allocator());
+  // A 16 MiB block, freed and asked for again, now comes from the heap (glibc's default would
+  // serve it with mmap and hand it back to the OS on free).
+  const struct mallinfo2 before = mallinfo2();
+  std::vector<char*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(static_cast<char*>(std::malloc(16u << 20)));
+  const struct mallinfo2 during = mallinfo2();
+  for (auto* b : blocks) std::free(b);
+  EXPECT_EQ(during.hblkhd, before.hblkhd) << "16 MiB blocks were mmapped despite the 32 MiB threshold";
+  const struct mallinfo2 after = mallinfo2();
+  EXPECT_GE(after.arena, during.arena) << "the heap was trimmed back to the OS";
+}
+
+TEST(Runtime, OmpNumThreadsSetsTheDefaultThreadCount) {
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(resolve_threads(0), 3);
+  EXPECT_EQ(resolve_threads(5), 5);  // an explicit setting wins
+  ::unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(resolve_threads(0), usable_cores());
+}
+
+}  // namespace
+}  // namespace shoplens
