@@ -29,6 +29,13 @@ CommandResult run_shoplens(const std::string& args);
 CommandResult run_shell(const std::string& command);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+
+// A trained and exported small CNN for the scoring and serving tests: make-data -> prepare ->
+// one epoch of train -> export, into dir/catalog, dir/shards, dir/run and dir/model. Returns the
+// output of the step that failed, or an empty string.
+std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed);
+// The relative image paths of a make-data catalog's manifest.csv, in its order.
+std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalog);
 std::string read_text(const std::filesystem::path& path);
 
 }  // namespace shoplens::testing

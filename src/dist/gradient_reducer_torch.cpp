@@ -141,8 +141,6 @@ void GradientReducer::arm() {
   impl_->in_backward = true;
 }
 
-bool GradientReducer::armed() const { return impl_->is_armed; }
-
 void GradientReducer::set_overlap(bool overlap) { impl_->overlap = overlap; }
 
 void GradientReducer::finish() {

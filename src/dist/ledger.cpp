@@ -212,8 +212,8 @@ LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vect
     e.complete = e.steps_expected > 0 && e.steps_recorded == e.steps_expected;
     for (const auto& [id, count] : uses) {
       if (!train_set.count(id)) e.unknown.push_back(id);
-      if (count > 1 && !e.with_replacement) e.duplicated.push_back(id);
-      if (unread.count(id) && !e.with_replacement) e.duplicated.push_back(id);  // read although the order left it out
+      // Read twice, or read although the epoch's order left it for a later epoch.
+      if (!e.with_replacement && (count > 1 || unread.count(id))) e.duplicated.push_back(id);
     }
     e.used = static_cast<std::int64_t>(uses.size());
     if (e.complete && !e.with_replacement)

@@ -12,7 +12,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <thread>
 
@@ -29,7 +28,6 @@ namespace shoplens {
 class InProcessRendezvous {
  public:
   c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
-  std::atomic<int> generation{0};
 };
 
 namespace {

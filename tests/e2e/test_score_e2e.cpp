@@ -29,28 +29,16 @@ class E2eScore : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-score");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 80 --image-size-range 40:60 --seed 5");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 (*dir_ / "shards").string() + " --storage-size 36 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
-    auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + (*dir_ / "run").string() +
-                                " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32");
-    ASSERT_EQ(trained.exit_code, 0) << trained.output;
-    auto exported = run_shoplens("export --run " + (*dir_ / "run").string() + " --out " + model().string());
-    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    const std::string failed = testing::make_exported_model(dir_->path(), 80, 5);
+    ASSERT_TRUE(failed.empty()) << failed;
 
     // A manifest of the catalog's files, repeated, plus rows that cannot be scored.
-    const auto records = parse_csv(testing::read_text(catalog / "manifest.csv"));
-    std::size_t path_col = 0;
-    for (std::size_t c = 0; c < records[0].fields.size(); ++c)
-      if (records[0].fields[c] == "path") path_col = c;
+    const auto paths = testing::catalog_image_paths(catalog);
     std::ofstream out(manifest());
     out << "id,path\n";
     int rows = 0;
     for (int copy = 0; copy < 6; ++copy)
-      for (std::size_t r = 1; r < records.size(); ++r)
-        out << "img" << rows++ << "," << (catalog / records[r].fields[path_col]).string() << "\n";
+      for (const auto& p : paths) out << "img" << rows++ << "," << (catalog / p).string() << "\n";
     testing::write_text(*dir_ / "broken.jpg", "\xff\xd8\xff\xe0 this is not a JPEG");
     out << "broken," << (*dir_ / "broken.jpg").string() << "\n";
     out << "missing," << (*dir_ / "no_such_file.jpg").string() << "\n";

@@ -110,26 +110,13 @@ class E2eServe : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-serve");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 60 --image-size-range 40:60 --seed 7");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 (*dir_ / "shards").string() + " --storage-size 36 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
-    auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + (*dir_ / "run").string() +
-                                " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32");
-    ASSERT_EQ(trained.exit_code, 0) << trained.output;
-    auto exported = run_shoplens("export --run " + (*dir_ / "run").string() + " --out " + model().string());
-    ASSERT_EQ(exported.exit_code, 0) << exported.output;
+    const std::string failed = testing::make_exported_model(dir_->path(), 60, 7);
+    ASSERT_TRUE(failed.empty()) << failed;
 
     // `shoplens score` on the catalog's files is the reference for the server's answers.
-    const auto records = parse_csv(testing::read_text(catalog / "manifest.csv"));
-    std::size_t path_col = 0;
-    for (std::size_t c = 0; c < records[0].fields.size(); ++c)
-      if (records[0].fields[c] == "path") path_col = c;
     std::ofstream manifest(*dir_ / "score.csv");
     manifest << "id,path\n";
-    for (std::size_t r = 1; r < records.size(); ++r)
-      manifest << records[r].fields[path_col] << "," << (catalog / records[r].fields[path_col]).string() << "\n";
+    for (const auto& p : testing::catalog_image_paths(catalog)) manifest << p << "," << (catalog / p).string() << "\n";
     manifest.close();
     auto scored = run_shoplens("score --model " + model().string() + " --input " + (*dir_ / "score.csv").string() +
                                " --out " + (*dir_ / "scores").string() + " -b 4 --workers 1 --threads 1");

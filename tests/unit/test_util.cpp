@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "shoplens/data/csv.h"
+
 namespace shoplens::testing {
 
 ScratchDir::ScratchDir(const std::string& tag) {
@@ -51,6 +53,31 @@ std::string read_text(const std::filesystem::path& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
+  const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(), run = (dir / "run").string();
+  for (const std::string& args :
+       {"make-data --out " + catalog + " --num-images " + std::to_string(num_images) + " --image-size-range 40:60 --seed " +
+            std::to_string(seed),
+        "prepare --input " + catalog + "/manifest.csv --out " + shards + " --storage-size 36 --threads 2",
+        "train --shards " + shards + " --out " + run +
+            " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32",
+        "export --run " + run + " --out " + (dir / "model").string()}) {
+    auto r = run_shoplens(args);
+    if (r.exit_code != 0) return "shoplens " + args + " -> exit " + std::to_string(r.exit_code) + "\n" + r.output;
+  }
+  return "";
+}
+
+std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalog) {
+  const auto records = parse_csv(read_text(catalog / "manifest.csv"));
+  std::size_t path_col = 0;
+  for (std::size_t c = 0; c < records.at(0).fields.size(); ++c)
+    if (records[0].fields[c] == "path") path_col = c;
+  std::vector<std::string> paths;
+  for (std::size_t r = 1; r < records.size(); ++r) paths.push_back(records[r].fields[path_col]);
+  return paths;
 }
 
 }  // namespace shoplens::testing

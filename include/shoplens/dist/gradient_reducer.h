@@ -39,7 +39,6 @@ class GradientReducer {
   // leaves every parameter's gradient equal to the mean over ranks (undefined gradients count as
   // zero, so a rank that failed still takes part with the same collectives).
   void finish();
-  bool armed() const;
   // false: every bucket waits for finish() (all communication after backward): the baseline that
   // the overlap is measured against (bench-train --no-overlap).
   void set_overlap(bool overlap);
