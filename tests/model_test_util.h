@@ -20,9 +20,9 @@ inline ModelSpec spec(const std::string& name, int classes = 5, int image_size =
 
 // A model without batch statistics, so accumulation and data parallelism must match one big
 // batch exactly.
-class TinyLinear : public ImageClassifier {
+class TinyLinear : public Classifier {
  public:
-  TinyLinear(int classes, int size) : ImageClassifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
+  TinyLinear(int classes, int size) : Classifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
     fc = register_module("fc", torch::nn::Linear(3 * size * size, classes));
     stem = register_module("stem", torch::nn::Linear(3 * size * size, 3 * size * size));
   }

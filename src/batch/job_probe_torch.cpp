@@ -23,7 +23,7 @@ struct JobProbe::Impl {
   MemoryProbe& memory;
   bool cuda = false;
   Precision precision = Precision::kFp32;
-  std::shared_ptr<ImageClassifier> model;
+  std::shared_ptr<Classifier> model;
   std::unique_ptr<OptimizerSetup> optim;
   std::unique_ptr<TrainStep> step;
   int image_size = 0;
@@ -64,20 +64,34 @@ struct JobProbe::Impl {
     return static_cast<std::int64_t>(params * (2.0 + state));  // weights + gradients + optimizer state
   }
 
+  // The worst batch the loader can deliver (largest images with mixed targets, or text at its
+  // longest), on the device as the step would see it after the copy.
   Batch synthetic_batch(int batch) const {
-    Batch b;
-    b.images = torch::randn({batch, 3, image_size, image_size});
-    b.labels = torch::randint(0, num_classes, {batch}, torch::kLong);
-    if (soft_targets) {
+    Batch b = model->example_batch(batch);
+    if (soft_targets && !model->is_text()) {
       b.targets = torch::softmax(torch::randn({batch, num_classes}), 1);
       b.mixed = true;
     }
-    if (cuda) {
-      b.images = b.images.to(device());
-      b.labels = b.labels.to(device());
-      if (b.targets.defined()) b.targets = b.targets.to(device());
+    return cuda ? to_device(b) : b;
+  }
+
+  Batch to_device(const Batch& b) const {
+    Batch out = b;
+    for (at::Tensor* t : {&out.images, &out.input_ids, &out.attention_mask, &out.lengths, &out.meta_categorical,
+                          &out.meta_numeric, &out.labels, &out.targets})
+      if (t->defined()) *t = t->to(device());
+    return out;
+  }
+
+  // Host buffers the loader keeps in flight: clones of a batch's input tensors.
+  std::vector<at::Tensor> loader_buffers(int batch) const {
+    std::vector<at::Tensor> held;
+    for (int i = 0; i < loader_batches_held(); ++i) {
+      const Batch b = model->example_batch(batch);
+      for (const at::Tensor& t : {b.images, b.input_ids, b.attention_mask, b.meta_categorical, b.meta_numeric})
+        if (t.defined()) held.push_back(t);
     }
-    return b;
+    return held;
   }
 
   void synchronize() const {
@@ -97,8 +111,7 @@ struct JobProbe::Impl {
     try {
       std::int64_t max_step_peak = 0, min_step_peak = -1, max_gap = 0;
       {
-        std::vector<at::Tensor> held;  // the training loader's batch buffers (CPU)
-        for (int i = 0; i < loader_batches_held(); ++i) held.push_back(torch::empty({batch, 3, image_size, image_size}));
+        const std::vector<at::Tensor> held = loader_buffers(batch);  // the training loader's batch buffers (CPU)
         std::vector<Batch> micro{synthetic_batch(batch)};
         for (int s = 0; s < steps; ++s) {
           memory.reset_peak();
@@ -119,14 +132,11 @@ struct JobProbe::Impl {
         const int eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : batch;
         memory.reset_peak();
         {
-          std::vector<at::Tensor> eval_held;
-          for (int i = 0; i < loader_batches_held(); ++i)
-            eval_held.push_back(torch::empty({eval_batch, 3, image_size, image_size}));
+          const std::vector<at::Tensor> eval_held = loader_buffers(eval_batch);
           torch::NoGradGuard no_grad;
           model->eval();
           AutocastScope autocast(cuda, precision);
-          auto images = torch::randn({eval_batch, 3, image_size, image_size}).to(device());
-          auto logits = model->forward(images);
+          auto logits = model->forward_batch(synthetic_batch(eval_batch), device());
           logits.argmax(1).to(torch::kCPU);
           synchronize();
         }

@@ -278,6 +278,9 @@ const std::vector<Field>& schema() {
                       in_range(1, 1024)));
     f.push_back(field(&C::loader, "loader", &LoaderConfig::shuffle, "shuffle", "shuffle each epoch"));
     f.push_back(field(&C::loader, "loader", &LoaderConfig::drop_last, "drop_last", "drop the last partial batch"));
+    f.push_back(field(&C::loader, "loader", &LoaderConfig::token_budget, "token_budget",
+                      "text: cut each micro-batch so that rows x longest row <= this many tokens (0: no cap)",
+                      at_least<std::int64_t>(0)));
     // model
     f.push_back(field(&C::model, "model", &ModelConfig::name, "name",
                       "small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base"));
@@ -341,7 +344,7 @@ const std::vector<Field>& schema() {
                       in_range(0, 1 << 20)));
     f.push_back(field(&C::train, "train", &TrainConfig::early_stopping_metric, "early_stopping_metric",
                       "validation metric that picks the best checkpoint",
-                      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall"})));
+                      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"})));
     f.push_back(field(&C::train, "train", &TrainConfig::patience, "patience",
                       "evaluations without improvement before stopping (0: never)", in_range(0, 1000000)));
     f.push_back(field(&C::train, "train", &TrainConfig::keep_last, "keep_last", "recent checkpoints kept besides the best",
@@ -404,6 +407,28 @@ const std::vector<Field>& schema() {
                       "broadcast model buffers (BatchNorm statistics) from rank 0 before every step"));
     f.push_back(field(&C::dist, "dist", &DistConfig::ledger, "ledger",
                       "record the sample ids of every committed step per rank in RUN/ledger (shoplens verify-ledger)"));
+    f.push_back(field(&C::train, "train", &TrainConfig::threshold, "threshold",
+                      "two-class tasks: predict class 1 when its probability is at least this (F1, confusion)",
+                      in_range(0.0, 1.0)));
+    // text
+    f.push_back(field(&C::text, "text", &TextConfig::max_length, "max_length",
+                      "tokens read per example; longer examples are truncated (sizes the position embeddings)",
+                      in_range(1, 1 << 16)));
+    f.push_back(field(&C::text, "text", &TextConfig::bucket_by_length, "bucket_by_length",
+                      "sort each window of global batches by length so a step pads little"));
+    f.push_back(field(&C::text, "text", &TextConfig::bucket_window, "bucket_window",
+                      "global batches sorted by length together (larger: less padding, less randomness)",
+                      in_range(1, 1 << 20)));
+    f.push_back(field(&C::text, "text", &TextConfig::pooling, "pooling", "mean (over real tokens) | cls (first token)",
+                      one_of({"mean", "cls"})));
+    f.push_back(field(&C::text, "text", &TextConfig::attention, "attention",
+                      "auto | fused (LibTorch's scaled-dot-product kernel) | math", one_of({"auto", "fused", "math"})));
+    f.push_back(field(&C::text, "text", &TextConfig::vocab_size, "vocab_size",
+                      "resolved from text_dataset.json (0: not yet)", at_least(0)));
+    f.push_back(field(&C::text, "text", &TextConfig::categorical_cardinalities, "categorical_cardinalities",
+                      "resolved: vocabulary size per categorical metadata field (code 0, missing, comes on top)"));
+    f.push_back(field(&C::text, "text", &TextConfig::numeric_fields, "numeric_fields", "resolved: numeric metadata fields",
+                      at_least(0)));
     return f;
   }();
   return fields;

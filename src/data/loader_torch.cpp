@@ -30,13 +30,25 @@ LoaderOptions loader_options_from_config(const Config& config, bool train) {
   return o;
 }
 
-Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options)
+ImageBatchBuilder::ImageBatchBuilder(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment,
+                                     const LoaderOptions& options)
     : source_(std::move(source)),
-      augment_config_(augment),
       augmenter_(augment, options.train),
       options_(options),
       soft_targets_(options.train && uses_soft_targets(augment)) {
+  // Parallelism is per sample across the loader's workers; OpenCV's own pool would only oversubscribe.
+  cv::setNumThreads(1);
+}
+
+Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options)
+    : Loader(source, std::make_shared<ImageBatchBuilder>(source, augment, options), options) {}
+
+Loader::Loader(std::shared_ptr<const SampleSource> source, std::shared_ptr<BatchBuilder> builder, LoaderOptions options)
+    : source_(std::move(source)), builder_(std::move(builder)), options_(std::move(options)) {
   if (!source_ || source_->size() == 0) throw DataError("the loader has no samples to read (empty split?)");
+  if (options_.strided_share && options_.global_batch > 0)
+    throw UsageError("loader: strided_share (evaluation) and global_batch (training) exclude each other");
+  if (dataset_size() == 0) throw DataError("the loader's share of the split is empty");
   if (options_.batch_size < 1 || options_.workers < 1 || options_.prefetch_batches < 1)
     throw UsageError("loader needs batch_size, workers and prefetch_batches >= 1");
   if (options_.global_batch > 0) {
@@ -47,15 +59,20 @@ Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& a
                        std::to_string(options_.world_size) + " ranks x micro-batches of " +
                        std::to_string(options_.batch_size));
   }
-  // Parallelism is per sample across our workers; OpenCV's own pool would only oversubscribe.
-  cv::setNumThreads(1);
   slots_.resize(options_.prefetch_batches);
 }
 
 Loader::~Loader() { stop_workers(); }
 
+std::size_t Loader::dataset_size() const {
+  const std::size_t n = source_->size();
+  if (!options_.strided_share || options_.world_size <= 1) return n;
+  const auto rank = static_cast<std::size_t>(options_.rank), world = static_cast<std::size_t>(options_.world_size);
+  return n > rank ? (n - rank + world - 1) / world : 0;
+}
+
 std::int64_t Loader::batches_per_epoch() const {
-  const auto n = static_cast<std::int64_t>(source_->size());
+  const auto n = static_cast<std::int64_t>(dataset_size());
   const std::int64_t b = options_.batch_size;
   if (options_.global_batch > 0)
     return (n / options_.global_batch) * (options_.global_batch / options_.world_size / b);
@@ -66,7 +83,7 @@ std::vector<std::uint64_t> Loader::unread_sample_ids() const {
   std::vector<std::uint64_t> ids;
   if (options_.global_batch <= 0) return ids;
   const std::size_t read = (order_.size() / options_.global_batch) * options_.global_batch;
-  for (std::size_t p = read; p < order_.size(); ++p) ids.push_back(source_->sample(order_[p]).sample_id);
+  for (std::size_t p = read; p < order_.size(); ++p) ids.push_back(source_->sample_id(order_[p]));
   return ids;
 }
 
@@ -85,7 +102,10 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
   stop_workers();
   epoch_ = epoch;
   order_ = options_.epoch_order ? options_.epoch_order(epoch)
-                                : epoch_order(source_->size(), options_.seed, epoch, options_.shuffle);
+                                : epoch_order(dataset_size(), options_.seed, epoch, options_.shuffle);
+  if (options_.strided_share && options_.world_size > 1)
+    for (auto& index : order_) index = static_cast<std::uint32_t>(options_.rank + static_cast<std::size_t>(index) * options_.world_size);
+  builder_->arrange(order_, epoch, options_.global_batch > 0 ? options_.global_batch : options_.batch_size);
   num_batches_ = batches_per_epoch();
   positions_.clear();
   if (options_.global_batch > 0) {
@@ -99,7 +119,7 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
     throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one global batch of " +
                     std::to_string(options_.global_batch) + " (micro-batch x accumulation x world size): use a smaller batch");
   if (num_batches_ == 0)
-    throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one batch of " +
+    throw DataError("the dataset has " + std::to_string(dataset_size()) + " samples, fewer than one batch of " +
                     std::to_string(options_.batch_size) + " (set loader.drop_last=false or a smaller batch)");
   next_to_build_ = next_to_deliver_ = std::clamp<std::int64_t>(skip_batches, 0, num_batches_);
   for (auto& s : slots_) s = Slot{};
@@ -133,10 +153,10 @@ void Loader::worker_loop() {
   }
 }
 
-at::Tensor Loader::acquire_images(std::int64_t batch_size) {
+at::Tensor ImageBatchBuilder::acquire_images(std::int64_t batch_size) {
   const std::int64_t s = augmenter_.output_size();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(pool_mutex_);
     // A pooled tensor whose only owner is the pool is free to overwrite; reusing it avoids
     // faulting in fresh pages for every batch.
     for (auto& t : image_pool_)
@@ -155,9 +175,25 @@ Batch Loader::build_batch(std::int64_t index) {
   const std::int64_t readable = positions_.empty() ? static_cast<std::int64_t>(order_.size())
                                                   : static_cast<std::int64_t>(positions_.size());
   const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, readable);
-  const std::int64_t n = end - begin;
-  Batch batch;
+  std::vector<std::uint32_t> indices;
+  std::vector<std::uint64_t> positions;
+  indices.reserve(static_cast<std::size_t>(end - begin));
+  positions.reserve(static_cast<std::size_t>(end - begin));
+  for (std::int64_t k = begin; k < end; ++k) {
+    const std::uint64_t position = positions_.empty() ? static_cast<std::uint64_t>(k) : positions_[k];
+    positions.push_back(position);
+    indices.push_back(order_[position]);
+  }
+  Batch batch = builder_->build(indices, positions, epoch_, index);
   batch.index = index;
+  return batch;
+}
+
+Batch ImageBatchBuilder::build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions,
+                               std::int64_t epoch, std::int64_t batch_index) {
+  const auto n = static_cast<std::int64_t>(indices.size());
+  Batch batch;
+  batch.index = batch_index;
   batch.images = acquire_images(n);
   batch.labels = torch::empty({n}, torch::kInt64);
   batch.sample_ids.resize(n);
@@ -165,8 +201,7 @@ Batch Loader::build_batch(std::int64_t index) {
   auto* labels = batch.labels.data_ptr<std::int64_t>();
   thread_local cv::Mat decoded;
   for (std::int64_t k = 0; k < n; ++k) {
-    const std::uint64_t position = positions_.empty() ? static_cast<std::uint64_t>(begin + k) : positions_[begin + k];
-    const SampleRef s = source_->sample(order_[position]);
+    const SampleRef s = source_->sample(indices[k]);
     cv::Mat rgb;
     if (s.encoding == PayloadEncoding::kRaw) {
       rgb = cv::Mat(s.height, s.width, CV_8UC3, const_cast<std::uint8_t*>(s.data));
@@ -178,7 +213,7 @@ Batch Loader::build_batch(std::int64_t index) {
       }
       rgb = decoded;
     }
-    const std::uint64_t sample_seed = mix_seed(options_.seed, static_cast<std::uint64_t>(epoch_), position);
+    const std::uint64_t sample_seed = mix_seed(options_.seed, static_cast<std::uint64_t>(epoch), positions[k]);
     augmenter_.apply(rgb, sample_seed, images + k * augmenter_.floats_per_sample());
     labels[k] = s.label;
     batch.sample_ids[k] = s.sample_id;
@@ -186,7 +221,7 @@ Batch Loader::build_batch(std::int64_t index) {
   if (soft_targets_) {
     batch.targets = torch::empty({n, source_->num_classes()}, torch::kFloat32);
     batch.mixed = augmenter_.mix_batch(images, static_cast<int>(n), labels, source_->num_classes(),
-                                       mix_seed(options_.seed, 0xB47C4ULL + static_cast<std::uint64_t>(epoch_), index),
+                                       mix_seed(options_.seed, 0xB47C4ULL + static_cast<std::uint64_t>(epoch), batch_index),
                                        batch.targets.data_ptr<float>());
   }
   return batch;
@@ -209,7 +244,11 @@ std::optional<Batch> Loader::next() {
   work_cv_.notify_all();
   if (slot.error) std::rethrow_exception(slot.error);
   stats_.batches += 1;
-  stats_.samples += static_cast<std::uint64_t>(slot.batch->labels.size(0));
+  stats_.samples += static_cast<std::uint64_t>(slot.batch->size());
+  if (slot.batch->is_text()) {
+    stats_.padded_tokens += static_cast<std::uint64_t>(slot.batch->padded_tokens());
+    stats_.real_tokens += static_cast<std::uint64_t>(slot.batch->real_tokens());
+  }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count();
   return std::move(slot.batch);
 }

@@ -61,7 +61,7 @@ at::Tensor tensor_from_json(const json& rows) {
   return torch::tensor(flat, torch::kDouble).view({n, n ? static_cast<std::int64_t>(flat.size()) / n : 0});
 }
 
-at::Tensor logits_of(ImageClassifier& model, int image_size) {
+at::Tensor logits_of(Classifier& model, int image_size) {
   torch::NoGradGuard no_grad;
   model.eval();
   return model.forward(verification_input(image_size)).to(torch::kDouble);

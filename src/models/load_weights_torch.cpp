@@ -111,7 +111,7 @@ nlohmann::json WeightLoadReport::to_json() const {
           {"model_num_classes", model_num_classes}};
 }
 
-WeightLoadReport load_weights(ImageClassifier& model, const StateDict& weights, bool new_head_on_mismatch) {
+WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool new_head_on_mismatch) {
   WeightLoadReport report;
   report.model_num_classes = model.num_classes();
   const StateDict target = model_state_dict(model);
@@ -202,7 +202,7 @@ WeightLoadReport load_weights(ImageClassifier& model, const StateDict& weights, 
   return report;
 }
 
-WeightLoadReport load_weights_file(ImageClassifier& model, const std::string& path, bool new_head_on_mismatch) {
+WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch) {
   const StateDict weights = read_weights(path);
   WeightLoadReport report;
   try {

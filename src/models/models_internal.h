@@ -11,9 +11,10 @@
 namespace shoplens::detail {
 
 // Factories behind make_model; the spec is already validated.
-std::shared_ptr<ImageClassifier> make_small_cnn(const ModelSpec& spec);
-std::shared_ptr<ImageClassifier> make_resnet(const ModelSpec& spec, int depth);  // 18, 34 or 50
-std::shared_ptr<ImageClassifier> make_vit(const ModelSpec& spec, int width, int heads);
+std::shared_ptr<Classifier> make_small_cnn(const ModelSpec& spec);
+std::shared_ptr<Classifier> make_resnet(const ModelSpec& spec, int depth);  // 18, 34 or 50
+std::shared_ptr<Classifier> make_vit(const ModelSpec& spec, int width, int heads);
+std::shared_ptr<Classifier> make_text_encoder(const ModelSpec& spec, int dim, int depth, int heads);
 
 // Converts every 4-d parameter and buffer of `module` to channels_last in place, so that
 // cuDNN/oneDNN pick NHWC kernels without a conversion per step.

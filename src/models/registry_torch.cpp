@@ -12,8 +12,9 @@ namespace {
 
 struct Entry {
   const char* name;
-  std::function<std::shared_ptr<ImageClassifier>(const ModelSpec&)> make;
+  std::function<std::shared_ptr<Classifier>(const ModelSpec&)> make;
   bool is_vit;
+  bool is_text = false;
 };
 
 const std::vector<Entry>& table() {
@@ -25,11 +26,20 @@ const std::vector<Entry>& table() {
       {"vit_tiny", [](const ModelSpec& s) { return detail::make_vit(s, 192, 3); }, true},
       {"vit_small", [](const ModelSpec& s) { return detail::make_vit(s, 384, 6); }, true},
       {"vit_base", [](const ModelSpec& s) { return detail::make_vit(s, 768, 12); }, true},
+      {"text_tiny", [](const ModelSpec& s) { return detail::make_text_encoder(s, 128, 2, 4); }, false, true},
+      {"text_small", [](const ModelSpec& s) { return detail::make_text_encoder(s, 256, 4, 4); }, false, true},
+      {"text_base", [](const ModelSpec& s) { return detail::make_text_encoder(s, 512, 8, 8); }, false, true},
   };
   return entries;
 }
 
 }  // namespace
+
+bool is_text_model(const std::string& name) {
+  for (const auto& e : table())
+    if (name == e.name) return e.is_text;
+  return false;
+}
 
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
@@ -44,10 +54,16 @@ ModelSpec model_spec_from_config(const Config& config, int num_classes) {
   spec.image_size = config.augment.image_size;
   spec.dropout = config.model.dropout;
   spec.channels_last = config.model.channels_last;
+  spec.vocab_size = config.text.vocab_size;
+  spec.max_length = config.text.max_length;
+  for (double c : config.text.categorical_cardinalities) spec.categorical_cardinalities.push_back(static_cast<int>(c));
+  spec.numeric_fields = config.text.numeric_fields;
+  spec.pooling = config.text.pooling;
+  spec.attention = config.text.attention;
   return spec;
 }
 
-std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec) {
+std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
   const Entry* entry = nullptr;
   for (const auto& e : table())
     if (spec.name == e.name) entry = &e;
@@ -58,6 +74,8 @@ std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec) {
   if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
     throw ConfigError("model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
   // A ViT's position embedding has one entry per 16x16 patch, so the size must be a multiple.
+  if (!entry->is_text && spec.vocab_size > 0)
+    throw ConfigError(spec.name + " is an image model but the data is text: choose text_tiny, text_small or text_base");
   if (entry->is_vit && (spec.image_size < 16 || spec.image_size % 16 != 0))
     throw ConfigError(spec.name + " needs model.image_size to be a positive multiple of 16 (the patch size), got " +
                       std::to_string(spec.image_size));

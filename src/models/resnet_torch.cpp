@@ -77,9 +77,9 @@ nn::ModuleList make_layer(int& in, int planes, int blocks, int stride) {
 }
 
 template <typename Block>
-class ResNet : public ImageClassifier {
+class ResNet : public Classifier {
  public:
-  ResNet(const ModelSpec& spec, std::array<int, 4> blocks) : ImageClassifier(spec) {
+  ResNet(const ModelSpec& spec, std::array<int, 4> blocks) : Classifier(spec) {
     conv1_ = register_module("conv1", conv(3, 64, 7, 2, 3));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
     int in = 64;
@@ -140,7 +140,7 @@ class ResNet : public ImageClassifier {
 
 }  // namespace
 
-std::shared_ptr<ImageClassifier> make_resnet(const ModelSpec& spec, int depth) {
+std::shared_ptr<Classifier> make_resnet(const ModelSpec& spec, int depth) {
   switch (depth) {
     case 18: return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{2, 2, 2, 2});
     case 34: return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{3, 4, 6, 3});

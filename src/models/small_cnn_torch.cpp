@@ -7,9 +7,9 @@
 namespace shoplens::detail {
 namespace {
 
-class SmallCnn : public ImageClassifier {
+class SmallCnn : public Classifier {
  public:
-  explicit SmallCnn(const ModelSpec& spec) : ImageClassifier(spec) {
+  explicit SmallCnn(const ModelSpec& spec) : Classifier(spec) {
     torch::nn::Sequential features;
     int cin = 3;
     for (int cout : {32, 64, 128, 256}) {
@@ -57,6 +57,6 @@ class SmallCnn : public ImageClassifier {
 
 }  // namespace
 
-std::shared_ptr<ImageClassifier> make_small_cnn(const ModelSpec& spec) { return std::make_shared<SmallCnn>(spec); }
+std::shared_ptr<Classifier> make_small_cnn(const ModelSpec& spec) { return std::make_shared<SmallCnn>(spec); }
 
 }  // namespace shoplens::detail

@@ -94,9 +94,9 @@ class Block : public nn::Module {
   std::shared_ptr<Mlp> mlp;
 };
 
-class VisionTransformer : public ImageClassifier {
+class VisionTransformer : public Classifier {
  public:
-  VisionTransformer(const ModelSpec& spec, int dim, int heads) : ImageClassifier(spec), grid_(spec.image_size / kPatch) {
+  VisionTransformer(const ModelSpec& spec, int dim, int heads) : Classifier(spec), grid_(spec.image_size / kPatch) {
     patch_embed_ = register_module("patch_embed", std::make_shared<PatchEmbed>(dim));
     cls_token_ = register_parameter("cls_token", torch::zeros({1, 1, dim}));
     pos_embed_ = register_parameter("pos_embed", torch::zeros({1, 1 + grid_ * grid_, dim}));
@@ -167,7 +167,7 @@ class VisionTransformer : public ImageClassifier {
 
 }  // namespace
 
-std::shared_ptr<ImageClassifier> make_vit(const ModelSpec& spec, int width, int heads) {
+std::shared_ptr<Classifier> make_vit(const ModelSpec& spec, int width, int heads) {
   return std::make_shared<VisionTransformer>(spec, width, heads);
 }
 

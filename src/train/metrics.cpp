@@ -1,5 +1,7 @@
 #include "shoplens/train/metrics.h"
 
+#include "shoplens/train/binary_metrics.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -175,7 +177,7 @@ std::string report_to_markdown(const ClassificationReport& report, const std::ve
 }
 
 std::vector<std::string> metric_names() {
-  return {"loss", "accuracy", "macro_f1", "weighted_f1", "macro_precision", "macro_recall"};
+  return {"loss", "accuracy", "macro_f1", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"};
 }
 
 namespace {
@@ -193,8 +195,15 @@ bool metric_higher_is_better(const std::string& name) {
   return name != "loss";
 }
 
-double metric_value(const ClassificationReport& report, double loss, const std::string& name) {
+double metric_value(const ClassificationReport& report, double loss, const std::string& name,
+                    const BinaryMetrics* binary) {
   check_metric_name(name);
+  if (name == "roc_auc" || name == "pr_auc") {
+    if (!binary)
+      throw ConfigError("metric " + name + " ranks the scores of a two-class task; this task has " +
+                        std::to_string(report.num_classes) + " classes: use macro_f1, accuracy or loss");
+    return name == "roc_auc" ? binary->roc_auc : binary->pr_auc;
+  }
   if (name == "loss") return loss;
   if (name == "accuracy") return report.accuracy;
   if (name == "macro_f1") return report.macro_f1;

@@ -16,7 +16,7 @@ bool exempt_from_weight_decay(const std::string& name, long dims) {
   return ends_with("cls_token") || ends_with("pos_embed");
 }
 
-OptimizerSetup::OptimizerSetup(ImageClassifier& model, const OptimConfig& config) {
+OptimizerSetup::OptimizerSetup(Classifier& model, const OptimConfig& config) {
   const std::string head = model.head_prefix();
   std::vector<std::vector<at::Tensor>> params(4);
   groups_ = {{"backbone", config.lr * config.backbone_lr_scale, config.weight_decay, {}},

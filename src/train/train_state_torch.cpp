@@ -16,12 +16,12 @@ namespace {
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 double number_or_nan(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
 
-void write_model(torch::serialize::OutputArchive& archive, const ImageClassifier& model) {
+void write_model(torch::serialize::OutputArchive& archive, const Classifier& model) {
   for (const auto& p : model.named_parameters(true)) archive.write("model." + p.key(), p.value().detach().cpu());
   for (const auto& b : model.named_buffers(true)) archive.write("model." + b.key(), b.value().cpu(), /*is_buffer=*/true);
 }
 
-void read_model(torch::serialize::InputArchive& archive, ImageClassifier& model) {
+void read_model(torch::serialize::InputArchive& archive, Classifier& model) {
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, at::Tensor& target, bool buffer) {
     at::Tensor loaded;
@@ -38,7 +38,7 @@ void read_model(torch::serialize::InputArchive& archive, ImageClassifier& model)
 
 }  // namespace
 
-json state_to_json(const TrainState& s, const Config& config, const ImageClassifier& model,
+json state_to_json(const TrainState& s, const Config& config, const Classifier& model,
                    const std::vector<std::string>& class_names, const LossScaler& scaler) {
   return {{"format", kCheckpointFormat},
           {"step", s.step},
@@ -60,7 +60,7 @@ json state_to_json(const TrainState& s, const Config& config, const ImageClassif
           {"config", config_to_json(config)}};
 }
 
-std::string serialize_tensors(const ImageClassifier& model, const torch::optim::Optimizer& optimizer) {
+std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive archive;
   write_model(archive, model);
   torch::serialize::OutputArchive optim_archive;
@@ -79,13 +79,13 @@ std::string serialize_tensors(const ImageClassifier& model, const torch::optim::
   return out;
 }
 
-void restore_model_weights(ImageClassifier& model, const std::string& tensors) {
+void restore_model_weights(Classifier& model, const std::string& tensors) {
   torch::serialize::InputArchive archive;
   archive.load_from(tensors.data(), tensors.size());
   read_model(archive, model);
 }
 
-void restore_state(const Checkpoint& ckpt, const Config& config, ImageClassifier& model,
+void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& model,
                    const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
                    TrainState& s) {
   const json& j = ckpt.state;

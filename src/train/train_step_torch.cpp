@@ -41,14 +41,14 @@ TrainStepOptions step_options_from_config(const Config& config, Precision precis
   return o;
 }
 
-TrainStep::TrainStep(ImageClassifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options)
+TrainStep::TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options)
     : model_(model), optimizer_(optimizer), options_(std::move(options)), scaler_(options_.scaler) {
   if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only
 }
 
 StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   StepResult result;
-  for (const auto& b : micro_batches) result.samples += b.images.size(0);
+  for (const auto& b : micro_batches) result.samples += b.size();
   if (result.samples == 0) throw Error("TrainStep::run: no samples in the step");
   const auto device = options_.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 
@@ -66,8 +66,7 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
       at::Tensor loss;
       {
         AutocastScope autocast(options_.cuda, options_.precision);
-        auto images = batch.images.to(device, /*non_blocking=*/true);
-        auto logits = model_.forward(images);
+        auto logits = model_.forward_batch(batch, device);
         auto losses = per_sample_loss(logits, batch.labels, batch.mixed ? batch.targets : at::Tensor(),
                                       options_.class_weights, options_.label_smoothing);
         // Dividing by the step's total sample count makes accumulation equal one big batch.

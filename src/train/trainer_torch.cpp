@@ -18,6 +18,7 @@
 #include "shoplens/dist/ledger.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/train/binary_metrics.h"
 #include "shoplens/train/metric_log.h"
 #include "shoplens/train/metrics.h"
 #include "shoplens/train/optimizer.h"
@@ -29,10 +30,10 @@ namespace shoplens {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::vector<std::int64_t> class_counts(const ImageSource& source) {
+std::vector<std::int64_t> class_counts(const SampleSource& source) {
   std::vector<std::int64_t> counts(source.num_classes(), 0);
   for (std::size_t i = 0; i < source.size(); ++i) {
-    const int label = source.sample(i).label;
+    const int label = source.label(i);
     if (label < 0 || label >= source.num_classes())
       throw DataError("sample " + std::to_string(i) + " has label " + std::to_string(label) + " outside [0, " +
                       std::to_string(source.num_classes()) + ")");
@@ -53,9 +54,9 @@ std::vector<double> inverse_frequency_weights(const std::vector<std::int64_t>& c
   return weights;
 }
 
-std::vector<std::uint32_t> balanced_epoch_order(const ImageSource& source, std::uint64_t seed, std::int64_t epoch) {
+std::vector<std::uint32_t> balanced_epoch_order(const SampleSource& source, std::uint64_t seed, std::int64_t epoch) {
   std::vector<std::vector<std::uint32_t>> by_class(source.num_classes());
-  for (std::size_t i = 0; i < source.size(); ++i) by_class[source.sample(i).label].push_back(static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < source.size(); ++i) by_class[source.label(i)].push_back(static_cast<std::uint32_t>(i));
   std::vector<int> present;
   for (std::size_t c = 0; c < by_class.size(); ++c)
     if (!by_class[c].empty()) present.push_back(static_cast<int>(c));
@@ -72,33 +73,16 @@ namespace {
 
 struct EvalResult {
   ClassificationReport report;
+  std::optional<BinaryMetrics> binary;  // two-class tasks: ranking metrics of the class-1 scores
   double loss = 0;
   double seconds = 0;
 };
 
-bool has_samples(const std::shared_ptr<const ImageSource>& s) { return s && s->size() > 0; }
+bool has_samples(const std::shared_ptr<const SampleSource>& s) { return s && s->size() > 0; }
 
-// Loader batches cut into micro-batches of at most `size` samples (0: as they are). The step
-// divides by its total sample count, so the cut leaves the gradients of the global batch unchanged.
-std::vector<Batch> split_batches(const std::vector<Batch>& batches, int size) {
-  if (size <= 0) return batches;
-  std::vector<Batch> out;
-  for (const auto& b : batches) {
-    const std::int64_t n = b.images.size(0);
-    for (std::int64_t start = 0; start < n; start += size) {
-      const std::int64_t len = std::min<std::int64_t>(size, n - start);
-      Batch piece;
-      piece.index = b.index;
-      piece.mixed = b.mixed;
-      piece.images = b.images.narrow(0, start, len);
-      piece.labels = b.labels.narrow(0, start, len);
-      if (b.targets.defined()) piece.targets = b.targets.narrow(0, start, len);
-      piece.sample_ids.assign(b.sample_ids.begin() + std::min<std::int64_t>(start, b.sample_ids.size()),
-                              b.sample_ids.begin() + std::min<std::int64_t>(start + len, b.sample_ids.size()));
-      out.push_back(std::move(piece));
-    }
-  }
-  return out;
+// A rank's share of an evaluation split under strided sharding.
+std::size_t strided_share_size(std::size_t n, int rank, int world) {
+  return n > static_cast<std::size_t>(rank) ? (n - rank + world - 1) / world : 0;
 }
 
 std::string fmt_metric(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
@@ -107,7 +91,7 @@ std::string fmt_metric(double v) { return std::isfinite(v) ? fmt::format("{:.4f}
 
 struct Trainer::Impl {
   Config config;
-  std::shared_ptr<ImageClassifier> model;
+  std::shared_ptr<Classifier> model;
   TrainData data;
   fs::path run_dir;
   bool cuda = false;
@@ -128,6 +112,8 @@ struct Trainer::Impl {
   std::vector<std::string> stages;  // backbone stage prefixes, input side first
   std::int64_t last_checkpoint_step = -1;
   int eval_batch_limit = 0;  // set after an evaluation ran out of memory
+  // Text: token slots the model computed on (rows x padded length) and the real tokens among them.
+  std::int64_t padded_tokens = 0, real_tokens = 0, micro_batches_run = 0;
 
   // Data parallelism: null group = one process. Rank 0 alone writes the run's files.
   std::shared_ptr<ProcessGroup> group;
@@ -144,7 +130,7 @@ struct Trainer::Impl {
   // The stop decision every rank takes at the same point: local without a group.
   bool should_stop() const { return group ? stop_agreed : interrupt_requested(); }
 
-  Impl(Config c, std::shared_ptr<ImageClassifier> m, TrainData d, fs::path dir, std::shared_ptr<ProcessGroup> g,
+  Impl(Config c, std::shared_ptr<Classifier> m, TrainData d, fs::path dir, std::shared_ptr<ProcessGroup> g,
        std::string seg)
       : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)), group(std::move(g)),
         segment(std::move(seg)) {
@@ -178,7 +164,7 @@ struct Trainer::Impl {
     loader_options.global_batch = global_batch;
     loader_options.rank = rank;
     loader_options.world_size = world;
-    train_loader = std::make_unique<Loader>(data.train, config.augment, loader_options);
+    train_loader = make_loader(data.train, loader_options);
     micro_batches_per_epoch = train_loader->batches_per_epoch();
     steps_per_epoch = micro_batches_per_epoch / accumulation;
     if (steps_per_epoch == 0)
@@ -203,6 +189,13 @@ struct Trainer::Impl {
   }
 
   bool resumed = false;
+
+  std::unique_ptr<Loader> make_loader(const std::shared_ptr<const SampleSource>& split, const LoaderOptions& options) const {
+    if (data.make_builder) return std::make_unique<Loader>(split, data.make_builder(split, options), options);
+    auto images = std::dynamic_pointer_cast<const ImageSource>(split);
+    if (!images) throw Error("trainer: a split that is not an ImageSource needs TrainData::make_builder");
+    return std::make_unique<Loader>(images, config.augment, options);
+  }
 
   double epoch_progress() const {
     return static_cast<double>(state.step) / std::max<std::int64_t>(1, steps_per_epoch);
@@ -256,7 +249,7 @@ struct Trainer::Impl {
 
   // Evaluation at the configured batch; when it runs out of memory (a larger eval batch than
   // planned, another process on the device), again from the start at half the batch.
-  EvalResult evaluate(const std::shared_ptr<const ImageSource>& source, const std::string& what) {
+  EvalResult evaluate(const std::shared_ptr<const SampleSource>& source, const std::string& what) {
     int batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : config.loader.batch_size;
     if (eval_batch_limit > 0) batch = std::min(batch, eval_batch_limit);
     for (;;) {
@@ -273,20 +266,27 @@ struct Trainer::Impl {
     }
   }
 
-  EvalResult evaluate_at(const std::shared_ptr<const ImageSource>& source, const std::string& what, int batch) {
+  EvalResult evaluate_at(const std::shared_ptr<const SampleSource>& source, const std::string& what, int batch) {
     EvalResult result;
     const auto start = std::chrono::steady_clock::now();
     auto options = loader_options_from_config(config, /*train=*/false);
     options.batch_size = batch;
     // Each rank scores every world-th sample: the whole split once, no padding counted twice.
-    std::shared_ptr<const ImageSource> share =
-        group ? std::make_shared<StridedImageSource>(source, rank, world) : source;
-    std::optional<Loader> loader;
-    if (share->size() > 0) {
-      loader.emplace(share, config.augment, options);
+    if (group) {
+      options.strided_share = true;
+      options.rank = rank;
+      options.world_size = world;
+    }
+    std::unique_ptr<Loader> loader;
+    if (strided_share_size(source->size(), rank, world) > 0) {
+      loader = make_loader(source, options);
       loader->start_epoch(0);
     }
-    ConfusionMatrix confusion(model->num_classes());
+    const int k = model->num_classes();
+    const bool binary = k == 2;
+    ConfusionMatrix confusion(k);
+    std::vector<double> scores;  // two classes: the probability of class 1, with its label
+    std::vector<int> score_labels;
     double loss_sum = 0;
     std::int64_t samples = 0;
     const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -299,14 +299,23 @@ struct Trainer::Impl {
       at::Tensor logits;
       {
         AutocastScope autocast(cuda, precision);
-        logits = model->forward(next->images.to(device, true));
+        logits = model->forward_batch(*next, device);
       }
       auto losses = per_sample_loss(logits, next->labels, at::Tensor(), at::Tensor(), 0.0);
       loss_sum += losses.sum().item<double>();
-      auto predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
+      at::Tensor predicted;
+      if (binary) {
+        const auto p1 = torch::softmax(logits.to(torch::kFloat), 1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
+        predicted = p1.ge(config.train.threshold).to(torch::kLong);
+        scores.insert(scores.end(), p1.data_ptr<double>(), p1.data_ptr<double>() + p1.numel());
+      } else {
+        predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
+      }
       auto labels = next->labels.contiguous();
       confusion.add_batch(labels.data_ptr<std::int64_t>(), predicted.data_ptr<std::int64_t>(),
                           static_cast<std::size_t>(labels.size(0)));
+      if (binary)
+        for (std::int64_t i = 0; i < labels.size(0); ++i) score_labels.push_back(static_cast<int>(labels.data_ptr<std::int64_t>()[i]));
       samples += labels.size(0);
     }
     model->train();
@@ -322,8 +331,7 @@ struct Trainer::Impl {
       t[counts.size() + 2] = interrupt_requested() ? 1.0 : 0.0;
       std::vector<at::Tensor> tensors{totals};
       group->allreduce_sum(tensors);
-      ConfusionMatrix merged(model->num_classes());
-      const int k = model->num_classes();
+      ConfusionMatrix merged(k);
       for (int label = 0; label < k; ++label)
         for (int predicted = 0; predicted < k; ++predicted)
           merged.add(label, predicted, static_cast<std::int64_t>(t[label * k + predicted]));
@@ -331,14 +339,40 @@ struct Trainer::Impl {
       loss_sum = t[counts.size()];
       samples = static_cast<std::int64_t>(t[counts.size() + 1]);
       stop_agreed = stop_agreed || t[counts.size() + 2] > 0;
+      if (binary) gather_scores(source->size(), scores, score_labels);
     }
     result.report = classification_report(confusion);
+    if (binary && !scores.empty()) result.binary = binary_metrics(scores, score_labels, config.train.threshold);
     result.loss = samples ? loss_sum / samples : std::nan("");
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("{}: step {}: loss {} accuracy {} macro-F1 {} ({} samples, {:.1f} s)", what, state.step,
-                 fmt_metric(result.loss), fmt_metric(result.report.accuracy), fmt_metric(result.report.macro_f1), samples,
-                 result.seconds);
+    spdlog::info("{}: step {}: loss {} accuracy {} macro-F1 {}{} ({} samples, {:.1f} s)", what, state.step,
+                 fmt_metric(result.loss), fmt_metric(result.report.accuracy), fmt_metric(result.report.macro_f1),
+                 result.binary ? fmt::format(" ROC AUC {} PR AUC {}", fmt_metric(result.binary->roc_auc),
+                                             fmt_metric(result.binary->pr_auc))
+                               : std::string(),
+                 samples, result.seconds);
     return result;
+  }
+
+  // Every rank ends with the whole split's (score, label) pairs: rank r's strided share goes at
+  // the offset of the shares before it, and one all-reduce sums the disjoint pieces.
+  void gather_scores(std::size_t split_size, std::vector<double>& scores, std::vector<int>& labels) {
+    std::size_t offset = 0;
+    for (int r = 0; r < rank; ++r) offset += strided_share_size(split_size, r, world);
+    auto all = torch::zeros({static_cast<std::int64_t>(split_size), 2}, torch::kDouble);
+    auto* a = all.data_ptr<double>();
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      a[2 * (offset + i)] = scores[i];
+      a[2 * (offset + i) + 1] = labels[i];
+    }
+    std::vector<at::Tensor> tensors{all};
+    group->allreduce_sum(tensors);
+    scores.resize(split_size);
+    labels.resize(split_size);
+    for (std::size_t i = 0; i < split_size; ++i) {
+      scores[i] = a[2 * i];
+      labels[i] = static_cast<int>(a[2 * i + 1]);
+    }
   }
 
   json eval_record(const EvalResult& r, const std::string& phase) const {
@@ -347,15 +381,22 @@ struct Trainer::Impl {
     rec["step"] = state.step;
     rec["epoch"] = epoch_progress();
     rec["loss"] = std::isfinite(r.loss) ? json(r.loss) : json(nullptr);
+    if (r.binary) rec["binary"] = binary_metrics_to_json(*r.binary);
     return rec;
   }
 
   void log_eval(const EvalResult& r, const std::string& phase) {
     if (!log) return;
-    log->record(state.step, epoch_progress(), phase,
-                {{"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
-                 {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
-                 {"macro_recall", r.report.macro_recall}});
+    std::vector<std::pair<std::string, double>> values{
+        {"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
+        {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
+        {"macro_recall", r.report.macro_recall}};
+    if (r.binary) {
+      values.emplace_back("roc_auc", r.binary->roc_auc);
+      values.emplace_back("pr_auc", r.binary->pr_auc);
+      values.emplace_back("f1_at_threshold", r.binary->f1);
+    }
+    log->record(state.step, epoch_progress(), phase, values);
   }
 
   // Validation + early-stopping bookkeeping; returns true when the current weights are the best.
@@ -365,7 +406,7 @@ struct Trainer::Impl {
     if (should_stop()) return false;
     log_eval(r, "val");
     state.history.push_back(eval_record(r, "val"));
-    const double value = metric_value(r.report, r.loss, state.best_metric);
+    const double value = metric_value(r.report, r.loss, state.best_metric, r.binary ? &*r.binary : nullptr);
     const bool higher = metric_higher_is_better(state.best_metric);
     const bool improved = !state.best_step.has_value() || (std::isfinite(value) && (higher ? value > state.best_value
                                                                                            : value < state.best_value));
@@ -403,7 +444,14 @@ struct Trainer::Impl {
   StepResult run_step(const std::vector<Batch>& micro) {
     for (;;) {
       try {
-        return step_runner->run(split_batches(micro, state.micro_split));
+        const auto pieces = cut_micro_batches(micro, state.micro_split, config.loader.token_budget);
+        StepResult r = step_runner->run(pieces);
+        for (const auto& piece : pieces) {
+          padded_tokens += piece.padded_tokens();
+          real_tokens += piece.real_tokens();
+        }
+        micro_batches_run += static_cast<std::int64_t>(pieces.size());
+        return r;
       } catch (const OutOfMemoryError& e) {
         const int current = effective_micro_batch();
         if (!config.train.oom_recovery || current <= 1)
@@ -518,6 +566,8 @@ struct Trainer::Impl {
               {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
               {"data_wait_seconds", train_loader->stats().wait_seconds}};
           if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
+          if (train_loader->stats().padded_tokens > 0)
+            values.emplace_back("padding_fraction", train_loader->stats().padding_fraction());
           if (state.oom_retries > 0) {
             values.emplace_back("oom_retries", static_cast<double>(state.oom_retries));
             values.emplace_back("micro_batch", static_cast<double>(effective_micro_batch()));
@@ -608,6 +658,7 @@ struct Trainer::Impl {
         {"images_per_second", state.train_seconds > 0 ? state.images_trained / state.train_seconds : 0.0},
         {"skipped_steps", step_runner->scaler().skipped_steps()},
         {"peak_rss_bytes", peak_rss_bytes()},
+        {"micro_batches_this_process", micro_batches_run},
         {"best", {{"metric", state.best_metric},
                   {"value", state.best_step && std::isfinite(state.best_value) ? json(state.best_value) : json(nullptr)},
                   {"step", state.best_step ? json(*state.best_step) : json(nullptr)},
@@ -615,10 +666,19 @@ struct Trainer::Impl {
         {"final_val", state.history.empty() ? json(nullptr) : state.history.back()},
         {"test", test_json},
         {"test_macro_f1", test_json.is_null() ? json(nullptr) : test_json["macro_f1"]},
+        {"test_roc_auc", test_json.is_object() && test_json.contains("binary") ? test_json["binary"]["roc_auc"] : json(nullptr)},
         {"classes", data.class_names},
         {"commit", build_commit()},
         {"torch", torch_version()},
     };
+    if (padded_tokens > 0) {
+      summary["tokens"] = {{"padded", padded_tokens},
+                           {"real", real_tokens},
+                           {"padding_fraction", 1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens)},
+                           {"tokens_per_second", state.train_seconds > 0 ? real_tokens / state.train_seconds : 0.0},
+                           {"token_budget", config.loader.token_budget},
+                           {"bucket_by_length", config.text.bucket_by_length}};
+    }
     if (reducer) {
       const auto& st = reducer->stats();
       summary["dist"] = {{"backend", group->backend()}, {"buckets", st.buckets}, {"gradient_bytes_per_step", st.bytes_per_step},
@@ -626,16 +686,18 @@ struct Trainer::Impl {
                          {"exposed_wait_seconds", st.wait_seconds}, {"bucket_mb", config.dist.bucket_mb}};
     }
     if (is_main()) write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
-    spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}; {:.1f} images/s; summary: {}",
+    spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}{}; {:.1f} samples/s; summary: {}",
                  stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
                  state.best_step ? std::to_string(*state.best_step) : "-",
                  test_json.is_null() ? "-" : fmt_metric(test_json["macro_f1"].get<double>()),
+                 summary["test_roc_auc"].is_number() ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
+                                                     : std::string(),
                  summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
     return summary;
   }
 };
 
-Trainer::Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, fs::path run_dir,
+Trainer::Trainer(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
                  std::shared_ptr<ProcessGroup> group, std::string segment)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir), std::move(group),
                                    std::move(segment))) {}

@@ -191,7 +191,7 @@ TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
     restore_model_weights(*model, read_checkpoint(files.at(index)).tensors);
     return model;
   };
-  auto param = [](const std::shared_ptr<ImageClassifier>& m, const std::string& name) {
+  auto param = [](const std::shared_ptr<Classifier>& m, const std::string& name) {
     return m->named_parameters()[name].detach().clone();
   };
   const auto frozen = after_epoch(0);    // end of epoch 1: head only

@@ -299,7 +299,7 @@ TrainData tiny_data() {
   return d;
 }
 
-std::shared_ptr<ImageClassifier> tiny_model(const Config& c) {
+std::shared_ptr<Classifier> tiny_model(const Config& c) {
   torch::manual_seed(static_cast<std::uint64_t>(c.run.seed));
   return make_model(ModelSpec{c.model.name, 3, c.augment.image_size, 0.0, false});
 }

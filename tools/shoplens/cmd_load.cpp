@@ -68,7 +68,7 @@ class LoadCommand : public Command {
     const bool train = !eval_;
     Loader loader(dataset, config->augment, loader_options_from_config(*config, train));
     spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", dataset->size(), split_,
-                 config->loader.batch_size, loader.batches_per_epoch(), loader.output_size());
+                 config->loader.batch_size, loader.batches_per_epoch(), config->augment.image_size);
 
     nlohmann::json epochs = nlohmann::json::array();
     std::vector<std::uint64_t> label_counts(dataset->num_classes(), 0);

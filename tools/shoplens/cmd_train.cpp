@@ -16,6 +16,7 @@
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/data/text_task.h"
 #include "shoplens/dist/dist_env.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
@@ -28,13 +29,45 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<const ImageSource> open_split(const std::string& shards, Split split) {
-  auto dataset = ShardDataset::open(shards, split);
-  if (dataset->size() == 0) {
-    spdlog::warn("train: the {} split of {} is empty", split_name(split), shards);
-    return nullptr;
-  }
-  return dataset;
+template <class Source>
+std::shared_ptr<const SampleSource> non_empty(std::shared_ptr<const Source> split, const std::string& shards, Split which) {
+  if (split && split->size() > 0) return split;
+  spdlog::warn("train: the {} split of {} is empty", split_name(which), shards);
+  return nullptr;
+}
+
+TrainData open_image_data(const Config& config) {
+  const std::string& shards = config.data.shards;
+  TrainData data;
+  auto train = ShardDataset::open(shards, Split::kTrain);
+  data.class_names = train->info().classes;
+  data.train = non_empty<ShardDataset>(train, shards, Split::kTrain);
+  if (!data.train) throw DataError("train: " + shards + " has no training samples");
+  data.val = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kVal), shards, Split::kVal);
+  data.test = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kTest), shards, Split::kTest);
+  if (!config.data.classes.empty() && config.data.classes != data.class_names)
+    throw ConfigError("data.classes " + nlohmann::json(config.data.classes).dump() + " differ from the shards' classes " +
+                      nlohmann::json(data.class_names).dump());
+  return data;
+}
+
+// Text shards: config.text learns the dataset's shape (saved with the run), and the loader builds
+// token batches with length bucketing (docs/TEXT.md).
+TrainData open_text_data(Config& config) {
+  const std::string& shards = config.data.shards;
+  const TextDatasetInfo info = read_text_dataset_info(shards);
+  resolve_text_config(config, info, shards);
+  TrainData data;
+  data.class_names = text_class_names();
+  data.train = non_empty<TextSource>(open_text_split(shards, Split::kTrain), shards, Split::kTrain);
+  if (!data.train) throw DataError("train: " + shards + " has no training examples");
+  data.val = non_empty<TextSource>(open_text_split(shards, Split::kVal), shards, Split::kVal);
+  data.test = non_empty<TextSource>(open_text_split(shards, Split::kTest), shards, Split::kTest);
+  const TextBatchOptions options = text_batch_options(config, info);
+  data.make_builder = [options](const std::shared_ptr<const SampleSource>& split, const LoaderOptions&) {
+    return std::make_shared<TextBatchBuilder>(std::dynamic_pointer_cast<const TextSource>(split), options);
+  };
+  return data;
 }
 
 // A resumed run keeps its global batch, so that its position in the epoch's order stays exact:
@@ -78,9 +111,10 @@ class TrainCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     options_.add_to(app);
-    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder");
+    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder (image shards, or text shards)");
     options_.add_flag_for(app, "-m,--model", "model.name",
-                          "small_cnn, resnet18, resnet34, resnet50, vit_tiny, vit_small or vit_base");
+                          "small_cnn, resnet18, resnet34, resnet50, vit_tiny, vit_small, vit_base; text: text_tiny, "
+                          "text_small, text_base");
     options_.add_flag_for(app, "--pretrained", "model.pretrained", "starting weights (.safetensors or torch.save)");
     options_.add_flag_for(app, "--epochs", "train.epochs", "epochs to train");
     options_.add_flag_for(app, "--max-steps", "train.max_steps", "stop after this many optimizer steps (0: no limit)");
@@ -117,16 +151,7 @@ class TrainCommand : public Command {
     if (!fs::is_directory(config->data.shards))
       throw UsageError("train: data.shards '" + config->data.shards + "' is not a folder of prepared shards");
 
-    TrainData data;
-    data.train = open_split(config->data.shards, Split::kTrain);
-    if (!data.train) throw DataError("train: " + config->data.shards + " has no training samples");
-    data.val = open_split(config->data.shards, Split::kVal);
-    data.test = open_split(config->data.shards, Split::kTest);
-    data.class_names = static_cast<const ShardDataset&>(*data.train).info().classes;
-    if (!config->data.classes.empty() && config->data.classes != data.class_names)
-      throw ConfigError("data.classes " + nlohmann::json(config->data.classes).dump() + " differ from the shards' classes " +
-                        nlohmann::json(data.class_names).dump());
-
+    TrainData data = is_text_dataset(config->data.shards) ? open_text_data(*config) : open_image_data(*config);
     if (env.distributed() && config->run.dir.empty())
       throw UsageError("train: a distributed run needs --out (run.dir): every rank writes into the same run directory");
     if (checkpoint) keep_global_batch(*config, *checkpoint, env.world_size);

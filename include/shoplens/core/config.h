@@ -61,6 +61,7 @@ struct LoaderConfig {
   int prefetch_batches = 4;
   bool shuffle = true;
   bool drop_last = true;
+  std::int64_t token_budget = 0;                // text: padded tokens per micro-batch at most (0: no cap)
 };
 
 struct ModelConfig {
@@ -116,6 +117,7 @@ struct TrainConfig {
   bool deterministic = false;                   // deterministic CPU kernels where LibTorch offers them
   std::string memory_budget;                    // "24GiB": caps the device allocator (empty: no cap)
   bool oom_recovery = true;                     // on OOM: halve the micro-batch, double accumulation, retry
+  double threshold = 0.5;                       // two classes: predict class 1 when its probability >= this
 };
 
 struct FindBatchConfig {
@@ -143,6 +145,20 @@ struct DistConfig {
   bool ledger = false;                          // record the sample ids of every committed step (verify-ledger)
 };
 
+// Text tasks (docs/TEXT.md). The dataset's shape (vocabulary, metadata fields) is resolved from
+// text_dataset.json by the commands and saved with the run, so a checkpoint rebuilds its model
+// without the data.
+struct TextConfig {
+  int max_length = 512;                         // tokens read per example (longer ones are truncated)
+  bool bucket_by_length = true;                 // group similar lengths into a step: less padding
+  int bucket_window = 64;                       // global batches sorted by length together
+  std::string pooling = "mean";                 // mean | cls
+  std::string attention = "auto";               // auto | fused | math
+  int vocab_size = 0;                           // resolved from the dataset
+  std::vector<double> categorical_cardinalities;  // resolved: vocabulary size per categorical field (0 = missing on top)
+  int numeric_fields = 0;                       // resolved
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -154,6 +170,7 @@ struct Config {
   TrainConfig train;
   FindBatchConfig find_batch;
   DistConfig dist;
+  TextConfig text;
 };
 
 // Every field of every section: dotted name, type, default and help. Drives validation,

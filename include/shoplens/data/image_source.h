@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "shoplens/data/sample_source.h"
 #include "shoplens/data/shard_format.h"
 
 namespace shoplens {
@@ -21,12 +22,11 @@ struct SampleRef {
   std::uint64_t sample_id = 0;
 };
 
-class ImageSource {
+class ImageSource : public SampleSource {
  public:
-  virtual ~ImageSource() = default;
-  virtual std::size_t size() const = 0;
   virtual SampleRef sample(std::size_t index) const = 0;
-  virtual int num_classes() const = 0;
+  int label(std::size_t index) const override { return sample(index).label; }
+  std::uint64_t sample_id(std::size_t index) const override { return sample(index).sample_id; }
 };
 
 // The samples rank, rank + world_size, rank + 2 world_size, ... of `base`: each rank's share of an

@@ -1,5 +1,5 @@
-// The training loader: worker threads decode and augment samples straight into batch tensors,
-// a bounded number of batches ahead of the consumer. The sample order of an epoch is a function
+// The training loader: worker threads build batches (images: decode and augment straight into
+// batch tensors; text: see text_batches.h) a bounded number of batches ahead of the consumer. The sample order of an epoch is a function
 // of (seed, epoch, dataset size) only, and every sample's augmentation of (seed, epoch,
 // position), so a run is reproducible whatever the thread count.
 #pragma once
@@ -19,6 +19,7 @@
 
 #include "shoplens/core/config.h"
 #include "shoplens/data/augment.h"
+#include "shoplens/data/batch.h"
 #include "shoplens/data/image_source.h"
 
 namespace shoplens {
@@ -46,29 +47,61 @@ struct LoaderOptions {
   std::int64_t global_batch = 0;
   int rank = 0;
   int world_size = 1;
+  // Evaluation sharding: read only the samples rank, rank + world_size, rank + 2 world_size, ...
+  // (every sample in exactly one rank's share, none padded in twice). Not with global_batch.
+  bool strided_share = false;
 };
 
 LoaderOptions loader_options_from_config(const Config& config, bool train);
 
-struct Batch {
-  std::int64_t index = 0;              // batch number within the epoch
-  at::Tensor images;                   // float32 [B, 3, S, S], normalised
-  at::Tensor labels;                   // int64 [B]
-  at::Tensor targets;                  // float32 [B, C] soft targets when mixing is on, else undefined
-  std::vector<std::uint64_t> sample_ids;
-  bool mixed = false;
-};
 
 struct LoaderStats {
   std::uint64_t batches = 0;
   std::uint64_t samples = 0;
+  std::uint64_t padded_tokens = 0;  // text: token slots delivered (rows x padded length)
+  std::uint64_t real_tokens = 0;    // text: real tokens among them
   double seconds = 0;        // since the epoch started
   double wait_seconds = 0;   // time the consumer spent blocked in next()
   double samples_per_second() const { return seconds > 0 ? samples / seconds : 0.0; }
+  double padding_fraction() const { return padded_tokens ? 1.0 - static_cast<double>(real_tokens) / padded_tokens : 0.0; }
+};
+
+// The kind-specific half of the loader: turns a list of samples into a Batch. Called from several
+// worker threads at once.
+class BatchBuilder {
+ public:
+  virtual ~BatchBuilder() = default;
+  // `indices` index the source; `positions` are the samples' places in the epoch's global order
+  // (per-sample randomness is seeded by them, so it does not depend on the world size).
+  virtual Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions,
+                      std::int64_t epoch, std::int64_t batch_index) = 0;
+  // May permute the epoch's order before it is read, within consecutive groups of `unit` positions
+  // and never across the last whole unit (the tail stays where it is). A function of its arguments
+  // only, so every rank and every resume sees the same order.
+  virtual void arrange(std::vector<std::uint32_t>& order, std::int64_t epoch, std::int64_t unit) const {}
+};
+
+// Images: decode, augment (mixup/cutmix on the batch), normalise.
+class ImageBatchBuilder : public BatchBuilder {
+ public:
+  ImageBatchBuilder(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, const LoaderOptions& options);
+  Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions, std::int64_t epoch,
+              std::int64_t batch_index) override;
+
+ private:
+  at::Tensor acquire_images(std::int64_t batch_size);
+  std::shared_ptr<const ImageSource> source_;
+  Augmenter augmenter_;
+  LoaderOptions options_;
+  bool soft_targets_;
+  std::mutex pool_mutex_;
+  std::vector<at::Tensor> image_pool_;   // reused when the consumer has let go of them
 };
 
 class Loader {
  public:
+  Loader(std::shared_ptr<const SampleSource> source, std::shared_ptr<BatchBuilder> builder, LoaderOptions options);
+  // The image loader.
   Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options);
   ~Loader();
   Loader(const Loader&) = delete;
@@ -82,9 +115,9 @@ class Loader {
   std::int64_t batches_per_epoch() const;
   // With sharding: the sample ids of the current epoch's order that no step reads (the tail).
   std::vector<std::uint64_t> unread_sample_ids() const;
-  std::size_t dataset_size() const { return source_->size(); }
+  // Samples this loader reads from (its rank's share with strided_share).
+  std::size_t dataset_size() const;
   const LoaderStats& stats() const { return stats_; }
-  int output_size() const { return augmenter_.output_size(); }
 
  private:
   struct Slot {
@@ -94,13 +127,10 @@ class Loader {
   void stop_workers();
   void worker_loop();
   Batch build_batch(std::int64_t index);
-  at::Tensor acquire_images(std::int64_t batch_size);
 
-  std::shared_ptr<const ImageSource> source_;
-  AugmentConfig augment_config_;
-  Augmenter augmenter_;
+  std::shared_ptr<const SampleSource> source_;
+  std::shared_ptr<BatchBuilder> builder_;
   LoaderOptions options_;
-  bool soft_targets_;
 
   std::vector<std::uint32_t> order_;
   std::vector<std::uint32_t> positions_;  // with sharding: this rank's positions in order_, in reading order
@@ -109,7 +139,6 @@ class Loader {
   std::int64_t next_to_build_ = 0;
   std::int64_t next_to_deliver_ = 0;
   std::vector<Slot> slots_;              // ring of prefetch_batches
-  std::vector<at::Tensor> image_pool_;   // reused when the consumer has let go of them
   bool stopping_ = false;
   std::mutex mutex_;
   std::condition_variable work_cv_;

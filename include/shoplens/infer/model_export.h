@@ -23,7 +23,7 @@
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 
 constexpr int kModelCardVersion = 1;
 
@@ -47,7 +47,7 @@ ExportResult export_model(const ExportOptions& options);
 at::Tensor verification_input(int image_size);
 
 struct LoadedModel {
-  std::shared_ptr<ImageClassifier> model;   // eval mode, CPU, float32 compute
+  std::shared_ptr<Classifier> model;   // eval mode, CPU, float32 compute
   nlohmann::json card;
   std::vector<std::string> class_names;
   AugmentConfig preprocessing;              // the eval transform's settings (image_size, mean, std)

@@ -1,5 +1,6 @@
-// Image classifiers chosen by name in the config. Parameter names follow torchvision (ResNet)
-// and timm (ViT), so users' pretrained weights load by name (see weights.h, docs/MODELS.md).
+// Classifiers chosen by name in the config: image models, whose parameter names follow
+// torchvision (ResNet) and timm (ViT) so users' pretrained weights load by name (see weights.h,
+// docs/MODELS.md), and text encoders over token shards (docs/TEXT.md).
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include <torch/nn/module.h>
 
 #include "shoplens/core/config.h"
+#include "shoplens/data/batch.h"
 
 namespace shoplens {
 
@@ -18,12 +20,26 @@ struct ModelSpec {
   int image_size = 224;             // ViT position embeddings are sized for it
   double dropout = 0.0;             // before the head
   bool channels_last = false;       // memory format of parameters and inputs (CNNs)
+  // Text models: the dataset's shape (text_dataset.json) and the encoder's options (text.*).
+  int vocab_size = 0;
+  int max_length = 512;             // longest sequence the model reads (position embeddings)
+  std::vector<int> categorical_cardinalities;  // vocabulary size per categorical metadata field (code 0 = missing on top)
+  int numeric_fields = 0;
+  std::string pooling = "mean";
+  std::string attention = "auto";
 };
 
-class ImageClassifier : public torch::nn::Module {
+class Classifier : public torch::nn::Module {
  public:
-  // images: float [B, 3, H, W] normalised; returns logits [B, num_classes].
+  // images: float [B, 3, H, W] normalised; returns logits [B, num_classes]. Text models throw:
+  // their input is a whole batch (forward_batch).
   virtual at::Tensor forward(const at::Tensor& images) = 0;
+  // Logits [B, num_classes] of a loader batch, its inputs moved to `device` first.
+  virtual at::Tensor forward_batch(const Batch& batch, const c10::Device& device);
+  // The largest input a training step of `batch_size` can see (images at the spec's size; text at
+  // max_length, every token real), with random labels: the batch finder and the benchmarks step on it.
+  virtual Batch example_batch(int batch_size) const;
+  bool is_text() const { return spec_.vocab_size > 0; }
   // Prefix of the classification head's parameters ("fc." for ResNet, "head." otherwise).
   virtual std::string head_prefix() const = 0;
   // Parameter-name prefixes of the backbone stages from input to output ("conv1.", "bn1.",
@@ -35,17 +51,19 @@ class ImageClassifier : public torch::nn::Module {
   const ModelSpec& spec() const { return spec_; }
 
  protected:
-  explicit ImageClassifier(ModelSpec spec) : spec_(std::move(spec)) {}
+  explicit Classifier(ModelSpec spec) : spec_(std::move(spec)) {}
   ModelSpec spec_;
 };
 
 // The registered names, in the order `--help` lists them.
 std::vector<std::string> model_names();
+// text_tiny, text_small, text_base: models that read token batches.
+bool is_text_model(const std::string& name);
 // The spec of the configured model (model.*, augment.image_size) for `num_classes` classes.
 ModelSpec model_spec_from_config(const Config& config, int num_classes);
 
 // Builds a model with fresh (seeded by the global torch generator) weights. ConfigError for an
 // unknown name (with the nearest name) or an invalid spec.
-std::shared_ptr<ImageClassifier> make_model(const ModelSpec& spec);
+std::shared_ptr<Classifier> make_model(const ModelSpec& spec);
 
 }  // namespace shoplens

@@ -19,7 +19,7 @@ class Module;
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 
 // Name -> tensor, in file (or model) order. Names are unique.
 using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
@@ -85,9 +85,9 @@ struct WeightLoadReport {
 // ConfigError ("the weights have K classes and the config has C"). Backbone tensors of another
 // shape are reported and left at their init (a warning); a ViT position embedding of another
 // grid size is resampled like timm's resample_abs_pos_embed.
-WeightLoadReport load_weights(ImageClassifier& model, const StateDict& weights, bool new_head_on_mismatch);
+WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool new_head_on_mismatch);
 
 // read_weights + load_weights, logging the report's summary (warnings when incomplete).
-WeightLoadReport load_weights_file(ImageClassifier& model, const std::string& path, bool new_head_on_mismatch);
+WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch);
 
 }  // namespace shoplens

@@ -74,11 +74,15 @@ nlohmann::json report_to_json(const ClassificationReport& report, const std::vec
 std::string report_to_markdown(const ClassificationReport& report, const std::vector<std::string>& class_names);
 
 // The metrics early stopping and checkpoint selection can watch, in the order `--help` lists them:
-// loss, accuracy, macro_f1, weighted_f1, macro_precision, macro_recall.
+// loss, accuracy, macro_f1, weighted_f1, macro_precision, macro_recall, roc_auc, pr_auc (the last
+// two rank the class-1 scores of a two-class task: binary_metrics.h).
 std::vector<std::string> metric_names();
 // ConfigError naming the nearest metric on an unknown name.
 bool metric_higher_is_better(const std::string& name);
-// `loss` is passed through (the report has no loss); the others come from the report.
-double metric_value(const ClassificationReport& report, double loss, const std::string& name);
+struct BinaryMetrics;
+// `loss` is passed through (the report has no loss); roc_auc and pr_auc come from `binary`
+// (ConfigError without it); the others from the report.
+double metric_value(const ClassificationReport& report, double loss, const std::string& name,
+                    const BinaryMetrics* binary = nullptr);
 
 }  // namespace shoplens

@@ -15,7 +15,7 @@ class Optimizer;
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 
 struct ParamGroupInfo {
   std::string name;               // "backbone", "backbone_no_decay", "head", "head_no_decay"
@@ -26,7 +26,7 @@ struct ParamGroupInfo {
 
 class OptimizerSetup {
  public:
-  OptimizerSetup(ImageClassifier& model, const OptimConfig& config);
+  OptimizerSetup(Classifier& model, const OptimConfig& config);
   ~OptimizerSetup();
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const std::vector<ParamGroupInfo>& groups() const { return groups_; }

@@ -19,7 +19,7 @@ class Optimizer;
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 class LossScaler;
 
 constexpr int kCheckpointFormat = 1;
@@ -45,16 +45,16 @@ struct TrainState {
   std::int64_t oom_retries = 0;          // steps retried smaller after running out of memory
 };
 
-nlohmann::json state_to_json(const TrainState& state, const Config& config, const ImageClassifier& model,
+nlohmann::json state_to_json(const TrainState& state, const Config& config, const Classifier& model,
                              const std::vector<std::string>& class_names, const LossScaler& scaler);
 // Model parameters and buffers, optimizer state and the CPU RNG state.
-std::string serialize_tensors(const ImageClassifier& model, const torch::optim::Optimizer& optimizer);
+std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer);
 
 // Restores everything; ConfigError when the checkpoint was made for another model or classes.
-void restore_state(const Checkpoint& checkpoint, const Config& config, ImageClassifier& model,
+void restore_state(const Checkpoint& checkpoint, const Config& config, Classifier& model,
                    const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
                    TrainState& state);
 // Only the model weights (used to score the test split with the best checkpoint).
-void restore_model_weights(ImageClassifier& model, const std::string& tensors);
+void restore_model_weights(Classifier& model, const std::string& tensors);
 
 }  // namespace shoplens

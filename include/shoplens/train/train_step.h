@@ -18,7 +18,7 @@ class Optimizer;
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 class GradientReducer;
 class ProcessGroup;
 
@@ -56,7 +56,7 @@ TrainStepOptions step_options_from_config(const Config& config, Precision precis
 
 class TrainStep {
  public:
-  TrainStep(ImageClassifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options);
+  TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options);
   // The micro-batches of one optimizer step. The loss is the sum of per-sample losses over all of
   // them divided by their total count, so k micro-batches of b give the gradients of one batch
   // of k*b (models without batch statistics: exactly; with BatchNorm: per micro-batch statistics).
@@ -66,7 +66,7 @@ class TrainStep {
   void set_reducer(GradientReducer* reducer) { options_.reducer = reducer; }
 
  private:
-  ImageClassifier& model_;
+  Classifier& model_;
   torch::optim::Optimizer& optimizer_;
   TrainStepOptions options_;
   LossScaler scaler_;

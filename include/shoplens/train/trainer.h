@@ -14,28 +14,36 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/config.h"
-#include "shoplens/data/image_source.h"
+#include "shoplens/data/sample_source.h"
 #include "shoplens/train/checkpoint.h"
 
 namespace shoplens {
 
-class ImageClassifier;
+class Classifier;
 class ProcessGroup;
+class BatchBuilder;
+struct LoaderOptions;
+
+// Builds the batches of one split for a loader with these options (train or eval).
+using BatchBuilderFactory =
+    std::function<std::shared_ptr<BatchBuilder>(const std::shared_ptr<const SampleSource>& split, const LoaderOptions& options)>;
 
 struct TrainData {
-  std::shared_ptr<const ImageSource> train;
-  std::shared_ptr<const ImageSource> val;   // null or empty: no evaluation, last weights are "best"
-  std::shared_ptr<const ImageSource> test;  // null or empty: no final test
+  std::shared_ptr<const SampleSource> train;
+  std::shared_ptr<const SampleSource> val;   // null or empty: no evaluation, last weights are "best"
+  std::shared_ptr<const SampleSource> test;  // null or empty: no final test
   std::vector<std::string> class_names;
+  // Unset: the splits are ImageSources, read by the image loader with config.augment.
+  BatchBuilderFactory make_builder;
 };
 
 // Per-class counts of a split (reads labels through the source, no decoding).
-std::vector<std::int64_t> class_counts(const ImageSource& source);
+std::vector<std::int64_t> class_counts(const SampleSource& source);
 // weight_c = N / (K x N_c) over the classes present; absent classes get 0.
 std::vector<double> inverse_frequency_weights(const std::vector<std::int64_t>& counts);
 // A class-balanced epoch: `size` draws with replacement, each class equally likely, a function of
 // (seed, epoch) only.
-std::vector<std::uint32_t> balanced_epoch_order(const ImageSource& source, std::uint64_t seed, std::int64_t epoch);
+std::vector<std::uint32_t> balanced_epoch_order(const SampleSource& source, std::uint64_t seed, std::int64_t epoch);
 
 class Trainer {
  public:
@@ -45,7 +53,7 @@ class Trainer {
   // same data: each step reads its share of the global batch, gradients are averaged, metrics
   // are computed over the whole validation set, and rank 0 alone writes the run's artifacts.
   // `segment` names this start of the job in the sample ledger (dist.ledger).
-  Trainer(Config config, std::shared_ptr<ImageClassifier> model, TrainData data, std::filesystem::path run_dir,
+  Trainer(Config config, std::shared_ptr<Classifier> model, TrainData data, std::filesystem::path run_dir,
           std::shared_ptr<ProcessGroup> group = nullptr, std::string segment = "");
   ~Trainer();
 
