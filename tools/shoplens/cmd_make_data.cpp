@@ -154,10 +154,10 @@ class MakeDataCommand : public Command {
     image_only_.push_back(app.add_option("--png-fraction", options_.png_fraction, "fraction of images saved as PNG (the rest JPEG)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0)));
-    app.add_option("--val-fraction", options_.val_fraction, "fraction of each class in the val split")
+    app.add_option("--val-fraction", options_.val_fraction, "fraction of each class in the val split (--task text: the examples just before test, by created_at)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 0.95));
-    app.add_option("--test-fraction", options_.test_fraction, "fraction of each class in the test split")
+    app.add_option("--test-fraction", options_.test_fraction, "fraction of each class in the test split (--task text: the latest examples by created_at)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 0.95));
     image_only_.push_back(app.add_option("--threads", options_.threads, "worker threads (0: all usable cores)")
