@@ -197,7 +197,7 @@ TEST(TextShardsCorrupt, EachDefectThrowsDataErrorNamingFileAndEntry) {
   std::string b = good;
   b[0] = 'X';
   expect_rejected(b, "bad magic", parse);
-  expect_rejected(good.substr(0, 20), "shorter than the header", parse);
+  expect_rejected(good.substr(0, 20), "shorter than the 48-byte header", parse);
   expect_rejected(good.substr(0, good.size() - 1), "entries", parse);
   b = good;
   b[good.size() - 3] ^= 0x40;
