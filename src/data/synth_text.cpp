@@ -204,15 +204,6 @@ SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
   std::filesystem::create_directories(o.out_dir);
   const auto n = static_cast<std::uint64_t>(o.num_examples);
 
-  // Observed labels: exactly round(positive_fraction * n) positives at seeded positions.
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  Rng label_rng(mix_seed(o.seed, 0x1abe1));
-  label_rng.shuffle(order);
-  std::vector<std::uint8_t> labels(n, 0);
-  const auto positives = static_cast<std::uint64_t>(std::llround(o.positive_fraction * double(n)));
-  for (std::uint64_t k = 0; k < positives; ++k) labels[order[k]] = 1;
-
   // Split by time: the latest test_fraction is test, the val_fraction before it val.
   std::vector<std::int64_t> created(n);
   for (std::uint64_t i = 0; i < n; ++i) created[i] = created_at_of(o, i);
@@ -226,6 +217,19 @@ SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
   rule.val_from = n_val > 0 ? sorted[n_train] : rule.test_from;
   rule.description = "by created_at: train before val_from, val in [val_from, test_from), test from test_from on";
   auto split_of = [&](std::int64_t t) { return t >= rule.test_from ? Split::kTest : t >= rule.val_from ? Split::kVal : Split::kTrain; };
+
+  // Observed labels: exactly round(positive_fraction * count) positives in each split, at seeded
+  // positions (the split is by time, which the label does not depend on).
+  std::vector<std::uint8_t> labels(n, 0);
+  for (Split split : {Split::kTrain, Split::kVal, Split::kTest}) {
+    std::vector<std::uint32_t> members;
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (split_of(created[i]) == split) members.push_back(static_cast<std::uint32_t>(i));
+    Rng label_rng(mix_seed(o.seed, 0x1abe1, static_cast<std::uint64_t>(split)));
+    label_rng.shuffle(members);
+    const auto positives = static_cast<std::size_t>(std::llround(o.positive_fraction * double(members.size())));
+    for (std::size_t k = 0; k < positives; ++k) labels[members[k]] = 1;
+  }
 
   TextDatasetInfo info;
   info.vocab_size = o.vocab_size;

@@ -332,6 +332,7 @@ TEST(SynthText, StatisticsMatchTheSeed) {
   EXPECT_NEAR(double(s.per_split[2]), 300, 3);
   const double positives = double(s.positives_per_split[0] + s.positives_per_split[1] + s.positives_per_split[2]);
   EXPECT_NEAR(positives / 3000, 0.18, 0.01);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(double(s.positives_per_split[k]) / double(s.per_split[k]), 0.18, 0.01) << k;
   for (const auto& [field, fraction] : s.missing_fraction) EXPECT_NEAR(fraction, 0.06, 0.015) << field;
   EXPECT_GE(s.length_min, 16u);
   EXPECT_EQ(s.length_max, 512u);  // the long tail reaches max_length
