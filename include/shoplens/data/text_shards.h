@@ -155,7 +155,8 @@ constexpr const char* kTextDatasetFile = "text_dataset.json";
 TextDatasetInfo read_text_dataset_info(const std::filesystem::path& dir);
 void write_text_dataset_info(const std::filesystem::path& dir, const TextDatasetInfo& info);
 
-// The training-side view of one split; what the text loader reads.
+// The training-side view of one split; what the text loader reads. Const and read-only: safe to
+// call from several loader threads at once.
 class TextSource {
  public:
   virtual ~TextSource() = default;
