@@ -18,7 +18,7 @@ namespace shoplens::cli {
 namespace {
 
 const CommandEntry kCommands[] = {
-    {"make-data", "write a synthetic product catalog (images + CSV manifest)", &make_make_data_command},
+    {"make-data", "write a synthetic product catalog (images + CSV manifest), or tokenized text shards (--task text)", &make_make_data_command},
     {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
     {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
     {"find-batch", "find the largest micro-batch that fits the memory budget by probing the real training step",
