@@ -7,6 +7,8 @@
 // describes a complete tokens file. Both carry CRC-32 checksums. Plain C++ (no torch).
 #pragma once
 
+#include "shoplens/data/sample_source.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -157,9 +159,9 @@ void write_text_dataset_info(const std::filesystem::path& dir, const TextDataset
 
 // The training-side view of one split; what the text loader reads. Const and read-only: safe to
 // call from several loader threads at once.
-class TextSource {
+class TextSource : public SampleSource {
  public:
-  virtual ~TextSource() = default;
+  int num_classes() const override { return 2; }
   virtual std::size_t size() const = 0;
   virtual int label(std::size_t i) const = 0;               // 0 or 1
   virtual std::uint64_t sample_id(std::size_t i) const = 0;
