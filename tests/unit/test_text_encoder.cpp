@@ -130,7 +130,9 @@ TEST(TextEncoder, EmptyRowIsFinite) {
       EXPECT_TRUE(torch::isfinite(out).all().item<bool>()) << attention << " " << pooling;
       out.sum().backward();
       for (const auto& p : net.parameters())
-        if (p.grad().defined()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+        if (p.grad().defined()) {
+          EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+        }
     }
   }
 }
