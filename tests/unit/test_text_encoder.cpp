@@ -160,6 +160,20 @@ TEST(TextEncoder, FusedAndMathAgree) {
   EXPECT_THROW(text_attention_uses_fused("flash"), ConfigError);
 }
 
+TEST(TextEncoder, DropoutOnlyInTraining) {
+  torch::manual_seed(9);
+  for (const std::string attention : {"math", "fused"}) {
+    auto s = small_spec(attention);
+    s.dropout = 0.3;
+    TextEncoderNet net(s);
+    auto t = make_batch({10, 6}, 10);
+    net.eval();
+    EXPECT_TRUE(run(net, t).equal(run(net, t))) << attention;
+    net.train();
+    EXPECT_GT(max_diff(run(net, t), run(net, t)), 1e-6) << attention;
+  }
+}
+
 TEST(TextEncoder, GradientsReachEveryParameter) {
   torch::manual_seed(4);
   for (const std::string pooling : {"mean", "cls"}) {
