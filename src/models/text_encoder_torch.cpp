@@ -63,8 +63,9 @@ class TextSelfAttention : public nn::Module {
     drop = register_module("drop", nn::Dropout(dropout));
   }
 
-  // x [B, L, D]; attend bool [B, 1, 1, L], true where a key may be attended (every row has one).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& attend) {
+  // x [B, L, D]; attend bool [B, 1, 1, L], true where a key may be attended (every row has one);
+  // bias: the same as 0 / -inf in x's dtype, for the explicit path.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& attend, const at::Tensor& bias) {
     const auto b = x.size(0), n = x.size(1), c = x.size(2);
     auto qkv_out = qkv->forward(x).reshape({b, n, 3, heads_, c / heads_}).permute({2, 0, 3, 1, 4});
     auto q = qkv_out[0], k = qkv_out[1], v = qkv_out[2];
@@ -77,9 +78,11 @@ class TextSelfAttention : public nn::Module {
       out = std::get<0>(at::_scaled_dot_product_attention(q, k, v, attend, 0.0, false, false));
 #endif
     } else {
-      // The order of operations of 1.13's composite (scale q, then QK^T), so both paths agree.
+      // 1.13's composite, operation for operation (scale q, QK^T, add the mask in place), but with
+      // the mask converted once per forward instead of once per layer. An in-place add costs
+      // nothing in backward, unlike masked_fill (one more [B, H, L, L] pass each way).
       auto scores = torch::matmul(q * scale_, k.transpose(-2, -1));
-      scores = scores.masked_fill(attend.logical_not(), -std::numeric_limits<double>::infinity());
+      scores.add_(bias);
       out = torch::matmul(scores.softmax(-1), v);
     }
     return drop->forward(proj->forward(out.transpose(1, 2).reshape({b, n, c})));
@@ -116,8 +119,8 @@ class TextEncoderLayer : public nn::Module {
     norm2 = register_module("norm2", layer_norm(dim));
     mlp = register_module("mlp", std::make_shared<TextMlp>(dim, hidden, dropout));
   }
-  at::Tensor forward(at::Tensor x, const at::Tensor& attend) {
-    x = x + attn->forward(norm1->forward(x), attend);
+  at::Tensor forward(at::Tensor x, const at::Tensor& attend, const at::Tensor& bias) {
+    x = x + attn->forward(norm1->forward(x), attend, bias);
     return x + mlp->forward(norm2->forward(x));
   }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
@@ -283,7 +286,11 @@ at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor
   const auto attend = (real | (first & empty_row.unsqueeze(1))).view({b, 1, 1, len});
 
   auto x = embed_->forward(ids);
-  for (auto& layer : layers_) x = layer->forward(x, attend);
+  at::Tensor bias;
+  if (!fused_)
+    bias = torch::zeros(attend.sizes(), x.options())
+               .masked_fill_(attend.logical_not(), -std::numeric_limits<double>::infinity());
+  for (auto& layer : layers_) x = layer->forward(x, attend, bias);
   x = norm_->forward(x);
 
   at::Tensor pooled;

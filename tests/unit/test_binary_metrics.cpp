@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -203,6 +203,18 @@ TEST(BinaryMetrics, JsonWritesNaNAsNull) {
   EXPECT_TRUE(one_class["roc_auc"].is_null());
   EXPECT_TRUE(one_class["pr_auc"].is_null());
   EXPECT_NO_THROW(one_class.dump());
+}
+
+TEST(BinaryMetrics, InfiniteScoresRankAtTheEnds) {
+  const double inf = std::numeric_limits<double>::infinity();
+  BinaryMetrics m = binary_metrics({-inf, 0.2, inf, 0.9}, {0, 0, 1, 1}, 0.5);
+  EXPECT_DOUBLE_EQ(m.roc_auc, 1.0);
+  EXPECT_DOUBLE_EQ(m.pr_auc, 1.0);
+  EXPECT_DOUBLE_EQ(m.best_f1, 1.0);
+  EXPECT_EQ(m.best_threshold, 0.9);
+  BinaryMetrics top = binary_metrics({inf, 0.1}, {1, 0}, 0.5);
+  EXPECT_EQ(top.best_threshold, inf);
+  EXPECT_TRUE(binary_metrics_to_json(top)["best_threshold"].is_null());
 }
 
 // The same random data through scikit-learn's roc_auc_score and average_precision_score.

@@ -39,7 +39,8 @@ struct BinaryMetrics {
 // score (naming the index). An empty input gives samples 0 and NaN AUCs.
 BinaryMetrics binary_metrics(const std::vector<double>& scores, const std::vector<int>& labels, double threshold = 0.5);
 
-// JSON object with the struct's field names; NaN (undefined AUC) is written as null.
+// JSON object with the struct's field names; a non-finite value (an undefined AUC, an infinite
+// best_threshold) is written as null, which JSON can carry.
 nlohmann::json binary_metrics_to_json(const BinaryMetrics& metrics);
 
 }  // namespace shoplens
