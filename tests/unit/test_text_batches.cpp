@@ -137,7 +137,9 @@ TEST(TextBatches, BucketingCutsPadding) {
   auto source = make_source(512, 4, 400);
   std::vector<std::uint32_t> order = epoch_order(source->size(), 9, 0, true);
   const double before = padding_fraction(*source, order, 16);
-  TextBatchBuilder(source, batch_options(512)).arrange(order, 0, 16);
+  TextBatchOptions options = batch_options(512);
+  options.bucket_window = 16;  // 256 examples sorted together
+  TextBatchBuilder(source, options).arrange(order, 0, 16);
   const double after = padding_fraction(*source, order, 16);
   EXPECT_GT(before, 0.35);
   EXPECT_LT(after, before / 3) << "before " << before << " after " << after;
