@@ -15,6 +15,12 @@ inline ModelSpec spec(const std::string& name, int classes = 5, int image_size =
   s.name = name;
   s.num_classes = classes;
   s.image_size = image_size;
+  if (is_text_model(name)) {  // a small vocabulary and one field of each metadata kind
+    s.vocab_size = 100;
+    s.max_length = 32;
+    s.categorical_cardinalities = {3};
+    s.numeric_fields = 1;
+  }
   return s;
 }
 

@@ -156,6 +156,9 @@ ExportResult export_model(const ExportOptions& o) {
     throw DataError("export: " + ckpt_path.string() + " lacks its config or classes: " + e.what());
   }
   const ModelSpec spec = model_spec_from_config(config, static_cast<int>(classes.size()));
+  if (is_text_model(spec.name))
+    throw UsageError("export: " + ckpt_path.string() + " holds the text model " + spec.name +
+                     "; export and score package image models only (docs/TEXT.md: the checkpoint itself is the text artifact)");
   auto model = make_model(spec);
   restore_model_weights(*model, ckpt.tensors);
   const at::Tensor reference = logits_of(*model, spec.image_size);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/train/binary_metrics.h"
 #include "shoplens/train/metrics.h"
 
 namespace shoplens {
@@ -170,13 +171,20 @@ TEST(Metrics, ReportToMarkdown) {
 TEST(Metrics, MetricValueAndDirection) {
   ClassificationReport r = classification_report(hand_example());
   EXPECT_EQ(metric_names(), (std::vector<std::string>{"loss", "accuracy", "macro_f1", "weighted_f1",
-                                                      "macro_precision", "macro_recall"}));
+                                                      "macro_precision", "macro_recall", "roc_auc", "pr_auc"}));
   EXPECT_EQ(metric_value(r, 1.25, "loss"), 1.25);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "accuracy"), 3.0 / 7.0);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "macro_f1"), 2.0 / 9.0);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "weighted_f1"), 8.0 / 21.0);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "macro_precision"), 0.2);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "macro_recall"), 0.25);
+  // The ranking metrics need a two-class task's scores: without them it is a config error.
+  EXPECT_THROW(metric_value(r, 1.25, "roc_auc"), ConfigError);
+  BinaryMetrics binary;
+  binary.roc_auc = 0.8;
+  binary.pr_auc = 0.4;
+  EXPECT_EQ(metric_value(r, 1.25, "roc_auc", &binary), 0.8);
+  EXPECT_EQ(metric_value(r, 1.25, "pr_auc", &binary), 0.4);
   EXPECT_FALSE(metric_higher_is_better("loss"));
   for (const auto& name : metric_names()) EXPECT_EQ(metric_higher_is_better(name), name != "loss") << name;
 }

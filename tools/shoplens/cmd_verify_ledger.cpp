@@ -8,6 +8,7 @@
 #include "command.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/data/text_task.h"
 #include "shoplens/dist/ledger.h"
 
 namespace shoplens::cli {
@@ -39,10 +40,13 @@ class VerifyLedgerCommand : public Command {
         throw DataError("verify-ledger: " + config_file.string() + ": no data.shards (" + e.what() + "); pass --shards");
       }
     }
-    const auto train = ShardDataset::open(shards, Split::kTrain);
+    // Image or text shards alike: the ledger speaks of sample ids only.
+    const std::shared_ptr<const SampleSource> train =
+        is_text_dataset(shards) ? std::shared_ptr<const SampleSource>(open_text_split(shards, Split::kTrain))
+                                : std::shared_ptr<const SampleSource>(ShardDataset::open(shards, Split::kTrain));
     std::vector<std::uint64_t> ids;
     ids.reserve(train->size());
-    for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample(i).sample_id);
+    for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample_id(i));
     const auto report = verify_ledger(read_ledger_files(run_dir_), ids);
     if (as_json_) std::cout << report.to_json().dump(2) << std::endl;
     else std::cout << report.to_text();

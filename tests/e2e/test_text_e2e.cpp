@@ -1,0 +1,150 @@
+// End-to-end text workload: the real `shoplens make-data --task text`, `train`, `launch` and
+// `verify-ledger` on a tiny corpus the test makes (docs/TEXT.md). The same trainer, launcher and
+// ledger as the image models.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <torch/torch.h>
+
+#include "shoplens/core/config.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/train_state.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_shell;
+using testing::run_shoplens;
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+
+class E2eText : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-text");
+    auto made = run_shoplens("make-data --task text --out " + data().string() +
+                             " --num-examples 480 --max-length 64 --vocab-size 512 --records-per-shard 100 --seed 3");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path data() { return *dir_ / "data"; }
+  static std::string bin() { return SHOPLENS_BIN; }
+  // text_tiny with SGD (see E2eDist: exact comparisons need it), the ledger on, ROC AUC as the
+  // checkpoint metric and the positive class weighted.
+  static std::string train(const fs::path& run, const std::string& extra) {
+    return "train --shards " + data().string() + " --out " + run.string() +
+           " --model text_tiny --epochs 2 --lr 0.05 --threads 1 --set loader.workers=1 --set dist.ledger=true "
+           "--set dist.timeout_seconds=60 --set optim.name=sgd --set optim.momentum=0.9 --set train.deterministic=true "
+           "--set train.early_stopping_metric=roc_auc --set train.class_balance=weighted_loss --set text.max_length=64 "
+           "--set text.bucket_window=4 " +
+           extra;
+  }
+  static std::string launch(int nproc, const std::string& extra = "") {
+    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " + bin() + " ";
+  }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* E2eText::dir_ = nullptr;
+
+// The newest checkpoint's parameters, rebuilt through the config it saved (no dataset needed).
+at::Tensor final_parameters(const fs::path& run) {
+  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
+  EXPECT_TRUE(found.has_value()) << run;
+  if (!found) return at::Tensor();
+  const Config config = config_from_json(found->state.at("config"), "checkpoint");
+  auto model = make_model(model_spec_from_config(config, 2));
+  restore_model_weights(*model, found->tensors);
+  std::vector<at::Tensor> flat;
+  for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten());
+  return torch::cat(flat);
+}
+
+void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  const double scale = b.abs().max().item<double>();
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * scale) << what;
+}
+
+TEST_F(E2eText, TrainsEvaluatesAucCheckpointsAndResumesExactly) {
+  const fs::path whole = *dir_ / "whole", split = *dir_ / "split";
+  auto a = run_shoplens(train(whole, "--batch-size 16"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("ROC AUC"), std::string::npos) << a.output;
+  // The same run stopped after 7 steps and resumed from its checkpoint ends in the same weights.
+  auto b1 = run_shoplens(train(split, "--batch-size 16 --max-steps 7 --set train.checkpoint_every_steps=7"));
+  ASSERT_EQ(b1.exit_code, 0) << b1.output;
+  auto b2 = run_shoplens("train --out " + split.string() + " --resume auto --max-steps 0");
+  ASSERT_EQ(b2.exit_code, 0) << b2.output;
+  EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
+  expect_close(final_parameters(split), final_parameters(whole), "stopped at 7 + resumed vs uninterrupted");
+
+  const auto summary = read_json(whole / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["best"]["metric"], "roc_auc");
+  ASSERT_TRUE(summary["test_roc_auc"].is_number()) << summary.dump(2);
+  const double auc = summary["test_roc_auc"].get<double>();
+  EXPECT_GE(auc, 0.0);
+  EXPECT_LE(auc, 1.0);
+  const auto& binary = summary["test"]["binary"];
+  EXPECT_GT(binary["positives"].get<int>(), 0);
+  EXPECT_TRUE(binary["pr_auc"].is_number());
+  EXPECT_EQ(summary["classes"], nlohmann::json({"negative", "positive"}));
+  // Length bucketing keeps padding low (the corpus' lengths span 16..64).
+  ASSERT_TRUE(summary["tokens"].is_object()) << summary.dump(2);
+  EXPECT_LT(summary["tokens"]["padding_fraction"].get<double>(), 0.25) << summary["tokens"].dump();
+  // The resolved dataset shape is saved with the run: the checkpoint rebuilt its model above.
+  const auto config = read_json(whole / "config.json");
+  EXPECT_EQ(config["text"]["vocab_size"], 512);
+  EXPECT_EQ(config["text"]["categorical_cardinalities"].size(), 3u);
+  // The validation history carries the ranking metrics.
+  const std::string metrics = testing::read_text(whole / "metrics.jsonl");
+  EXPECT_NE(metrics.find("\"roc_auc\""), std::string::npos);
+  auto ledger = run_shoplens("verify-ledger " + whole.string());
+  EXPECT_EQ(ledger.exit_code, 0) << ledger.output;
+}
+
+// Two ranks, each cutting its share by a token budget, one of them killed with SIGKILL after step
+// 5 and restarted by the launcher: every example is read exactly once per epoch, and the weights
+// equal one uninterrupted process with the same global batch.
+TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExact) {
+  const fs::path single = *dir_ / "one-rank", ranks = *dir_ / "two-ranks";
+  auto a = run_shoplens(train(single, "--batch-size 16"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = run_shell("SHOPLENS_FAULT_KILL_STEP=5 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
+                     train(ranks, "--batch-size 8 --set loader.token_budget=160 --set train.checkpoint_every_steps=3"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("killed by signal 9"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  expect_close(final_parameters(ranks), final_parameters(single), "2 ranks x 8 (token budget, killed) vs 1 x 16");
+
+  const auto summary = read_json(ranks / "summary.json");
+  EXPECT_EQ(summary["world_size"], 2);
+  // The budget cut the micro-batches: more pieces than micro-batches per step.
+  EXPECT_GT(summary["micro_batches_this_process"].get<int>(), summary["steps"].get<int>());
+  // Scores gathered from both ranks' strided shares give the same test metrics as one process.
+  const auto one = read_json(single / "summary.json");
+  EXPECT_NEAR(summary["test_roc_auc"].get<double>(), one["test_roc_auc"].get<double>(), 1e-6);
+  EXPECT_EQ(summary["test"]["confusion"], one["test"]["confusion"]);
+
+  auto ledger = run_shoplens("verify-ledger " + ranks.string());
+  EXPECT_EQ(ledger.exit_code, 0) << ledger.output;
+  EXPECT_NE(ledger.output.find("result: exact"), std::string::npos) << ledger.output;
+  EXPECT_NE(ledger.output.find("superseded by a restart"), std::string::npos) << ledger.output;
+}
+
+TEST_F(E2eText, AnImageModelOnTextDataIsAConfigError) {
+  auto r = run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("text_tiny"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace shoplens
