@@ -59,6 +59,8 @@ class TextClassifier : public Classifier {
   std::vector<std::string> stage_prefixes() const override {
     std::vector<std::string> out;
     for (const auto& p : net_->stage_prefixes()) out.push_back("encoder." + p);
+    // The metadata embeddings feed the head directly: the stage nearest the output.
+    out.push_back("encoder.meta.");
     return out;
   }
   void reset_head(int num_classes) override {

@@ -27,7 +27,7 @@ class E2eText : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-text");
     auto made = run_shoplens("make-data --task text --out " + data().string() +
-                             " --num-examples 480 --max-length 64 --vocab-size 512 --records-per-shard 100 --seed 3");
+                             " --num-examples 480 --max-length 64 --vocab-size 1024 --records-per-shard 100 --seed 3");
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
   static void TearDownTestSuite() {
@@ -73,15 +73,16 @@ void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& w
   EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * scale) << what;
 }
 
-TEST_F(E2eText, TrainsEvaluatesAucCheckpointsAndResumesExactly) {
+TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   const fs::path whole = *dir_ / "whole", split = *dir_ / "split";
   auto a = run_shoplens(train(whole, "--batch-size 16"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("ROC AUC"), std::string::npos) << a.output;
-  // The same run stopped after 7 steps and resumed from its checkpoint ends in the same weights.
-  auto b1 = run_shoplens(train(split, "--batch-size 16 --max-steps 7 --set train.checkpoint_every_steps=7"));
-  ASSERT_EQ(b1.exit_code, 0) << b1.output;
-  auto b2 = run_shoplens("train --out " + split.string() + " --resume auto --max-steps 0");
+  // The same run killed (SIGKILL) after step 7 and resumed from its step-6 checkpoint ends in the
+  // same weights: model, optimizer, schedule and data position all come back.
+  auto b1 = run_shell("SHOPLENS_FAULT_KILL_STEP=7 " + bin() + " " + train(split, "--batch-size 16 --set train.checkpoint_every_steps=3"));
+  ASSERT_NE(b1.exit_code, 0) << b1.output;
+  auto b2 = run_shoplens("train --out " + split.string() + " --resume auto");
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
   expect_close(final_parameters(split), final_parameters(whole), "stopped at 7 + resumed vs uninterrupted");
@@ -102,7 +103,7 @@ TEST_F(E2eText, TrainsEvaluatesAucCheckpointsAndResumesExactly) {
   EXPECT_LT(summary["tokens"]["padding_fraction"].get<double>(), 0.25) << summary["tokens"].dump();
   // The resolved dataset shape is saved with the run: the checkpoint rebuilt its model above.
   const auto config = read_json(whole / "config.json");
-  EXPECT_EQ(config["text"]["vocab_size"], 512);
+  EXPECT_EQ(config["text"]["vocab_size"], 1024);
   EXPECT_EQ(config["text"]["categorical_cardinalities"].size(), 3u);
   // The validation history carries the ranking metrics.
   const std::string metrics = testing::read_text(whole / "metrics.jsonl");
