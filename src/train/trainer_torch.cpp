@@ -114,6 +114,7 @@ struct Trainer::Impl {
   int eval_batch_limit = 0;  // set after an evaluation ran out of memory
   // Text: token slots the model computed on (rows x padded length) and the real tokens among them.
   std::int64_t padded_tokens = 0, real_tokens = 0, micro_batches_run = 0;
+  double train_seconds_at_start = 0;  // a resumed run's earlier segments are in state.train_seconds
 
   // Data parallelism: null group = one process. Rank 0 alone writes the run's files.
   std::shared_ptr<ProcessGroup> group;
@@ -480,6 +481,7 @@ struct Trainer::Impl {
 
   json fit() {
     const auto wall_start = std::chrono::steady_clock::now();
+    train_seconds_at_start = state.train_seconds;
     if (!resumed && log) log->truncate_after(-1);  // a fresh run owns its log from step 0
     const int accumulation = config.train.accumulation_steps;
     spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
@@ -675,7 +677,10 @@ struct Trainer::Impl {
       summary["tokens"] = {{"padded", padded_tokens},
                            {"real", real_tokens},
                            {"padding_fraction", 1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens)},
-                           {"tokens_per_second", state.train_seconds > 0 ? real_tokens / state.train_seconds : 0.0},
+                           {"tokens_per_second_this_process",
+                            state.train_seconds > train_seconds_at_start
+                                ? real_tokens / (state.train_seconds - train_seconds_at_start)
+                                : 0.0},
                            {"token_budget", config.loader.token_budget},
                            {"bucket_by_length", config.text.bucket_by_length}};
     }
