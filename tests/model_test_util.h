@@ -1,6 +1,8 @@
 // A ModelSpec with the small defaults the model and weight tests use.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <torch/torch.h>
 
 #include <string>
@@ -46,6 +48,16 @@ inline Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
   b.images = images;
   b.labels = labels;
   return b;
+}
+
+
+// a and b equal within 1e-5 of b's largest magnitude (parameters of runs that must agree).
+inline void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  const double scale = b.abs().max().item<double>();
+  const double diff = (a - b).abs().max().item<double>();
+  EXPECT_LE(diff, 1e-5 * scale) << what << ": max difference " << diff << " (scale " << scale << ")";
 }
 
 }  // namespace shoplens::testing

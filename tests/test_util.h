@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace shoplens::testing {
 
 // A fresh folder under the system temp dir, removed when the object goes away.
@@ -37,5 +39,7 @@ std::string make_exported_model(const std::filesystem::path& dir, int num_images
 // The relative image paths of a make-data catalog's manifest.csv, in its order.
 std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalog);
 std::string read_text(const std::filesystem::path& path);
+// A JSON file's content (throws on a parse error, which the test reports).
+nlohmann::json read_json(const std::filesystem::path& path);
 
 }  // namespace shoplens::testing

@@ -18,6 +18,21 @@ import math
 # Interconnects: (ranks per node, intra-node busbw GB/s, inter-node busbw GB/s, per-hop latency s)
 NVLINK_A100 = dict(per_node=8, intra=200e9, inter=90e9, alpha=5e-6)
 
+
+
+def text_base_step():
+    """The text workload on the seed's A100 (no measurement exists): text_base (dim 512, 8 pre-norm
+    layers, MLP 4x) at batch 32 x 2048 tokens, vocabulary 32,768 (an assumption; the seed's
+    tokenizer is not named). Parameters: 8 (12 d^2 + 13 d) + (V + L) d + 2 d. FLOPs per sequence,
+    forward + backward: 6 x dense parameters x L, plus attention 12 L^2 d per layer (QK^T and AV,
+    2 L^2 d each, x3 for backward). At 40% of the A100's 312 bf16 TFLOP/s."""
+    d, layers, vocab, length, batch = 512, 8, 32768, 2048, 32
+    dense = layers * (12 * d * d + 13 * d)
+    params = dense + (vocab + length) * d + 2 * d
+    flops = batch * (6 * dense * length + layers * 12 * length * length * d)
+    return flops / (0.40 * 312e12), params * 4
+
+
 # name, per-GPU step seconds, gradient bytes, source of the step time
 SCENARIOS = [
     # DeepLearningExamples ResNet-50 AMP on A100: 2,470 img/s at 256/GPU -> 0.1036 s per step;
@@ -29,6 +44,7 @@ SCENARIOS = [
     # GPU step time is not measured (no GPU here); 5 ms at batch 256 is an assumption to be
     # replaced by `shoplens bench-train` on the runner.
     ("small_cnn (assumed 5 ms/step) b256", 0.005, 1_567_920, "assumption, to be measured"),
+    ("text_base L2048 b32 (FLOP estimate)",) + text_base_step() + ("estimate: 40% MFU on A100 bf16, see text_base_step()",),
 ]
 
 

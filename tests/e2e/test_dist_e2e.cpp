@@ -19,6 +19,7 @@
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -28,7 +29,8 @@ namespace fs = std::filesystem;
 using testing::run_shell;
 using testing::run_shoplens;
 
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+using testing::expect_close;
+using testing::read_json;
 
 class E2eDist : public ::testing::Test {
  protected:
@@ -74,13 +76,6 @@ at::Tensor final_parameters(const fs::path& run, const std::string& model, int c
   return torch::cat(flat);
 }
 
-void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-  ASSERT_TRUE(a.defined() && b.defined()) << what;
-  ASSERT_EQ(a.numel(), b.numel()) << what;
-  const double scale = b.abs().max().item<double>();
-  const double diff = (a - b).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-5 * scale) << what << ": max difference " << diff << " (scale " << scale << ")";
-}
 
 std::string ledger_check(const fs::path& run) {
   auto r = run_shoplens("verify-ledger " + run.string());

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_shoplens;
 
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+using testing::read_json;
 
 TEST(E2eCli, VersionHelpAndTypos) {
   auto version = run_shoplens("--version");

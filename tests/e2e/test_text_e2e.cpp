@@ -11,6 +11,7 @@
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -20,7 +21,8 @@ namespace fs = std::filesystem;
 using testing::run_shell;
 using testing::run_shoplens;
 
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+using testing::expect_close;
+using testing::read_json;
 
 class E2eText : public ::testing::Test {
  protected:
@@ -66,12 +68,6 @@ at::Tensor final_parameters(const fs::path& run) {
   return torch::cat(flat);
 }
 
-void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-  ASSERT_TRUE(a.defined() && b.defined()) << what;
-  ASSERT_EQ(a.numel(), b.numel()) << what;
-  const double scale = b.abs().max().item<double>();
-  EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * scale) << what;
-}
 
 TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   const fs::path whole = *dir_ / "whole", split = *dir_ / "split";

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_shoplens;
 
-nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(testing::read_text(p)); }
+using testing::read_json;
 
 std::vector<std::pair<long, double>> train_losses(const fs::path& run) {
   std::vector<std::pair<long, double>> out;

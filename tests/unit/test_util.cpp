@@ -55,6 +55,8 @@ std::string read_text(const std::filesystem::path& path) {
   return buffer.str();
 }
 
+nlohmann::json read_json(const std::filesystem::path& path) { return nlohmann::json::parse(read_text(path)); }
+
 std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
   const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(), run = (dir / "run").string();
   for (const std::string& args :
