@@ -215,7 +215,7 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
 TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
   testing::ScratchDir dir("e2e-bench-text");
   auto made = run_shoplens("make-data --task text --out " + (dir / "text").string() +
-                           " --num-examples 200 --max-length 64 --vocab-size 1024 --seed 4");
+                           " --num-examples 200 --max-length 256 --vocab-size 1024 --seed 4");
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const json config = {
       {"format", "shoplens-bench"},
@@ -223,7 +223,8 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
                     {"threads", 1}, {"batch", 8}}},
       {"scenarios",
        {{{"seq_len", 32}, {"vocab_size", 1024}},
-        {{"name", "text-shards"}, {"seq_len", 64}, {"data", "shards"}, {"shards", (dir / "text").string()},
+        // Lengths have a median near 135 (docs/TEXT.md): at 256 few are cut, so rows differ.
+        {{"name", "text-shards"}, {"seq_len", 256}, {"batch", 4}, {"data", "shards"}, {"shards", (dir / "text").string()},
          {"loader_workers", 1}}}}};
   testing::write_text(dir / "bench.json", config.dump(2));
   auto r = run_shoplens("bench --config " + (dir / "bench.json").string() + " --out " + (dir / "out").string() + " 2>&1");
@@ -246,7 +247,7 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
   EXPECT_GT(shards["padding_fraction"].get<double>(), 0.0);
   EXPECT_LT(shards["padding_fraction"].get<double>(), 0.9);
   EXPECT_GT(shards["tokens_per_second"].get<double>(), 0.0);
-  EXPECT_LT(shards["tokens_per_second"].get<double>(), shards["images_per_second"].get<double>() * 64);
+  EXPECT_LT(shards["tokens_per_second"].get<double>(), shards["images_per_second"].get<double>() * 256);
   EXPECT_GT(shards["data_wait_seconds"].get<double>(), 0);
 }
 
