@@ -5,7 +5,10 @@
 # both. Prints the median step times and their ratio (pytorch / shoplens: above 1, shoplens is
 # faster); writes every run as a JSON line.
 #
-# Usage: scripts/bench/text_step.sh [--trials N] [--out FILE] [CASE ...]
+# shoplens tunes glibc malloc at start-up (docs/PERFORMANCE.md); --same-malloc gives the Python
+# peer the same settings through the environment, to isolate the per-op overhead.
+#
+# Usage: scripts/bench/text_step.sh [--trials N] [--out FILE] [--same-malloc] [CASE ...]
 #   CASE = model:batch:seq_len:threads   default cases: text_tiny:16:256:2 text_tiny:32:128:2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,11 +16,13 @@ bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
 python=${SHOPLENS_PYTHON:-/usr/bin/python3}
 trials=3
 out=text_step_bench.jsonl
+peer_env=()
 cases=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --trials) trials=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --same-malloc) peer_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2147483647); shift ;;
     -*) echo "text_step.sh: unknown option $1" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
@@ -37,7 +42,7 @@ for c in "${cases[@]}"; do
     echo "$line" >> "$out"
     ours+=("$(echo "$line" | field median_step_ms)")
     tokens+=("$(echo "$line" | field tokens_per_second)")
-    line=$("$python" scripts/bench/text_step.py "${common[@]}" --batch-size "$batch" --num-classes 2)
+    line=$(env "${peer_env[@]}" "$python" scripts/bench/text_step.py "${common[@]}" --batch-size "$batch" --num-classes 2)
     echo "$line" >> "$out"
     theirs+=("$(echo "$line" | field median_step_ms)")
   done

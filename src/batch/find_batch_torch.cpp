@@ -87,6 +87,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     options.headroom_fraction = fb.headroom;
     options.first_batch = fb.first_batch;
     options.max_batch = fb.max_batch;
+    if (is_text_model(config.model.name)) options.input_size_key = "text.max_length";
     int probe_number = 0;
     const ProbeFn probe = [&](int batch) {
       ProbeResult r = job.run(batch, fb.probe_steps);

@@ -187,6 +187,14 @@ TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefu
   EXPECT_EQ(no_vocab.exit_code, 2) << no_vocab.output;
   EXPECT_NE(no_vocab.output.find("text.vocab_size"), std::string::npos) << no_vocab.output;
 
+  // Weights, gradients and AdamW state (8192 x 128 embeddings: about 23 MiB) fit, batch 1 does not:
+  // the hint names the text knob, not the image size.
+  auto tight = run_shoplens("find-batch --no-cache -m text_tiny --memory-budget 24MiB --threads 2 --set text.vocab_size=8192 "
+                            "--set text.max_length=32 --set find_batch.cache_dir=" + (*dir_ / "cache").string());
+  EXPECT_EQ(tight.exit_code, 1) << tight.output;
+  EXPECT_NE(tight.output.find("batch 1 does not fit"), std::string::npos) << tight.output;
+  EXPECT_NE(tight.output.find("a smaller model or text.max_length"), std::string::npos) << tight.output;
+
   auto image = run_shoplens("find-batch --shards " + shards().string() + " -m small_cnn --memory-budget 40MiB");
   EXPECT_EQ(image.exit_code, 2) << image.output;
   EXPECT_NE(image.output.find("text_tiny"), std::string::npos) << image.output;
