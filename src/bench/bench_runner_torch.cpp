@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "shoplens/batch/find_batch.h"
-#include "shoplens/bench/synthetic_step.h"
 #include "shoplens/batch/memory_probe.h"
+#include "shoplens/bench/synthetic_step.h"
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
