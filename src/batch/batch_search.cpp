@@ -134,9 +134,10 @@ class Search {
     const std::string need = p.peak_bytes > 0 ? format_bytes(static_cast<double>(p.peak_bytes)) : "more than the budget";
     throw Error(fmt::format(
         "batch 1 does not fit: the training step at batch 1 needs {}{}, the budget is {} ({} usable after {} headroom). "
-        "Raise train.memory_budget, use train.precision=bf16, a smaller model or augment.image_size",
+        "Raise train.memory_budget, use train.precision=bf16, a smaller model or {}",
         p.outcome == Outcome::kOutOfMemory ? "at least " : "", need, format_bytes(static_cast<double>(o_.budget_bytes)),
-        format_bytes(static_cast<double>(result_.usable_bytes)), format_bytes(static_cast<double>(result_.headroom_bytes))));
+        format_bytes(static_cast<double>(result_.usable_bytes)), format_bytes(static_cast<double>(result_.headroom_bytes)),
+        o_.input_size_key));
   }
 
   // Fit: one small probe, a jump to the batch that must fit if memory is linear, a fitted

@@ -78,8 +78,10 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
   return plan;
 }
 
-json config_patch(const BatchPlan& plan, int eval_batch) {
-  return {{"loader", {{"batch_size", plan.micro_batch}}},
+json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget) {
+  json loader = {{"batch_size", plan.micro_batch}};
+  if (token_budget > 0) loader["token_budget"] = token_budget;
+  return {{"loader", loader},
           {"train", {{"accumulation_steps", plan.accumulation_steps}, {"eval_batch_size", eval_batch}}},
           {"optim", {{"lr", plan.lr}}},
           {"schedule", {{"warmup_epochs", plan.warmup_epochs}}}};
@@ -136,7 +138,11 @@ json FindBatchResult::to_json() const {
   doc["lr_scaling"] = plan.lr_scaling;
   doc["reference_batch"] = plan.reference_batch;
   doc["notes"] = plan.notes;
-  doc["config_patch"] = config_patch(plan, eval_batch);
+  if (sequence_length > 0) {
+    doc["sequence_length"] = sequence_length;
+    doc["token_budget"] = token_budget;
+  }
+  doc["config_patch"] = config_patch(plan, eval_batch, token_budget);
   doc["from_cache"] = from_cache;
   doc["total_seconds"] = total_seconds;
   return doc;
@@ -163,12 +169,16 @@ std::string FindBatchResult::to_table() const {
   os << fmt::format("micro-batch {} (found {}; predicted peak {}, measured {}), eval batch {}\n", micro_batch,
                     s.value("found_batch", 0), mib(s.value("predicted_peak_bytes", 0.0)),
                     measured > 0 ? mib(measured) : std::string("- (not probed at this batch)"), eval_batch);
+  if (sequence_length > 0)
+    os << fmt::format("token budget {} = micro-batch {} x text.max_length {} (loader.token_budget: always safe; shorter "
+                      "rows then fit more per micro-batch)\n",
+                      token_budget, micro_batch, sequence_length);
   os << fmt::format("global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
                     plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
                     plan.lr_factor, plan.reference_batch);
   for (const auto& w : s.value("warnings", std::vector<std::string>{})) os << "warning: " << w << "\n";
   for (const auto& n : plan.notes) os << "note: " << n << "\n";
-  os << "config patch: " << config_patch(plan, eval_batch).dump() << "\n";
+  os << "config patch: " << config_patch(plan, eval_batch, token_budget).dump() << "\n";
   os << fmt::format("{} probes, {:.1f} s{}\n", s.at("probes").size(), total_seconds,
                     from_cache ? fmt::format(" (cached answer, fingerprint {})", s.value("fingerprint", "")) : "");
   return os.str();
@@ -192,6 +202,12 @@ std::string find_batch_fingerprint(const Config& c, int num_classes, const std::
   f.add(fb.strategy).add(std::to_string(fb.headroom)).add(static_cast<std::uint64_t>(fb.probe_steps));
   f.add(static_cast<std::uint64_t>(fb.verify_steps)).add(static_cast<std::uint64_t>(fb.first_batch));
   f.add(static_cast<std::uint64_t>(fb.max_batch)).add(static_cast<std::uint64_t>(fb.round_to));
+  // Text models: the probe's input shape and the model's size follow these.
+  if (c.text.vocab_size > 0) {
+    f.add(static_cast<std::uint64_t>(c.text.vocab_size)).add(static_cast<std::uint64_t>(c.text.max_length));
+    f.add(static_cast<std::uint64_t>(c.text.numeric_fields)).add(c.text.pooling).add(c.text.attention);
+    for (double card : c.text.categorical_cardinalities) f.add(static_cast<std::uint64_t>(card));
+  }
   return f.hex();
 }
 

@@ -12,6 +12,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/models/classifier.h"
 #include "shoplens/train/amp.h"
 
 namespace shoplens {
@@ -86,6 +87,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     options.headroom_fraction = fb.headroom;
     options.first_batch = fb.first_batch;
     options.max_batch = fb.max_batch;
+    if (is_text_model(config.model.name)) options.input_size_key = "text.max_length";
     int probe_number = 0;
     const ProbeFn probe = [&](int batch) {
       ProbeResult r = job.run(batch, fb.probe_steps);
@@ -138,6 +140,8 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     doc["num_classes"] = num_classes;
     doc["precision"] = precision_name(precision);
     doc["image_size"] = config.augment.image_size;
+    // Text: every probe ran at max_length with every token real (Classifier::example_batch).
+    if (is_text_model(config.model.name)) doc["sequence_length"] = config.text.max_length;
     doc["channels_last"] = config.model.channels_last;
     doc["optimizer"] = config.optim.name;
     doc["static_bytes_estimate"] = static_bytes;
@@ -153,6 +157,8 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
 
   result.micro_batch = result.search.at("micro_batch").get<int>();
   result.eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : result.micro_batch;
+  result.sequence_length = result.search.value("sequence_length", 0);
+  result.token_budget = static_cast<std::int64_t>(result.micro_batch) * result.sequence_length;
   result.plan = plan_batch(result.micro_batch, fb.target_global_batch, world_size_from_env(), config);
   result.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -20,7 +20,7 @@ using json = nlohmann::json;
 const std::vector<std::string> kScenarioKeys = {
     "name",      "model", "precision", "batch",  "device",        "threads",   "data",
     "shards",    "loader_workers", "image_size", "num_classes", "optimizer", "channels_last",
-    "warmup_steps", "steps", "trials", "memory_budget", "hardware", "recommend_scenario", "seed"};
+    "warmup_steps", "steps", "trials", "memory_budget", "hardware", "recommend_scenario", "seed", "seq_len", "vocab_size"};
 const std::vector<std::string> kTopKeys = {"format", "format_version", "name", "note", "defaults", "matrix", "scenarios"};
 
 // Applies one key of a scenario object; `where` is the JSON path for messages.
@@ -68,6 +68,8 @@ void apply_key(BenchScenario& s, const std::string& key, const json& v, const st
   else if (key == "memory_budget") s.memory_budget = str();
   else if (key == "hardware") s.hardware = str();
   else if (key == "recommend_scenario") s.recommend_scenario = str();
+  else if (key == "seq_len") s.seq_len = integer(1);
+  else if (key == "vocab_size") s.vocab_size = integer(3);
   else if (key == "seed") s.seed = static_cast<std::uint64_t>(integer(0));
   else fail("unknown key '" + key + "'" + did_you_mean(key, kScenarioKeys));
 }
@@ -80,6 +82,7 @@ void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
 std::string cell_name(const BenchScenario& s) {
   std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision, s.batch_auto ? "auto" : std::to_string(s.batch),
                                  s.device, s.threads);
+  if (s.model.rfind("text_", 0) == 0) name += fmt::format("-L{}", s.seq_len);
   if (s.data == "shards") name += "-shards";
   return name;
 }
@@ -107,6 +110,16 @@ std::string md_cell(const std::string& v) {
   std::string out;
   for (char c : v) out += c == '|' ? std::string("\\|") : std::string(1, c == '\n' ? ' ' : c);
   return out;
+}
+
+// Text scenarios say their sequence length, token rate and padding where the data kind is.
+std::string data_cell(const ScenarioResult& r) {
+  if (!r.text) return r.scenario.data;
+  std::string cell = fmt::format("{} L{}", r.scenario.data, r.scenario.seq_len);
+  const double tokens = median(r.trial_tokens_per_second);
+  if (tokens > 0) cell += fmt::format(", {:.0f} tok/s", tokens);
+  if (r.padding_fraction > 0) cell += fmt::format(", {:.1f}% pad", r.padding_fraction * 100);
+  return cell;
 }
 
 }  // namespace
@@ -194,6 +207,7 @@ double relative_range(const std::vector<double>& values) {
 ScenarioSummary summarise(const ScenarioResult& r) {
   ScenarioSummary s;
   s.images_per_second = median(r.trial_images_per_second);
+  s.tokens_per_second = median(r.trial_tokens_per_second);
   s.noise = relative_range(r.trial_images_per_second);
   s.step_p50 = percentile(r.step_seconds, 0.50);
   s.step_p95 = percentile(r.step_seconds, 0.95);
@@ -227,7 +241,9 @@ const std::vector<std::string>& recorder_record_keys() {
       "peak_rss_bytes", "peak_rss_scope", "peak_allocated_bytes", "peak_reserved_bytes",
       "cpu_utilisation", "gpu",           "gpu_util_mean",   "gpu_util_max",      "gpu_memory_max_bytes",
       "gpu_samples",    "commit",         "torch",           "driver",            "cpu",
-      "host",           "usable_cores",   "load_average",   "status",          "error",             "name"};
+      "host",           "usable_cores",   "load_average",   "status",          "error",             "name",
+      "seq_len",        "vocab_size",     "tokens_per_second", "trial_tokens_per_second", "padding_fraction",
+      "samples_per_second"};
   return keys;
 }
 
@@ -263,6 +279,15 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   j["warmup_steps"] = sc.warmup_steps;
   j["steps"] = sc.steps;
   j["trial_images_per_second"] = r.trial_images_per_second;
+  if (r.text) {
+    // images_per_second stays the rate recommend reads; for text it counts samples.
+    if (s.images_per_second > 0) j["samples_per_second"] = s.images_per_second;
+    j["seq_len"] = sc.seq_len;
+    j["vocab_size"] = sc.vocab_size;
+    if (s.tokens_per_second > 0) j["tokens_per_second"] = s.tokens_per_second;
+    j["trial_tokens_per_second"] = r.trial_tokens_per_second;
+    j["padding_fraction"] = r.padding_fraction;
+  }
   j["noise"] = s.noise;
   j["step_ms_p50"] = s.step_p50 * 1e3;
   j["step_ms_p95"] = s.step_p95 * 1e3;
@@ -305,7 +330,8 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
   std::ostringstream os;
   os << "scenario,status,model,precision,batch,batch_source,device,threads,data,images_per_second,noise,trials,"
         "step_ms_p50,step_ms_p95,step_ms_p99,data_wait_fraction,peak_rss_mib,peak_allocated_mib,peak_reserved_mib,"
-        "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date\n";
+        "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date,tokens_per_second,"
+        "padding_fraction\n";
   for (const auto& r : results) {
     const auto& sc = r.scenario;
     const auto s = summarise(r);
@@ -317,7 +343,8 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
         mib(static_cast<double>(r.peak_allocated_bytes)), mib(static_cast<double>(r.peak_reserved_bytes)),
         num(s.cpu_utilisation), r.gpu_status, s.gpu_util_mean < 0 ? "" : num(s.gpu_util_mean),
         mib(s.gpu_memory_max_bytes), sc.device == "cuda" ? env.device_name : "cpu", env.driver, env.cpu_model,
-        env.torch_version, env.commit, env.date};
+        env.torch_version, env.commit, env.date, r.text ? num(s.tokens_per_second, 6) : "",
+        r.text && r.padding_fraction >= 0 ? num(r.padding_fraction) : ""};
     for (std::size_t i = 0; i < row.size(); ++i) os << (i ? "," : "") << csv_cell(row[i]);
     os << "\n";
   }
@@ -341,7 +368,7 @@ std::string results_markdown(const std::vector<ScenarioResult>& results, const B
     const auto& r = results[i];
     const auto s = summarise(r);
     os << "| " << md_cell(r.scenario.name) << " | " << r.batch << (r.scenario.batch_auto ? " (auto)" : "") << " | "
-       << r.threads << " | " << r.scenario.data << " | " << fmt::format("{:.1f}", s.images_per_second) << " | "
+       << r.threads << " | " << md_cell(data_cell(r)) << " | " << fmt::format("{:.1f}", s.images_per_second) << " | "
        << fmt::format("{:.1f}%", s.noise * 100) << " | " << fmt::format("{:.1f}", s.step_p50 * 1e3) << " | "
        << fmt::format("{:.1f}", s.step_p95 * 1e3) << " | " << fmt::format("{:.1f}", s.step_p99 * 1e3) << " | "
        << fmt::format("{:.1f}%", s.data_wait_fraction * 100) << " | " << mib(static_cast<double>(r.peak_rss_bytes))

@@ -14,15 +14,16 @@
 
 #include "shoplens/batch/find_batch.h"
 #include "shoplens/batch/memory_probe.h"
+#include "shoplens/bench/synthetic_step.h"
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/data/text_batches.h"
+#include "shoplens/data/text_task.h"
 #include "shoplens/models/classifier.h"
-#include "shoplens/train/amp.h"
-#include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
 
 namespace shoplens {
@@ -67,8 +68,30 @@ int nvml_index_of_cuda_device0() {
   return std::stoi(first);
 }
 
-int auto_batch(const BenchScenario& s, int threads) {
-  Config c;
+bool is_text_scenario(const BenchScenario& s) { return is_text_model(s.model); }
+
+// Text scenarios on shards take the dataset's shape (vocabulary, metadata), as `train` does.
+struct TextData {
+  TextDatasetInfo info;
+  Config config;  // text.* resolved
+};
+
+std::optional<TextData> open_text_data(const BenchScenario& s) {
+  if (!is_text_scenario(s) || s.data != "shards") return std::nullopt;
+  if (!is_text_dataset(s.shards))
+    throw ConfigError("bench: " + s.name + ": " + s.model + " is a text model but " + s.shards +
+                      " holds no text dataset (text_dataset.json)");
+  TextData d;
+  d.info = read_text_dataset_info(s.shards);
+  d.config.model.name = s.model;
+  d.config.text.max_length = s.seq_len;
+  d.config.run.seed = static_cast<std::int64_t>(s.seed);
+  resolve_text_config(d.config, d.info, s.shards);
+  return d;
+}
+
+int auto_batch(const BenchScenario& s, int threads, const std::optional<TextData>& text) {
+  Config c = text ? text->config : Config{};
   c.model.name = s.model;
   c.model.channels_last = s.channels_last;
   c.augment.image_size = s.image_size;
@@ -78,6 +101,10 @@ int auto_batch(const BenchScenario& s, int threads) {
   c.optim.name = s.optimizer;
   c.run.threads = threads;
   c.run.seed = static_cast<std::int64_t>(s.seed);
+  if (is_text_scenario(s) && !text) {
+    c.text.vocab_size = s.vocab_size;
+    c.text.max_length = s.seq_len;
+  }
   const auto found = find_batch(c, s.num_classes, /*use_cache=*/true);
   spdlog::info("bench: {}: batch auto -> {} (find-batch{})", s.name, found.micro_batch, found.from_cache ? ", cached" : "");
   return found.micro_batch;
@@ -86,31 +113,33 @@ int auto_batch(const BenchScenario& s, int threads) {
 // Where the batches come from: one fixed synthetic batch (the device alone) or the loader.
 class BatchFeed {
  public:
-  BatchFeed(const BenchScenario& s, int batch, int threads, const torch::Device& device) : device_(device) {
+  BatchFeed(const BenchScenario& s, int batch, int threads, const SyntheticJob& job, const std::optional<TextData>& text)
+      : device_(job.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)) {
     if (s.data == "synthetic") {
-      Batch b;
-      b.images = torch::randn({batch, 3, s.image_size, s.image_size});
-      b.labels = torch::randint(s.num_classes, {batch}, torch::kLong);
-      if (device.is_cuda()) {
-        b.images = b.images.to(device);
-        b.labels = b.labels.to(device);
-      }
-      fixed_ = b;
+      fixed_ = job.batch(batch);  // the model's worst case: text at seq_len, every token real
       return;
     }
-    auto dataset = ShardDataset::open(s.shards, Split::kTrain);
-    if (dataset->num_classes() > s.num_classes)
-      throw ConfigError("bench: " + s.name + ": the shards have " + std::to_string(dataset->num_classes()) +
-                        " classes, num_classes is " + std::to_string(s.num_classes));
-    AugmentConfig augment;
-    augment.image_size = s.image_size;
     LoaderOptions lo;
     lo.batch_size = batch;
     lo.workers = s.loader_workers > 0 ? s.loader_workers : threads;
     lo.seed = s.seed;
-    loader_.emplace(dataset, augment, lo);
+    if (text) {
+      // The text loader of `train` (cmd_train's open_text_data): length bucketing, padding to
+      // each batch's longest row.
+      auto split = open_text_split(s.shards, Split::kTrain);
+      auto builder = std::make_shared<TextBatchBuilder>(split, text_batch_options(text->config, text->info));
+      loader_.emplace(split, builder, lo);
+    } else {
+      auto dataset = ShardDataset::open(s.shards, Split::kTrain);
+      if (dataset->num_classes() > s.num_classes)
+        throw ConfigError("bench: " + s.name + ": the shards have " + std::to_string(dataset->num_classes()) +
+                          " classes, num_classes is " + std::to_string(s.num_classes));
+      AugmentConfig augment;
+      augment.image_size = s.image_size;
+      loader_.emplace(dataset, augment, lo);
+    }
     if (loader_->batches_per_epoch() < 1)
-      throw DataError("bench: " + s.name + ": " + s.shards + " holds fewer training images than one batch of " +
+      throw DataError("bench: " + s.name + ": " + s.shards + " holds fewer training samples than one batch of " +
                       std::to_string(batch));
     loader_->start_epoch(epoch_);
   }
@@ -124,22 +153,39 @@ class BatchFeed {
     const auto t0 = Clock::now();
     auto b = loader_->next();
     if (!b) {
+      accumulate_stats();
       loader_->start_epoch(++epoch_);
       b = loader_->next();
     }
     wait = seconds_since(t0);
     if (device_.is_cuda()) {
-      b->images = b->images.to(device_, /*non_blocking=*/true);
-      b->labels = b->labels.to(device_, true);
+      for (at::Tensor* t : {&b->images, &b->input_ids, &b->attention_mask, &b->lengths, &b->meta_categorical,
+                            &b->meta_numeric, &b->labels})
+        if (t->defined()) *t = t->to(device_, /*non_blocking=*/true);
     }
     return std::move(*b);
   }
 
+  // Padded token slots that held no token, over every batch delivered (0 for synthetic batches).
+  double padding_fraction() {
+    if (!loader_) return 0;
+    LoaderStats total = done_;
+    total.padded_tokens += loader_->stats().padded_tokens;
+    total.real_tokens += loader_->stats().real_tokens;
+    return total.padding_fraction();
+  }
+
  private:
+  void accumulate_stats() {
+    done_.padded_tokens += loader_->stats().padded_tokens;
+    done_.real_tokens += loader_->stats().real_tokens;
+  }
+
   torch::Device device_;
   std::optional<Batch> fixed_;
   std::optional<Loader> loader_;
   std::int64_t epoch_ = 0;
+  LoaderStats done_;  // earlier epochs (a new epoch resets the loader's stats)
 };
 
 void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
@@ -147,24 +193,28 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   if (cuda && !cuda_available()) throw ConfigError("device cuda: CUDA is not available (build or machine)");
   r.threads = resolve_threads(s.threads);
   set_compute_threads(r.threads);
-  r.batch = s.batch_auto ? auto_batch(s, r.threads) : s.batch;
+  const std::optional<TextData> text = open_text_data(s);
+  r.batch = s.batch_auto ? auto_batch(s, r.threads, text) : s.batch;
   r.peak_rss_scoped = reset_peak_rss();
   auto memory = make_memory_probe(cuda);
   memory->reset_peak();
 
   seed_torch(s.seed);
-  auto model = make_model(ModelSpec{s.model, s.num_classes, s.image_size, 0.0, s.channels_last});
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  model->to(device);
-  OptimConfig optim_config;
-  optim_config.name = s.optimizer;
-  OptimizerSetup optim(*model, optim_config);
-  TrainStepOptions step_options;
-  step_options.precision = parse_precision(s.precision);
-  step_options.cuda = cuda;
-  step_options.scaler.enabled = step_options.precision == Precision::kFp16;
-  TrainStep step(*model, optim.optimizer(), step_options);
-  BatchFeed feed(s, r.batch, r.threads, device);
+  SyntheticJobOptions job_options;
+  job_options.model = s.model;
+  job_options.num_classes = s.num_classes;
+  job_options.image_size = s.image_size;
+  job_options.channels_last = s.channels_last;
+  job_options.optimizer = s.optimizer;
+  job_options.precision = s.precision;
+  job_options.cuda = cuda;
+  job_options.vocab_size = s.vocab_size;
+  job_options.seq_len = s.seq_len;
+  if (text) job_options.text = &text->config.text;
+  const SyntheticJob job(job_options);
+  TrainStep& step = *job.step;
+  r.text = job.is_text();
+  BatchFeed feed(s, r.batch, r.threads, job, text);
 
   GpuSampler sampler(nvml, nvml_index_of_cuda_device0());
   for (int trial = 0; trial < s.trials; ++trial) {
@@ -175,12 +225,14 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
     }
     if (trial == 0 && cuda) sampler.start();  // GPU samples cover the measured trials
     double waited = 0;
+    std::int64_t tokens = 0;
     const double cpu0 = cpu_seconds_now();
     const auto t0 = Clock::now();
     for (int i = 0; i < s.steps; ++i) {
       throw_if_interrupted();
       const Batch b = feed.next(wait);
       waited += wait;
+      if (b.is_text()) tokens += b.real_tokens();
       const auto ts = Clock::now();
       step.run({b});  // reads the loss back, so the step has finished (also on CUDA) when this returns
       r.step_seconds.push_back(seconds_since(ts));
@@ -190,7 +242,9 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
     r.trial_seconds.push_back(window);
     r.trial_data_wait_seconds.push_back(waited);
     r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);
+    if (r.text) r.trial_tokens_per_second.push_back(static_cast<double>(tokens) / window);
   }
+  if (r.text) r.padding_fraction = feed.padding_fraction();
   r.gpu_samples = sampler.stop();
   if (cuda) r.gpu_status = nvml.available() ? (r.gpu_samples.empty() ? "no samples" : "ok") : nvml.why();
   else r.gpu_status = "not used (cpu scenario)";
@@ -233,6 +287,7 @@ ScenarioResult run_scenario(const BenchScenario& scenario, const Nvml& nvml) {
     // One failed cell must not hide the others' figures: recorded, reported, exit 1 at the end.
     r.error = error_message(e);
     r.trial_images_per_second.clear();
+    r.trial_tokens_per_second.clear();
     spdlog::error("bench: {}: {}", scenario.name, r.error);
   }
   return r;

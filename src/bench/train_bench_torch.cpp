@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/bench/synthetic_step.h"
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
@@ -17,7 +18,6 @@
 #include "shoplens/dist/gradient_reducer.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
-#include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
 
 namespace shoplens {
@@ -25,6 +25,8 @@ namespace shoplens {
 TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   if (o.batch_size < 1 || o.image_size < 8 || o.steps < 1 || o.warmup_steps < 0)
     throw UsageError("bench-train: batch >= 1, image size >= 8, steps >= 1 and warm-up >= 0 are required");
+  if (is_text_model(o.model) && (o.seq_len < 1 || o.vocab_size < 3))
+    throw UsageError("bench-train: --seq-len >= 1 and --vocab-size >= 3 are required for " + o.model);
   TrainBenchResult result;
   result.options = o;
   result.threads = resolve_threads(o.threads);
@@ -32,26 +34,27 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   const bool cuda = cuda_available();
   seed_torch(o.seed);
 
-  ModelSpec spec{o.model, o.num_classes, o.image_size, 0.0, o.channels_last};
-  auto model = make_model(spec);
-  const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  model->to(device);
-  OptimConfig optim_config;
-  optim_config.name = o.optimizer;
-  OptimizerSetup optim(*model, optim_config);
-  TrainStepOptions step_options;
-  step_options.precision = parse_precision(o.precision);
-  step_options.cuda = cuda;
-  step_options.scaler.enabled = step_options.precision == Precision::kFp16;
   const DistEnv env = dist_env_from_process();
+  std::unique_ptr<SyntheticJob> job;  // declared first: the reducer's hooks go before the model
   std::shared_ptr<ProcessGroup> group;
   std::unique_ptr<GradientReducer> reducer;
-  if (env.distributed()) {
+  SyntheticJobOptions job_options;
+  job_options.model = o.model;
+  job_options.num_classes = o.num_classes;
+  job_options.image_size = o.image_size;
+  job_options.channels_last = o.channels_last;
+  job_options.optimizer = o.optimizer;
+  job_options.precision = o.precision;
+  job_options.cuda = cuda;
+  job_options.vocab_size = o.vocab_size;
+  job_options.seq_len = o.seq_len;
+  job = std::make_unique<SyntheticJob>(job_options, [&](Classifier& model, TrainStepOptions& step_options) {
+    if (!env.distributed()) return;
     GroupOptions group_options;
     group_options.backend = cuda ? "nccl" : "gloo";
     group_options.fingerprint = o.model + "/" + std::to_string(o.batch_size);
     group = join_process_group(env, group_options);
-    std::vector<at::Tensor> params = model->parameters();
+    std::vector<at::Tensor> params = model.parameters();
     std::vector<at::Tensor> flat;
     for (const auto& p : params) flat.push_back(p.detach());
     group->broadcast(flat, 0);
@@ -60,16 +63,10 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     step_options.reducer = reducer.get();
     step_options.group = group.get();
     result.world_size = group->world_size();
-  }
-  TrainStep step(*model, optim.optimizer(), step_options);
-
-  Batch batch;
-  batch.images = torch::randn({o.batch_size, 3, o.image_size, o.image_size});
-  batch.labels = torch::randint(o.num_classes, {o.batch_size}, torch::kLong);
-  if (cuda) {
-    batch.images = batch.images.to(device);
-    batch.labels = batch.labels.to(device);
-  }
+  });
+  result.text = job->is_text();
+  TrainStep& step = *job->step;
+  const Batch batch = job->batch(o.batch_size);
   const std::vector<Batch> micro{batch};
   for (int i = 0; i < o.warmup_steps; ++i) step.run(micro);
   std::vector<double> comm_waits;
@@ -88,6 +85,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   result.median_step_seconds = percentile(result.step_seconds, 0.5);
   result.p95_step_seconds = percentile(result.step_seconds, 0.95);
   result.images_per_second = static_cast<double>(o.batch_size) * result.world_size / result.median_step_seconds;
+  if (result.text) result.tokens_per_second = result.images_per_second * o.seq_len;
   result.peak_rss_bytes = peak_rss_bytes();
   result.commit = build_commit();
   result.cpu = cpu_model();
@@ -105,7 +103,8 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
     os << v;
     return os.str();
   };
-  return {{"implementation", "shoplens"}, {"model", o.model}, {"batch_size", std::to_string(o.batch_size)},
+  std::vector<std::pair<std::string, std::string>> fields = {
+          {"implementation", "shoplens"}, {"model", o.model}, {"batch_size", std::to_string(o.batch_size)},
           {"image_size", std::to_string(o.image_size)}, {"num_classes", std::to_string(o.num_classes)},
           {"precision", o.precision}, {"channels_last", o.channels_last ? "true" : "false"},
           {"optimizer", o.optimizer}, {"threads", std::to_string(r.threads)},
@@ -116,6 +115,13 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
           {"overlap", o.overlap ? "true" : "false"}, {"buckets", std::to_string(r.buckets)},
           {"gradient_bytes", std::to_string(r.gradient_bytes)}, {"median_comm_wait_ms", num(r.median_comm_wait_seconds * 1e3)},
           {"device", r.device}, {"cpu", r.cpu}, {"torch", r.torch_version}, {"commit", r.commit}, {"date", r.date}};
+  if (r.text) {
+    // After images_per_second: samples/s under its text name, then the token figures.
+    auto at = fields.begin() + 14;
+    fields.insert(at, {{"samples_per_second", num(r.images_per_second)}, {"seq_len", std::to_string(o.seq_len)},
+                       {"vocab_size", std::to_string(o.vocab_size)}, {"tokens_per_second", num(r.tokens_per_second)}});
+  }
+  return fields;
 }
 
 std::string train_bench_table(const TrainBenchResult& r) {
@@ -142,6 +148,10 @@ std::string train_bench_json(const TrainBenchResult& r) {
     j[k] = std::stoi(j[k].get<std::string>());
   for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second", "bucket_mb", "median_comm_wait_ms"})
     j[k] = std::stod(j[k].get<std::string>());
+  if (r.text) {
+    for (const char* k : {"seq_len", "vocab_size"}) j[k] = std::stoi(j[k].get<std::string>());
+    for (const char* k : {"samples_per_second", "tokens_per_second"}) j[k] = std::stod(j[k].get<std::string>());
+  }
   j["gradient_bytes"] = std::stoll(j["gradient_bytes"].get<std::string>());
   j["overlap"] = r.options.overlap;
   j["peak_rss_bytes"] = std::stoull(j["peak_rss_bytes"].get<std::string>());

@@ -210,5 +210,67 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   EXPECT_NE(html.find("Trade-offs"), std::string::npos);
 }
 
+// The text workload through the same recorder: a synthetic text scenario (every token real) and
+// one on text shards through the real loader (padding measured), then bench-train's text mode.
+TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
+  testing::ScratchDir dir("e2e-bench-text");
+  auto made = run_shoplens("make-data --task text --out " + (dir / "text").string() +
+                           " --num-examples 200 --max-length 256 --vocab-size 1024 --seed 4");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const json config = {
+      {"format", "shoplens-bench"},
+      {"defaults", {{"model", "text_tiny"}, {"num_classes", 2}, {"warmup_steps", 1}, {"steps", 3}, {"trials", 2},
+                    {"threads", 1}, {"batch", 8}}},
+      {"scenarios",
+       {{{"seq_len", 32}, {"vocab_size", 1024}},
+        // Lengths have a median near 135 (docs/TEXT.md): at 256 few are cut, so rows differ.
+        {{"name", "text-shards"}, {"seq_len", 256}, {"batch", 4}, {"data", "shards"}, {"shards", (dir / "text").string()},
+         {"loader_workers", 1}}}}};
+  testing::write_text(dir / "bench.json", config.dump(2));
+  auto r = run_shoplens("bench --config " + (dir / "bench.json").string() + " --out " + (dir / "out").string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = read_jsonl(dir / "out" / "results.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  const json& synthetic = lines[0];
+  EXPECT_EQ(synthetic["name"], "text_tiny-fp32-b8-cpu-t1-L32");
+  EXPECT_EQ(synthetic["status"], "ok") << synthetic.dump();
+  EXPECT_EQ(synthetic["seq_len"], 32);
+  EXPECT_EQ(synthetic["padding_fraction"].get<double>(), 0.0);  // every token real
+  // Every row is 32 real tokens: tokens/s = samples/s x 32 for each trial.
+  for (std::size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(synthetic["trial_tokens_per_second"][i].get<double>(),
+                synthetic["trial_images_per_second"][i].get<double>() * 32, 1e-6 * synthetic["tokens_per_second"].get<double>());
+  const json& shards = lines[1];
+  EXPECT_EQ(shards["status"], "ok") << shards.dump();
+  EXPECT_EQ(shards["data"], "shards");
+  // Rows of varied length padded to each batch's longest (and a multiple of 8): some slots are empty.
+  EXPECT_GT(shards["padding_fraction"].get<double>(), 0.0);
+  EXPECT_LT(shards["padding_fraction"].get<double>(), 0.9);
+  EXPECT_GT(shards["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_LT(shards["tokens_per_second"].get<double>(), shards["images_per_second"].get<double>() * 256);
+  EXPECT_GT(shards["data_wait_seconds"].get<double>(), 0);
+}
+
+TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
+  auto r = run_shoplens("bench-train --model text_tiny --seq-len 32 --vocab-size 1024 -b 4 --warmup 1 --steps 2 "
+                        "--threads 1 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["seq_len"], 32);
+  EXPECT_EQ(j["vocab_size"], 1024);
+  EXPECT_EQ(j["num_classes"], 2);
+  EXPECT_NEAR(j["tokens_per_second"].get<double>(), j["samples_per_second"].get<double>() * 32,
+              1e-3 * j["tokens_per_second"].get<double>());
+  EXPECT_NEAR(j["samples_per_second"].get<double>(), 4e3 / j["median_step_ms"].get<double>(),
+              1e-3 * j["samples_per_second"].get<double>());
+
+  auto bad = run_shoplens("bench-train --model text_tiny --seq-len 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--seq-len"), std::string::npos) << bad.output;
+  auto image = run_shoplens("bench-train --model small_cnn --image-size 16 -b 2 --warmup 0 --steps 1 --format json");
+  ASSERT_EQ(image.exit_code, 0) << image.output;
+  EXPECT_EQ(image.output.find("tokens_per_second"), std::string::npos) << image.output;
+}
+
 }  // namespace
 }  // namespace shoplens

@@ -127,5 +127,78 @@ TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobal
   EXPECT_NE(off.output.find("out of memory"), std::string::npos) << off.output;
 }
 
+// find-batch on a text dataset: the text config is resolved from text_dataset.json, the head has
+// 2 classes, the probes run at text.max_length, and the answer comes back as a token budget too.
+class E2eFindBatchText : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-find-batch-text");
+    auto made = run_shoplens("make-data --task text --out " + shards().string() +
+                             " --num-examples 200 --max-length 64 --vocab-size 1024 --seed 5");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path shards() { return *dir_ / "text"; }
+  static std::string common() {
+    return " -m text_tiny --memory-budget 40MiB --threads 2 --set loader.workers=1 --set find_batch.cache_dir=" +
+           (*dir_ / "cache").string();
+  }
+  static testing::ScratchDir* dir_;
+};
+testing::ScratchDir* E2eFindBatchText::dir_ = nullptr;
+
+TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
+  auto r = run_shoplens("find-batch --json --no-cache --shards " + shards().string() + common() +
+                        " --set text.max_length=64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = json::parse(r.output.substr(r.output.find("{\n")));
+  const int micro = doc["micro_batch"].get<int>();
+  EXPECT_GT(micro, 1);
+  EXPECT_EQ(doc["model"], "text_tiny");
+  EXPECT_EQ(doc["num_classes"], 2);
+  EXPECT_EQ(doc["sequence_length"], 64);
+  EXPECT_EQ(doc["token_budget"], micro * 64);
+  EXPECT_EQ(doc["config_patch"]["loader"]["token_budget"], micro * 64);
+  EXPECT_EQ(doc["config_patch"]["loader"]["batch_size"], micro);
+  EXPECT_LE(doc["measured_peak_bytes"].get<std::int64_t>(), doc["usable_bytes"].get<std::int64_t>());
+  for (const auto& p : doc["probes"]) EXPECT_NE(p["result"], "failed") << p.dump();
+
+  // The table says the same for people.
+  auto table = run_shoplens("find-batch --shards " + shards().string() + common() + " --set text.max_length=64");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("token budget " + std::to_string(micro * 64) + " = micro-batch " + std::to_string(micro) +
+                              " x text.max_length 64"),
+            std::string::npos)
+      << table.output;
+}
+
+TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefused) {
+  auto r = run_shoplens("find-batch --json --no-cache" + common() + " --set text.vocab_size=8192 --set text.max_length=32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = json::parse(r.output.substr(r.output.find("{\n")));
+  EXPECT_EQ(doc["num_classes"], 2);
+  EXPECT_EQ(doc["sequence_length"], 32);
+  EXPECT_EQ(doc["token_budget"], doc["micro_batch"].get<int>() * 32);
+
+  auto no_vocab = run_shoplens("find-batch" + common());
+  EXPECT_EQ(no_vocab.exit_code, 2) << no_vocab.output;
+  EXPECT_NE(no_vocab.output.find("text.vocab_size"), std::string::npos) << no_vocab.output;
+
+  // Weights, gradients and AdamW state (8192 x 128 embeddings: about 23 MiB) fit, batch 1 does not:
+  // the hint names the text knob, not the image size.
+  auto tight = run_shoplens("find-batch --no-cache -m text_tiny --memory-budget 24MiB --threads 2 --set text.vocab_size=8192 "
+                            "--set text.max_length=32 --set find_batch.cache_dir=" + (*dir_ / "cache").string());
+  EXPECT_EQ(tight.exit_code, 1) << tight.output;
+  EXPECT_NE(tight.output.find("batch 1 does not fit"), std::string::npos) << tight.output;
+  EXPECT_NE(tight.output.find("a smaller model or text.max_length"), std::string::npos) << tight.output;
+
+  auto image = run_shoplens("find-batch --shards " + shards().string() + " -m small_cnn --memory-budget 40MiB");
+  EXPECT_EQ(image.exit_code, 2) << image.output;
+  EXPECT_NE(image.output.find("text_tiny"), std::string::npos) << image.output;
+}
+
 }  // namespace
 }  // namespace shoplens

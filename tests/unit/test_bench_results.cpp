@@ -182,7 +182,7 @@ TEST(BenchWriters, CsvHasOneQuotedRowPerScenario) {
   const auto lines = split(csv, '\n');
   ASSERT_GE(lines.size(), 3u);
   const auto columns = split(lines[0], ',').size();
-  EXPECT_EQ(columns, 29u);
+  EXPECT_EQ(columns, 31u);
   EXPECT_EQ(lines[1].rfind("a,ok,", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find(",100,"), std::string::npos);  // the median
   EXPECT_NE(lines[1].find("\"Fake CPU, 2 cores\""), std::string::npos);
@@ -250,6 +250,47 @@ TEST(BenchWriters, JsonLinesAreRecommendRecords) {
   EXPECT_DOUBLE_EQ(records[0].images_per_second, 100);
   // And the baseline reader reads them back.
   EXPECT_DOUBLE_EQ(parse_baseline(text, "r").at("small_cnn-fp32-b32-cpu-t2").images_per_second, 100);
+}
+
+TEST(BenchConfigMatrix, TextScenariosTakeASequenceLengthAndNameIt) {
+  const auto config = parse_bench_config(
+      json::parse(R"({"defaults": {"model": "text_tiny", "num_classes": 2, "vocab_size": 1024},
+                      "matrix": {"seq_len": [128, 256], "batch": 8},
+                      "scenarios": [{"model": "small_cnn", "batch": 4}]})"),
+      "b.json");
+  ASSERT_EQ(config.scenarios.size(), 3u);
+  EXPECT_EQ(config.scenarios[0].name, "text_tiny-fp32-b8-cpu-t0-L128");
+  EXPECT_EQ(config.scenarios[1].name, "text_tiny-fp32-b8-cpu-t0-L256");
+  EXPECT_EQ(config.scenarios[1].seq_len, 256);
+  EXPECT_EQ(config.scenarios[1].vocab_size, 1024);
+  EXPECT_EQ(config.scenarios[2].name, "small_cnn-fp32-b4-cpu-t0");  // image names unchanged
+  EXPECT_THROW(parse_bench_config(json::parse(R"({"scenarios": [{"seq_len": 0}]})"), "b.json"), ConfigError);
+  try {
+    parse_bench_config(json::parse(R"({"scenarios": [{"seq_lenn": 64}]})"), "b.json");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'seq_len'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BenchWriters, TextScenariosRecordTokensPerSecondAndPadding) {
+  auto t = fake("text", {90, 100, 110});
+  t.text = true;
+  t.scenario.seq_len = 64;
+  t.trial_tokens_per_second = {3000, 4000, 5000};
+  t.padding_fraction = 0.25;
+  const std::string text = results_jsonl({t, fake("img", {10, 10})}, env(), "s");
+  const auto lines = split(text, '\n');
+  const auto line = json::parse(lines[0]);
+  EXPECT_DOUBLE_EQ(line["tokens_per_second"].get<double>(), 4000);
+  EXPECT_DOUBLE_EQ(line["samples_per_second"].get<double>(), 100);
+  EXPECT_DOUBLE_EQ(line["padding_fraction"].get<double>(), 0.25);
+  EXPECT_EQ(line["seq_len"], 64);
+  EXPECT_FALSE(json::parse(lines[1]).contains("tokens_per_second"));
+  EXPECT_EQ(parse_bench_records(text, "results.jsonl").size(), 2u);  // recommend accepts the new keys
+  const auto csv = split(results_csv({t}, env()), '\n');
+  EXPECT_NE(csv[1].find(",4000,0.25"), std::string::npos) << csv[1];
+  EXPECT_NE(results_markdown({t}, env(), {}).find("synthetic L64, 4000 tok/s, 25.0% pad"), std::string::npos);
 }
 
 TEST(BatchStudy, LossSpikesAreJumpsAboveTheRecentMedian) {

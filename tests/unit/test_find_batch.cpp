@@ -13,6 +13,7 @@
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/models/classifier.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -102,6 +103,86 @@ TEST(JobProbe, MeasuresTheRealStepAndReportsOutOfMemoryAsAnOutcome) {
   EXPECT_GT(refused.peak_bytes, 0);  // what was needed when refused
   memory->set_budget(0);
   EXPECT_EQ(job.run(4, 1).outcome, ProbeResult::Outcome::kRan);  // the job is usable after an OOM
+}
+
+// A text job as `find-batch --shards TEXT` resolves it: vocabulary and metadata from the dataset.
+Config tiny_text_job(int max_length) {
+  Config c = tiny_job();
+  c.model.name = "text_tiny";
+  c.text.vocab_size = 512;
+  c.text.max_length = max_length;
+  c.text.categorical_cardinalities = {3, 5};
+  c.text.numeric_fields = 2;
+  c.find_batch.cache = false;
+  return c;
+}
+
+TEST(FindBatchText, TheProbeBatchIsAtMaxLengthWithEveryTokenReal) {
+  set_compute_threads(1);
+  const Config c = tiny_text_job(48);
+  auto model = make_model(model_spec_from_config(c, 2));
+  ASSERT_TRUE(model->is_text());
+  const Batch b = model->example_batch(3);
+  ASSERT_TRUE(b.is_text());
+  EXPECT_EQ(b.input_ids.sizes(), (std::vector<std::int64_t>{3, 48}));
+  EXPECT_EQ(b.padded_tokens(), 3 * 48);
+  EXPECT_EQ(b.real_tokens(), 3 * 48);  // no padding: the longest a step can see
+  EXPECT_TRUE(b.attention_mask.all().item<bool>());
+  EXPECT_EQ(b.meta_categorical.sizes(), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(b.meta_numeric.sizes(), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_GE(b.input_ids.min().item<std::int64_t>(), 2);  // no pad or cls ids
+  EXPECT_LT(b.input_ids.max().item<std::int64_t>(), 512);
+
+  // The probe's peak follows max_length: the same batch needs more at 96 tokens than at 48.
+  auto memory = make_cpu_memory_probe();
+  memory->set_budget(0);
+  JobProbe short_job(c, 2, *memory);
+  const auto at48 = short_job.run(8, 2);
+  JobProbe long_job(tiny_text_job(96), 2, *memory);
+  const auto at96 = long_job.run(8, 2);
+  ASSERT_EQ(at48.outcome, ProbeResult::Outcome::kRan) << at48.error;
+  ASSERT_EQ(at96.outcome, ProbeResult::Outcome::kRan) << at96.error;
+  // At least the doubled activations of the two layers' MLPs (8 x 48 more rows of 512 floats each).
+  EXPECT_GT(at96.peak_bytes - at48.peak_bytes, 2LL * 8 * 48 * 512 * 4);
+}
+
+TEST(FindBatchText, FindsAVerifiedBatchUnderACpuBudgetAndReportsItsTokenBudget) {
+  set_compute_threads(1);
+  Config c = tiny_text_job(64);
+  c.train.memory_budget = "40MiB";
+  const FindBatchResult r = find_batch(c, 2, /*use_cache=*/false);
+  EXPECT_GT(r.micro_batch, 1);
+  EXPECT_EQ(r.sequence_length, 64);
+  EXPECT_EQ(r.token_budget, static_cast<std::int64_t>(r.micro_batch) * 64);
+  const auto doc = r.to_json();
+  EXPECT_EQ(doc["sequence_length"], 64);
+  EXPECT_EQ(doc["token_budget"], r.token_budget);
+  EXPECT_EQ(doc["config_patch"]["loader"]["token_budget"], r.token_budget);
+  EXPECT_EQ(doc["budget_bytes"], 40 * kMiB);
+  EXPECT_GT(doc["measured_peak_bytes"].get<std::int64_t>(), 0);
+  EXPECT_LE(doc["measured_peak_bytes"].get<std::int64_t>(), doc["usable_bytes"].get<std::int64_t>());
+  EXPECT_NE(r.to_table().find("token budget " + std::to_string(r.token_budget)), std::string::npos) << r.to_table();
+
+  // Twice the length leaves fewer rows in the same budget.
+  Config longer = tiny_text_job(128);
+  longer.train.memory_budget = "40MiB";
+  const FindBatchResult l = find_batch(longer, 2, /*use_cache=*/false);
+  EXPECT_LT(l.micro_batch, r.micro_batch);
+  EXPECT_EQ(l.sequence_length, 128);
+}
+
+TEST(FindBatchCache, TextShapeIsPartOfTheFingerprint) {
+  const Config c = tiny_text_job(64);
+  const auto base = find_batch_fingerprint(c, 2, "cpu", 1 << 30, 1 << 29);
+  Config other = c;
+  other.text.max_length = 128;
+  EXPECT_NE(base, find_batch_fingerprint(other, 2, "cpu", 1 << 30, 1 << 29));
+  other = c;
+  other.text.vocab_size = 1024;
+  EXPECT_NE(base, find_batch_fingerprint(other, 2, "cpu", 1 << 30, 1 << 29));
+  other = c;
+  other.text.categorical_cardinalities = {3, 6};
+  EXPECT_NE(base, find_batch_fingerprint(other, 2, "cpu", 1 << 30, 1 << 29));
 }
 
 TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {

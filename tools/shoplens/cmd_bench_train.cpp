@@ -1,10 +1,11 @@
 // `shoplens bench-train`: the trainer's step on synthetic tensors, for side-by-side comparison
-// with Python PyTorch (scripts/bench/train_step.sh).
+// with Python PyTorch (scripts/bench/train_step.sh; text models: scripts/bench/text_step.sh).
 #include <cstdlib>
 #include <iostream>
 
 #include "command.h"
 #include "shoplens/bench/train_bench.h"
+#include "shoplens/models/classifier.h"
 
 namespace shoplens::cli {
 namespace {
@@ -15,7 +16,12 @@ class BenchTrainCommand : public Command {
     app.add_option("-m,--model", o_.model, "model name");
     app.add_option("-b,--batch-size", o_.batch_size, "batch size")->check(CLI::PositiveNumber);
     app.add_option("--image-size", o_.image_size, "input side, pixels")->check(CLI::Range(8, 4096));
-    app.add_option("--num-classes", o_.num_classes, "classes of the head")->check(CLI::PositiveNumber);
+    classes_ = app.add_option("--num-classes", o_.num_classes, "classes of the head (text models: 2 unless given)")
+                   ->check(CLI::PositiveNumber);
+    app.add_option("--seq-len", o_.seq_len, "text models: tokens per sequence, every one real (the worst case)")
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--vocab-size", o_.vocab_size, "text models: vocabulary of the synthetic token ids")
+        ->check(CLI::Range(3, 1 << 24));
     app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
     app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
@@ -30,6 +36,7 @@ class BenchTrainCommand : public Command {
   }
 
   int run() override {
+    if (is_text_model(o_.model) && classes_->count() == 0) o_.num_classes = 2;
     const auto result = run_train_bench(o_);
     if (const char* rank = std::getenv("RANK"); rank && std::atoi(rank) != 0) return 0;  // rank 0 reports
     if (format_ == "json") std::cout << train_bench_json(result);
@@ -41,6 +48,7 @@ class BenchTrainCommand : public Command {
  private:
   TrainBenchOptions o_;
   std::string format_ = "table";
+  CLI::Option* classes_ = nullptr;
 };
 
 }  // namespace

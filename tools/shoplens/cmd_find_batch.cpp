@@ -9,6 +9,8 @@
 #include "shoplens/batch/find_batch.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/data/text_task.h"
+#include "shoplens/models/classifier.h"
 
 namespace shoplens::cli {
 namespace {
@@ -30,8 +32,9 @@ class FindBatchCommand : public Command {
     options_.add_flag_for(app, "--lr-scaling", "find_batch.lr_scaling", "linear, sqrt or none");
     options_.add_flag_for(app, "--max-batch", "find_batch.max_batch", "largest micro-batch considered");
     options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset: sizes the head by its classes");
-    app.add_option("--classes", classes_, "classes of the head when neither --shards nor data.classes says")
-        ->check(CLI::Range(2, 100000));
+    classes_option_ = app.add_option("--classes", classes_,
+                                     "classes of the head when neither --shards nor data.classes says (text models: 2)")
+                          ->check(CLI::Range(2, 100000));
     app.add_flag("--json", json_, "print the result as JSON (for machines) instead of the table");
     app.add_flag("--no-cache", no_cache_, "search again even when a cached answer exists (the new one is cached)");
     app.add_option("-o,--out", out_, "also write the JSON result to this file");
@@ -41,9 +44,19 @@ class FindBatchCommand : public Command {
     auto config = begin(options_);
     if (!config) return 0;
     int classes = classes_;
+    // Text tasks are binary unless told otherwise.
+    if (is_text_model(config->model.name) && classes_option_->count() == 0) classes = 2;
     if (!config->data.classes.empty()) classes = static_cast<int>(config->data.classes.size());
-    if (!config->data.shards.empty())
+    if (!config->data.shards.empty() && is_text_dataset(config->data.shards)) {
+      // The model's shape comes from the dataset (vocabulary, metadata), as `train` resolves it.
+      resolve_text_config(*config, read_text_dataset_info(config->data.shards), config->data.shards);
+      classes = static_cast<int>(text_class_names().size());
+    } else if (!config->data.shards.empty()) {
       classes = static_cast<int>(ShardDataset::open(config->data.shards, Split::kTrain)->info().classes.size());
+    }
+    if (is_text_model(config->model.name) && config->text.vocab_size < 3)
+      throw UsageError("find-batch: " + config->model.name +
+                       " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
     if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
 
     const FindBatchResult result = find_batch(*config, classes, !no_cache_);
@@ -57,6 +70,7 @@ class FindBatchCommand : public Command {
  private:
   ConfigOptions options_;
   int classes_ = 12;
+  CLI::Option* classes_option_ = nullptr;
   bool json_ = false;
   bool no_cache_ = false;
   std::string out_;

@@ -41,6 +41,7 @@ struct SearchOptions {
   double tolerance = 0.01;                // bisection stops when hi - lo <= max(1, tolerance x lo)
   double binsearch_margin = 0.05;         // binsearch: Lightning's final margin
   int binsearch_max_trials = 25;          // binsearch: Lightning's max_trials
+  std::string input_size_key = "augment.image_size";  // named when batch 1 does not fit (text: text.max_length)
 };
 
 struct MemoryFit {

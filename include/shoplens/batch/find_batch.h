@@ -35,8 +35,9 @@ struct BatchPlan {
 // fewest accumulation steps first; without a target, one micro-batch per rank and step. When no
 // exact split exists the global batch is rounded up and a note says so.
 BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config);
-// {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...}
-nlohmann::json config_patch(const BatchPlan& plan, int eval_batch);
+// {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...};
+// text models also get loader.token_budget (`token_budget` > 0).
+nlohmann::json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget = 0);
 // Applies the plan to a config (what `train` does with batch_size "auto").
 void apply_plan(Config& config, const BatchPlan& plan);
 
@@ -46,6 +47,10 @@ struct FindBatchResult {
   nlohmann::json search;                  // search_to_json, plus device, model, fingerprint: what the cache keeps
   int micro_batch = 0;                    // the answer after rounding and verification
   int eval_batch = 0;
+  // Text models: the probes' sequence length (text.max_length) and micro_batch x it, the
+  // loader.token_budget that is always safe; 0 for image models.
+  int sequence_length = 0;
+  std::int64_t token_budget = 0;
   BatchPlan plan;
   bool from_cache = false;
   double total_seconds = 0;               // this call (a cache hit costs almost nothing)

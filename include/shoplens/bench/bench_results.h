@@ -29,6 +29,11 @@ struct BenchScenario {
   int loader_workers = 0;       // 0: threads
   int image_size = 64;
   int num_classes = 12;
+  // Text models (text_*): synthetic sequences of seq_len tokens, every one real, ids below
+  // vocab_size; on shards, seq_len is text.max_length (longer examples are truncated) and the
+  // vocabulary is the dataset's.
+  int seq_len = 256;
+  int vocab_size = 8192;
   std::string optimizer = "adamw";
   bool channels_last = false;
   int warmup_steps = 3;
@@ -73,6 +78,9 @@ struct ScenarioResult {
   int batch = 0;                         // the batch run (after "auto")
   int threads = 0;                       // resolved
   std::vector<double> trial_images_per_second;
+  bool text = false;                     // a text model: the token figures below are set
+  std::vector<double> trial_tokens_per_second;  // real (unpadded) tokens per second, per trial
+  double padding_fraction = -1;          // shards: padded slots that held no token (LoaderStats); synthetic 0
   std::vector<double> step_seconds;      // every measured step of every trial
   std::vector<double> trial_data_wait_seconds;  // per trial, blocked waiting for the loader
   std::vector<double> trial_seconds;     // measured window per trial
@@ -89,6 +97,7 @@ struct ScenarioResult {
 // Derived figures of a result, the ones the writers and the gate use.
 struct ScenarioSummary {
   double images_per_second = 0;   // median over trials
+  double tokens_per_second = 0;   // text: median over trials
   double noise = 0;               // (max - min) / median of the trial rates
   double step_p50 = 0, step_p95 = 0, step_p99 = 0;
   double data_wait_fraction = 0;  // waiting for data / measured time, over all trials

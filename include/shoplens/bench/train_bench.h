@@ -1,7 +1,7 @@
 // The training-step benchmark behind `shoplens bench-train`: the trainer's real step (forward,
 // loss, backward, optimizer step) on synthetic tensors, so the figure is the compute path only
 // and can be compared with Python PyTorch eager running the same model, batch, dtype and thread
-// count (scripts/bench/train_step.sh runs both side by side).
+// count (scripts/bench/train_step.sh and, for text models, text_step.sh run both side by side).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ struct TrainBenchOptions {
   int batch_size = 32;
   int image_size = 64;
   int num_classes = 12;
+  // Text models: batches of seq_len tokens, every one real (the worst case), ids in [2, vocab_size).
+  int seq_len = 256;
+  int vocab_size = 8192;
   std::string precision = "fp32";
   bool channels_last = false;
   std::string optimizer = "adamw";
@@ -34,7 +37,9 @@ struct TrainBenchResult {
   std::vector<double> step_seconds;  // measured steps only
   double median_step_seconds = 0;
   double p95_step_seconds = 0;
-  double images_per_second = 0;      // batch x world size / median step time
+  double images_per_second = 0;      // samples: batch x world size / median step time
+  bool text = false;
+  double tokens_per_second = 0;      // text: samples/s x seq_len (every token real); 0 for images
   int world_size = 1;
   std::int64_t buckets = 0;
   std::int64_t gradient_bytes = 0;   // all-reduced per step
