@@ -13,6 +13,11 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 namespace shoplens {
 
@@ -29,6 +34,30 @@ int usable_cores() {
     if (n > 0) return n;
   }
   return 1;
+}
+
+namespace {
+std::vector<char*> g_argv;  // main's argv, for the one re-exec
+}  // namespace
+
+void remember_command_line(int argc, char** argv) { g_argv.assign(argv, argv + argc); }
+
+bool gemm_bound_model(const std::string& name) {
+  return name.rfind("text_", 0) == 0 || name.rfind("vit_", 0) == 0;
+}
+
+void prefer_passive_openmp(const std::string& model_name, int threads) {
+  if (threads <= 1 || !gemm_bound_model(model_name) || g_argv.empty()) return;
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  if (const char* tuning = std::getenv("SHOPLENS_OPENMP_TUNING"); tuning && std::string(tuning) == "0") return;
+  spdlog::info("{} is GEMM-bound: restarting with OMP_WAIT_POLICY=PASSIVE so OpenMP's idle threads leave the cores to "
+               "OpenBLAS (SHOPLENS_OPENMP_TUNING=0 or an explicit OMP_WAIT_POLICY keeps the default)",
+               model_name);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  std::vector<char*> args = g_argv;
+  args.push_back(nullptr);
+  execv("/proc/self/exe", args.data());
+  spdlog::warn("could not restart with OMP_WAIT_POLICY=PASSIVE; continuing with OpenMP's default wait policy");
 }
 
 bool tune_host_allocator() {

@@ -137,6 +137,24 @@ TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExac
   EXPECT_NE(ledger.output.find("superseded by a restart"), std::string::npos) << ledger.output;
 }
 
+// On 2 threads the text model restarts itself once with OpenMP's passive wait policy (the GEMMs
+// need the cores OpenMP's spinning threads would take), with the same arguments; a user's own
+// OMP_WAIT_POLICY is left alone.
+TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
+  const fs::path run = *dir_ / "passive";
+  auto r = run_shoplens("train --shards " + data().string() + " --out " + run.string() +
+                        " --model text_tiny --max-steps 3 --threads 2 --set text.max_length=64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto first = r.output.find("restarting with OMP_WAIT_POLICY=PASSIVE");
+  EXPECT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("restarting with", first + 1), std::string::npos) << "once only: " << r.output;
+  EXPECT_EQ(read_json(run / "summary.json")["steps"], 3);
+  auto own = run_shell("OMP_WAIT_POLICY=ACTIVE " + bin() + " train --shards " + data().string() + " --out " +
+                       (*dir_ / "active").string() + " --model text_tiny --max-steps 1 --threads 2 --set text.max_length=64");
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_EQ(own.output.find("restarting with"), std::string::npos) << own.output;
+}
+
 TEST_F(E2eText, AnImageModelOnTextDataIsAConfigError) {
   auto r = run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
   EXPECT_EQ(r.exit_code, 2) << r.output;

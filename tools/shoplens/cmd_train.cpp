@@ -144,6 +144,7 @@ class TrainCommand : public Command {
       // flashlight's rule: the saved config comes back, and this command line overrides it.
       config = options_.resolve_over(checkpoint->state.at("config"));
       set_log_level(config->run.log_level);
+      prefer_passive_openmp(config->model.name, resolve_threads(config->run.threads));  // a resumed model's name
       set_compute_threads(config->run.threads);
       if (config->run.dir.empty()) config->run.dir = checkpoint->path.parent_path().parent_path().string();
     }

@@ -55,6 +55,7 @@ std::optional<Config> begin(ConfigOptions& options) {
     std::cout << config_to_json(config).dump(2) << std::endl;
     return std::nullopt;
   }
+  prefer_passive_openmp(config.model.name, resolve_threads(config.run.threads));
   set_compute_threads(config.run.threads);
   return config;
 }

@@ -99,6 +99,7 @@ int run_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace shoplens;
   tune_host_allocator();
+  remember_command_line(argc, argv);
   install_interrupt_handlers();
   init_logging("info");
   try {

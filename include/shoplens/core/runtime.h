@@ -19,6 +19,17 @@ void set_compute_threads(int threads);
 // page-faulted in again; SHOPLENS_MALLOC_TUNING=0 leaves glibc's defaults (docs/PERFORMANCE.md).
 // Returns whether the tuning was applied.
 bool tune_host_allocator();
+// GNU OpenMP spins its idle threads after every parallel region by default, and on a machine with
+// few cores those spinners take the cores OpenBLAS's own threads need for the GEMMs: the text
+// encoder and the ViTs train 2.3-2.5x slower on 2 threads than with passive waiting, while the
+// CNNs (oneDNN convolutions, scheduled by the same OpenMP) run 10-45% slower with passive waiting
+// (docs/PERFORMANCE.md). libgomp reads OMP_WAIT_POLICY only at process start, so for a
+// GEMM-bound model on more than one thread this re-executes the process once with
+// OMP_WAIT_POLICY=PASSIVE. No-op when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, when
+// SHOPLENS_OPENMP_TUNING=0, on one thread, or after the re-exec. Returns only if it did not re-exec.
+void remember_command_line(int argc, char** argv);
+bool gemm_bound_model(const std::string& model_name);
+void prefer_passive_openmp(const std::string& model_name, int threads);
 // Seeds LibTorch's generators (weight init, dropout).
 void seed_torch(std::uint64_t seed);
 
