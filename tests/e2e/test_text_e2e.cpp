@@ -155,6 +155,28 @@ TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
   EXPECT_EQ(own.output.find("restarting with"), std::string::npos) << own.output;
 }
 
+// `shoplens load` reads text shards like image shards: every example once per epoch, and the
+// padding fraction it reports falls when length bucketing is on.
+TEST_F(E2eText, LoadReportsEveryExampleOnceAndLessPaddingWithBucketing) {
+  auto padding = [&](const std::string& bucketing) {
+    const fs::path out = *dir_ / ("load-" + bucketing);
+    auto r = run_shoplens("load --shards " + data().string() + " --out " + out.string() + " --batch-size 16 --verify " +
+                          "--set text.max_length=64 --set text.bucket_by_length=" + bucketing);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto result = read_json(out / "load.json");
+    EXPECT_EQ(result["kind"], "text");
+    const auto& epoch = result["epochs"][0];
+    EXPECT_LT(epoch["not_delivered"].get<int>(), 16) << "only the last partial batch";
+    EXPECT_EQ(epoch["samples"].get<int>() + epoch["not_delivered"].get<int>(), result["samples_in_split"].get<int>());
+    return epoch["padding_fraction"].get<double>();
+  };
+  const double bucketed = padding("true"), plain = padding("false");
+  EXPECT_LT(bucketed, plain / 2) << bucketed << " vs " << plain;
+  auto preview = run_shoplens("load --shards " + data().string() + " --out " + (*dir_ / "load-preview").string() +
+                              " --preview p.png");
+  EXPECT_EQ(preview.exit_code, 2) << preview.output;
+}
+
 TEST_F(E2eText, AnImageModelOnTextDataIsAConfigError) {
   auto r = run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,5 +1,6 @@
-// `shoplens load`: runs the training loader over prepared shards, checks that every sample
-// of the split is delivered once per epoch, and reports throughput and time spent waiting.
+// `shoplens load`: runs the training loader over prepared shards (image or text), checks that
+// every sample of the split is delivered once per epoch, and reports throughput, time spent
+// waiting and, for text, the padding fraction.
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -16,6 +17,7 @@
 #include "shoplens/core/strings.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/data/shards.h"
+#include "shoplens/data/text_task.h"
 
 namespace shoplens::cli {
 namespace {
@@ -45,7 +47,7 @@ class LoadCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     options_.add_to(app);
-    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder");
+    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder (image or text shards)");
     options_.add_flag_for(app, "-b,--batch-size", "loader.batch_size", "samples per batch");
     options_.add_flag_for(app, "--workers", "loader.workers", "decode threads (0: run.threads)");
     options_.add_flag_for(app, "--out", "run.dir", "run directory for load.json and the log");
@@ -64,11 +66,35 @@ class LoadCommand : public Command {
     if (!split) throw UsageError("load: --split '" + split_ + "' is not train, val or test");
     const auto run_dir = open_run_dir(*config, "load");
 
-    auto dataset = ShardDataset::open(config->data.shards, *split, verify_);
     const bool train = !eval_;
-    Loader loader(dataset, config->augment, loader_options_from_config(*config, train));
-    spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", dataset->size(), split_,
-                 config->loader.batch_size, loader.batches_per_epoch(), config->augment.image_size);
+    const LoaderOptions options = loader_options_from_config(*config, train);
+    std::shared_ptr<const SampleSource> dataset;
+    std::vector<std::string> class_names;
+    std::unique_ptr<Loader> loader_holder;
+    const bool text = is_text_dataset(config->data.shards);
+    if (text) {
+      if (!preview_.empty()) throw UsageError("load: --preview shows augmented images; " + config->data.shards + " holds text");
+      if (verify_) verify_text_shards(config->data.shards);
+      const TextDatasetInfo info = read_text_dataset_info(config->data.shards);
+      auto split_source = open_text_split(config->data.shards, *split);
+      dataset = split_source;
+      class_names = text_class_names();
+      loader_holder = std::make_unique<Loader>(dataset, std::make_shared<TextBatchBuilder>(split_source, text_batch_options(*config, info)),
+                                               options);
+    } else {
+      auto images = ShardDataset::open(config->data.shards, *split, verify_);
+      dataset = images;
+      class_names = images->info().classes;
+      loader_holder = std::make_unique<Loader>(images, config->augment, options);
+    }
+    Loader& loader = *loader_holder;
+    if (text)
+      spdlog::info("load: {} examples in split {}, batch {}, {} batches/epoch, text.max_length {}, bucketing {}", dataset->size(),
+                   split_, config->loader.batch_size, loader.batches_per_epoch(), config->text.max_length,
+                   config->text.bucket_by_length ? "on" : "off");
+    else
+      spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", dataset->size(), split_,
+                   config->loader.batch_size, loader.batches_per_epoch(), config->augment.image_size);
 
     nlohmann::json epochs = nlohmann::json::array();
     std::vector<std::uint64_t> label_counts(dataset->num_classes(), 0);
@@ -92,14 +118,20 @@ class LoadCommand : public Command {
       epochs.push_back({{"epoch", epoch}, {"batches", st.batches}, {"samples", st.samples}, {"seconds", st.seconds},
                         {"samples_per_second", st.samples_per_second()}, {"wait_seconds", st.wait_seconds},
                         {"not_delivered", unseen}});
+      if (text) {
+        epochs.back()["padding_fraction"] = st.padding_fraction();
+        epochs.back()["real_tokens"] = st.real_tokens;
+        spdlog::info("load: epoch {}: {:.1f}% of the token slots are padding", epoch, 100.0 * st.padding_fraction());
+      }
       spdlog::info("load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
                    epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
                    unseen && config->loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
     }
     nlohmann::json labels = nlohmann::json::object();
-    for (std::size_t c = 0; c < label_counts.size(); ++c) labels[dataset->info().classes[c]] = label_counts[c];
+    for (std::size_t c = 0; c < label_counts.size(); ++c) labels[class_names[c]] = label_counts[c];
     nlohmann::json result = {{"shards", config->data.shards}, {"split", split_}, {"samples_in_split", dataset->size()},
-                             {"epochs", epochs}, {"labels_delivered", labels}, {"workers", loader_options_from_config(*config, train).workers}};
+                             {"epochs", epochs}, {"labels_delivered", labels}, {"workers", options.workers},
+                             {"kind", text ? "text" : "image"}};
     write_file_atomic(run_dir / "load.json", result.dump(2) + "\n");
     std::cout << result.dump(2) << std::endl;
     return 0;
