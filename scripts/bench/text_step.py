@@ -11,11 +11,12 @@ import argparse
 import json
 import math
 import os
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from peer_timing import time_steps
 
 MODELS = {"text_tiny": (128, 2, 4), "text_small": (256, 4, 4), "text_base": (512, 8, 8)}  # dim, depth, heads
 EPS = 1e-6  # kLayerNormEps
@@ -183,15 +184,7 @@ def main():
         opt.step()
         return loss.item()
 
-    for _ in range(a.warmup):
-        step()
-    times = []
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    s = sorted(times)
-    median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    times, median = time_steps(step, a.warmup, a.steps)
     print(json.dumps({"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size, "seq_len": a.seq_len,
                       "vocab_size": a.vocab_size, "num_classes": a.num_classes, "threads": threads, "steps": a.steps,
                       "parameters": sum(p.numel() for p in model.parameters()),

@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +15,8 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from difficulty import SmallCNN  # noqa: E402  the baseline CNN, defined once
+
+from peer_timing import time_steps
 
 
 def build(name, num_classes, image_size):
@@ -78,15 +79,7 @@ def main():
         opt.step()
         return loss.item()
 
-    for _ in range(a.warmup):
-        step()
-    times = []
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    s = sorted(times)
-    median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    times, median = time_steps(step, a.warmup, a.steps)
     print(json.dumps({"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size,
                       "image_size": a.image_size, "precision": a.precision, "channels_last": a.channels_last,
                       "optimizer": a.optimizer, "threads": threads, "steps": a.steps,

@@ -72,25 +72,16 @@ struct JobProbe::Impl {
       b.targets = torch::softmax(torch::randn({batch, num_classes}), 1);
       b.mixed = true;
     }
-    return cuda ? to_device(b) : b;
+    return cuda ? b.to(device()) : b;
   }
 
-  Batch to_device(const Batch& b) const {
-    Batch out = b;
-    for (at::Tensor* t : {&out.images, &out.input_ids, &out.attention_mask, &out.lengths, &out.meta_categorical,
-                          &out.meta_numeric, &out.labels, &out.targets})
-      if (t->defined()) *t = t->to(device());
-    return out;
-  }
-
-  // Host buffers the loader keeps in flight: clones of a batch's input tensors.
+  // Host buffers the loader keeps in flight: the size of a batch's inputs, contents irrelevant.
   std::vector<at::Tensor> loader_buffers(int batch) const {
+    const Batch b = model->example_batch(batch);
     std::vector<at::Tensor> held;
-    for (int i = 0; i < loader_batches_held(); ++i) {
-      const Batch b = model->example_batch(batch);
+    for (int i = 0; i < loader_batches_held(); ++i)
       for (const at::Tensor& t : {b.images, b.input_ids, b.attention_mask, b.meta_categorical, b.meta_numeric})
-        if (t.defined()) held.push_back(t);
-    }
+        if (t.defined()) held.push_back(i == 0 ? t : torch::empty_like(t));
     return held;
   }
 

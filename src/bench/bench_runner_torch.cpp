@@ -158,12 +158,7 @@ class BatchFeed {
       b = loader_->next();
     }
     wait = seconds_since(t0);
-    if (device_.is_cuda()) {
-      for (at::Tensor* t : {&b->images, &b->input_ids, &b->attention_mask, &b->lengths, &b->meta_categorical,
-                            &b->meta_numeric, &b->labels})
-        if (t->defined()) *t = t->to(device_, /*non_blocking=*/true);
-    }
-    return std::move(*b);
+    return device_.is_cuda() ? b->to(device_, /*non_blocking=*/true) : std::move(*b);
   }
 
   // Padded token slots that held no token, over every batch delivered (0 for synthetic batches).

@@ -45,11 +45,7 @@ SyntheticJob::~SyntheticJob() = default;
 
 Batch SyntheticJob::batch(int batch_size) const {
   Batch b = model->example_batch(batch_size);
-  if (cuda)
-    for (at::Tensor* t : {&b.images, &b.input_ids, &b.attention_mask, &b.lengths, &b.meta_categorical, &b.meta_numeric,
-                          &b.labels})
-      if (t->defined()) *t = t->to(torch::kCUDA);
-  return b;
+  return cuda ? b.to(torch::kCUDA) : b;
 }
 
 }  // namespace shoplens

@@ -13,6 +13,14 @@ at::Tensor rows(const at::Tensor& t, std::int64_t start, std::int64_t count) {
 
 }  // namespace
 
+Batch Batch::to(const c10::Device& device, bool non_blocking) const {
+  Batch out = *this;
+  for (at::Tensor* t : {&out.images, &out.input_ids, &out.attention_mask, &out.lengths, &out.meta_categorical,
+                        &out.meta_numeric, &out.labels, &out.targets})
+    if (t->defined()) *t = t->to(device, non_blocking);
+  return out;
+}
+
 Batch Batch::slice(std::int64_t start, std::int64_t count) const {
   Batch piece;
   piece.index = index;

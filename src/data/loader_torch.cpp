@@ -65,10 +65,8 @@ Loader::Loader(std::shared_ptr<const SampleSource> source, std::shared_ptr<Batch
 Loader::~Loader() { stop_workers(); }
 
 std::size_t Loader::dataset_size() const {
-  const std::size_t n = source_->size();
-  if (!options_.strided_share || options_.world_size <= 1) return n;
-  const auto rank = static_cast<std::size_t>(options_.rank), world = static_cast<std::size_t>(options_.world_size);
-  return n > rank ? (n - rank + world - 1) / world : 0;
+  if (!options_.strided_share || options_.world_size <= 1) return source_->size();
+  return strided_share_size(source_->size(), options_.rank, options_.world_size);
 }
 
 std::int64_t Loader::batches_per_epoch() const {

@@ -50,6 +50,8 @@ Batch TextBatchBuilder::build(const std::vector<std::uint32_t>& indices, const s
   auto* mask = batch.attention_mask.data_ptr<bool>();
   auto* lens = batch.lengths.data_ptr<std::int64_t>();
   auto* labels = batch.labels.data_ptr<std::int64_t>();
+  float* numeric_out = f > 0 ? batch.meta_numeric.data_ptr<float>() : nullptr;
+  std::int64_t* categorical_out = c > 0 ? batch.meta_categorical.data_ptr<std::int64_t>() : nullptr;
   std::vector<float> numeric(static_cast<std::size_t>(std::max(f, 1)));
   for (std::int64_t r = 0; r < n; ++r) {
     const std::uint32_t index = indices[rows[r]];
@@ -58,11 +60,9 @@ Batch TextBatchBuilder::build(const std::vector<std::uint32_t>& indices, const s
     lens[r] = static_cast<std::int64_t>(copied);
     labels[r] = source_->label(index);
     batch.sample_ids[r] = source_->sample_id(index);
-    std::int64_t* categorical = c > 0 ? batch.meta_categorical.data_ptr<std::int64_t>() + r * c : nullptr;
-    source_->metadata(index, categorical, numeric.data());
+    source_->metadata(index, categorical_out ? categorical_out + r * c : nullptr, numeric.data());
     // asinh: counts such as prompt_length span orders of magnitude; NaN (missing) passes through.
-    if (f > 0)
-      for (int j = 0; j < f; ++j) batch.meta_numeric.data_ptr<float>()[r * f + j] = std::asinh(numeric[j]);
+    for (int j = 0; j < f; ++j) numeric_out[r * f + j] = std::asinh(numeric[j]);
   }
   return batch;
 }

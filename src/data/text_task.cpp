@@ -10,10 +10,6 @@ namespace shoplens {
 bool is_text_dataset(const std::filesystem::path& dir) { return std::filesystem::exists(dir / "text_dataset.json"); }
 
 void resolve_text_config(Config& config, const TextDatasetInfo& info, const std::string& where) {
-  const std::string& model = config.model.name;
-  if (model.rfind("text_", 0) != 0)
-    throw ConfigError(where + " holds a text dataset but model.name is '" + model +
-                      "', an image model: use text_tiny, text_small or text_base");
   std::vector<double> cardinalities;
   for (const auto& field : info.categorical) cardinalities.push_back(static_cast<double>(field.vocabulary.size()));
   const int numeric = static_cast<int>(info.numeric.size());

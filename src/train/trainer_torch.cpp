@@ -80,11 +80,6 @@ struct EvalResult {
 
 bool has_samples(const std::shared_ptr<const SampleSource>& s) { return s && s->size() > 0; }
 
-// A rank's share of an evaluation split under strided sharding.
-std::size_t strided_share_size(std::size_t n, int rank, int world) {
-  return n > static_cast<std::size_t>(rank) ? (n - rank + world - 1) / world : 0;
-}
-
 std::string fmt_metric(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
 
 }  // namespace

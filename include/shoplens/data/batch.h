@@ -24,6 +24,8 @@ struct Batch {
 
   std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
   bool is_text() const { return input_ids.defined(); }
+  // Every tensor on `device` (a copy of the struct; the tensors move only when they are elsewhere).
+  Batch to(const c10::Device& device, bool non_blocking = false) const;
   // Rows [start, start + count); text rows keep only the columns their longest row needs.
   Batch slice(std::int64_t start, std::int64_t count) const;
   // Token slots the batch occupies (rows x padded length), and the real tokens among them.

@@ -29,24 +29,6 @@ class ImageSource : public SampleSource {
   std::uint64_t sample_id(std::size_t index) const override { return sample(index).sample_id; }
 };
 
-// The samples rank, rank + world_size, rank + 2 world_size, ... of `base`: each rank's share of an
-// evaluation split, every sample in exactly one share and none padded in twice.
-class StridedImageSource : public ImageSource {
- public:
-  StridedImageSource(std::shared_ptr<const ImageSource> base, int rank, int world_size)
-      : base_(std::move(base)), rank_(rank), world_(world_size) {}
-  std::size_t size() const override {
-    const std::size_t n = base_->size();
-    return n > static_cast<std::size_t>(rank_) ? (n - rank_ + world_ - 1) / world_ : 0;
-  }
-  SampleRef sample(std::size_t index) const override { return base_->sample(rank_ + index * world_); }
-  int num_classes() const override { return base_->num_classes(); }
-
- private:
-  std::shared_ptr<const ImageSource> base_;
-  int rank_, world_;
-};
-
 // Holds payloads in memory; `add_raw` stores RGB pixels as they are.
 class InMemoryImageSource : public ImageSource {
  public:

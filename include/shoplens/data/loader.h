@@ -24,6 +24,12 @@
 
 namespace shoplens {
 
+// Samples rank r reads of a split of n under strided sharding (r, r + world, r + 2 world, ...).
+inline std::size_t strided_share_size(std::size_t n, int rank, int world_size) {
+  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(world_size);
+  return n > r ? (n - r + w - 1) / w : 0;
+}
+
 // The global order of one epoch: a seeded permutation (or identity without shuffle).
 std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std::int64_t epoch, bool shuffle);
 

@@ -17,7 +17,7 @@ bool is_text_dataset(const std::filesystem::path& dir);
 
 // Fills config.text's dataset fields (vocab_size, categorical_cardinalities, numeric_fields) from
 // the dataset; a config that already names them (a resumed run) must agree: ConfigError naming
-// the key and both values otherwise. Also rejects an image model for text data.
+// the key and both values otherwise. (An image model on text data is make_model's ConfigError.)
 void resolve_text_config(Config& config, const TextDatasetInfo& info, const std::string& where);
 
 // Loader-side options of the configured text task.

@@ -1,0 +1,17 @@
+"""The Python peers' step timing: warm-up steps, then timed ones; the same protocol as
+`shoplens bench-train` (median of the timed steps)."""
+import time
+
+
+def time_steps(step, warmup, steps):
+    """Runs step() `warmup` times untimed, then `steps` times; returns (seconds per step, median)."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    s = sorted(times)
+    median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    return times, median
