@@ -19,7 +19,7 @@ PACKAGES=(
   # libFuzzer targets
   clang libclang-rt-14-dev
   # the Python peer for side-by-side benchmarks and weight-compatibility fixtures
-  python3 python3-torch python3-torchvision python3-pil python3-numpy
+  python3 python3-venv python3-torch python3-torchvision python3-pil python3-numpy
   # scikit-learn: the reference the binary metrics (ROC AUC, average precision) are checked against
   python3-sklearn
 )

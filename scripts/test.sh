@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every CPU test (labels unit and e2e; gpu tests need
-# the CUDA build, see docs/GPU.md). Usage: scripts/test.sh [preset] [extra ctest args...]
+# Installs what is missing, builds, and runs every CPU test (ctest labels unit and e2e; `gpu`
+# tests are built, and run on a GPU machine: docs/GPU.md).
+# Usage: scripts/test.sh                         both LibTorch versions: release (Debian's 1.13)
+#                                                then torch2 (pip's torch 2.11, CUDA code compiled)
+#        scripts/test.sh PRESET [ctest args...]  one preset: release, torch2 or debug-asan
+# Prints each phase's wall time; exits non-zero when any phase fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-preset="${1:-release}"
-shift || true
-bash scripts/build.sh "$preset"
-ctest --test-dir "build/$preset" --label-exclude gpu --output-on-failure -j"$(nproc)" "$@"
+
+run_preset() {
+  local preset=$1
+  shift
+  local start=$SECONDS
+  bash scripts/build.sh "$preset"
+  ctest --test-dir "build/$preset" --label-exclude gpu --output-on-failure -j"$(nproc)" "$@"
+  echo "test.sh: $preset built and tested in $(( SECONDS - start )) s"
+}
+
+if [ $# -gt 0 ]; then
+  run_preset "$@"
+  exit 0
+fi
+total=$SECONDS
+run_preset release
+run_preset torch2
+echo "test.sh: both LibTorch versions green in $(( SECONDS - total )) s"

@@ -1,7 +1,8 @@
 // Every difference between Debian's LibTorch 1.13 and the 2.x of the GPU machines, in one
-// place (see ../shared/GPU.md). Include only from *_torch.cpp files.
+// place (docs/GPU.md). Include only from *_torch.cpp files.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/Allocator.h>
 #include <torch/version.h>
@@ -26,6 +27,18 @@ inline void set_autocast_dtype(bool cuda, at::ScalarType t) {
   else at::autocast::set_autocast_cpu_dtype(t);
 }
 #endif
+
+// ---- attention: the fused kernel (flash / memory-efficient / math by device and dtype) is public
+// from 2.0; 1.13 has only the private math composite. `attend` is a bool mask, true = may attend.
+inline constexpr bool kFusedAttentionIsDefault = TORCH_VERSION_MAJOR >= 2;
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& attend) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, attend, 0.0, false);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, attend, 0.0, false, false));
+#endif
+}
 
 // ---- c10::Allocator: allocate() lost its const in 2.3, and copy_data() became required ----
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
@@ -55,4 +68,31 @@ namespace shoplens::compat {
 using DistBackend = ::c10d::ProcessGroup;
 }
 #endif
+
+// ---- c10d::TCPStore: 2.2+ serves through libuv by default and refuses where LibTorch was built
+// without it (Debian trixie's 2.6: "use_libuv was requested but PyTorch was build without libuv
+// support"). USE_LIBUV=0, torchrun's switch, asks for the socket server; otherwise libuv is tried
+// first and the socket server is taken where this LibTorch lacks libuv. ----
+#include <cstdlib>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+namespace shoplens::compat {
+inline bool store_wants_libuv() {
+  const char* flag = std::getenv("USE_LIBUV");
+  return !(flag && std::string(flag) == "0");
+}
+inline c10::intrusive_ptr<::c10d::Store> make_tcp_store(const std::string& host, ::c10d::TCPStoreOptions options) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  if (store_wants_libuv()) {
+    options.useLibUV = true;
+    try {
+      return c10::make_intrusive<::c10d::TCPStore>(host, options);
+    } catch (const std::exception& e) {
+      if (std::string(e.what()).find("libuv") == std::string::npos) throw;
+    }
+  }
+  options.useLibUV = false;
+#endif
+  return c10::make_intrusive<::c10d::TCPStore>(host, options);
+}
+}  // namespace shoplens::compat
 #endif

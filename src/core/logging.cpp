@@ -39,4 +39,6 @@ void set_console_level(const std::string& level) {
   spdlog::default_logger()->sinks().front()->set_level(parsed);
 }
 
+void log_info(const std::string& message) { spdlog::info("{}", message); }
+
 }  // namespace shoplens

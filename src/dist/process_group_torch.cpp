@@ -16,9 +16,9 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 #include "torch_compat.h"
@@ -280,7 +280,7 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const Group
   store_options.timeout = options.timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    store = compat::make_tcp_store(env.master_addr, store_options);
   } catch (const std::exception& e) {
     if (host_store)
       throw Error(fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use by another job? "
@@ -294,7 +294,7 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const Group
   // A restarted job reuses the store only when an agent hosts it; the prefix keeps attempts apart.
   auto group = create_group(store, fmt::format("shoplens/{}", env.restart_count), env.rank, env.world_size,
                             env.master_addr, options);
-  spdlog::info("dist: joined {} ({} backend)", env.describe(), options.backend);
+  log_info(fmt::format("dist: joined {} ({} backend)", env.describe(), options.backend));
   return group;
 }
 

@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include "shoplens/core/errors.h"
+#include "torch_compat.h"
 
 namespace shoplens {
 namespace detail {
@@ -72,11 +73,7 @@ class TextSelfAttention : public nn::Module {
     at::Tensor out;
     if (fused_) {
       // Dropout on the attention weights stays 0: 1.13's math path applies it even in eval mode.
-#if TORCH_VERSION_MAJOR >= 2
-      out = at::scaled_dot_product_attention(q, k, v, attend, 0.0, false);
-#else
-      out = std::get<0>(at::_scaled_dot_product_attention(q, k, v, attend, 0.0, false, false));
-#endif
+      out = compat::scaled_dot_product_attention(q, k, v, attend);
     } else {
       // 1.13's composite, operation for operation (scale q, QK^T, add the mask in place), but with
       // the mask converted once per forward instead of once per layer. An in-place add costs
@@ -185,7 +182,7 @@ class TextHead : public nn::Module {
 bool text_attention_uses_fused(const std::string& attention) {
   if (attention == "fused") return true;
   if (attention == "math") return false;
-  if (attention == "auto") return TORCH_VERSION_MAJOR >= 2;
+  if (attention == "auto") return compat::kFusedAttentionIsDefault;
   throw ConfigError("unknown attention '" + attention + "'; known: auto, fused, math");
 }
 

@@ -246,7 +246,8 @@ TEST(BinaryMetrics, MatchesScikitLearn) {
                       "    a, b = line.strip().split(',')\n"
                       "    s.append(float(a)); y.append(int(b))\n"
                       "pred = [1 if x >= 0.5 else 0 for x in s]\n"
-                      "print(repr(roc_auc_score(y, s)), repr(average_precision_score(y, s)), repr(f1_score(y, pred)))\n");
+                      "# float(): numpy 2 writes np.float64(...) for its scalars' repr\n"
+                      "print(*(repr(float(v)) for v in (roc_auc_score(y, s), average_precision_score(y, s), f1_score(y, pred))))\n");
   auto run = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + (dir / "check.py").string() + " " +
                                 (dir / "data.csv").string() + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;

@@ -1,5 +1,5 @@
-// Mixed precision, and the one place that knows the LibTorch 1.13 / 2.x API differences
-// (docs/GPU.md): autocast regions and dynamic loss scaling. There is no C++ GradScaler in
+// Mixed precision: autocast regions and dynamic loss scaling (the 1.13 / 2.x API differences
+// live in src/torch_compat.h, docs/GPU.md). There is no C++ GradScaler in
 // either version, so LossScaler implements torch.cuda.amp.GradScaler's rules: the fused ATen
 // ops on CUDA, ordinary tensor ops elsewhere (CPU, where 1.13 has no kernel for the fused ones).
 #pragma once
