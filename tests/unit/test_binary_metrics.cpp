@@ -219,8 +219,8 @@ TEST(BinaryMetrics, InfiniteScoresRankAtTheEnds) {
 
 // The same random data through scikit-learn's roc_auc_score and average_precision_score.
 TEST(BinaryMetrics, MatchesScikitLearn) {
-  if (::access(SHOPLENS_PYTHON, X_OK) != 0) GTEST_SKIP() << SHOPLENS_PYTHON << " not found";
-  auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import sklearn' 2>&1");
+  if (::access(testing::python().c_str(), X_OK) != 0) GTEST_SKIP() << testing::python() << " not found";
+  auto probe = testing::run_shell(testing::python() + " -c 'import sklearn' 2>&1");
   if (probe.exit_code != 0) GTEST_SKIP() << "scikit-learn is not installed: " << probe.output;
 
   testing::ScratchDir dir("binmetrics");
@@ -248,7 +248,7 @@ TEST(BinaryMetrics, MatchesScikitLearn) {
                       "pred = [1 if x >= 0.5 else 0 for x in s]\n"
                       "# float(): numpy 2 writes np.float64(...) for its scalars' repr\n"
                       "print(*(repr(float(v)) for v in (roc_auc_score(y, s), average_precision_score(y, s), f1_score(y, pred))))\n");
-  auto run = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + (dir / "check.py").string() + " " +
+  auto run = testing::run_shell(testing::python() + " " + (dir / "check.py").string() + " " +
                                 (dir / "data.csv").string() + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   std::istringstream in(run.output);
