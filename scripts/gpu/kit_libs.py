@@ -21,9 +21,10 @@ library into one of four kinds:
            ABI, e.g. the reference BLAS and LAPACK instead of OpenBLAS's, 36 MiB smaller).
 Prints one JSON object: {"libraries": [{name, kind, source, bytes}], "copied_bytes", "stub_bytes"}.
 
-check: runs `ldd` on the ELF files in the current environment (source KIT/env.sh first) and fails
-unless every library resolves into the kit, into a Python install's site-packages (torch's), or to
-a device library; also fails on "not found" and on missing symbol versions.
+check: runs `ldd` on the ELF files with LD_LIBRARY_PATH=$SHOPLENS_KIT_LD_LIBRARY_PATH (source
+KIT/env.sh first) and fails unless every library resolves into the kit, into a Python install's
+site-packages (torch's), or to a device library; also fails on "not found" and on missing symbol
+versions.
 """
 import argparse
 import json
@@ -50,9 +51,9 @@ def needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", run("readelf", "-d", path))
 
 
-def ldd_map(path):
+def ldd_map(path, env=None):
     """{name: resolved path or None} as ldd reports it; also the raw text."""
-    text = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    text = subprocess.run(["ldd", path], capture_output=True, text=True, env=env).stdout
     found = {}
     for line in text.splitlines():
         m = re.match(r"\s*(\S+) => (.*?)(?: \(0x[0-9a-f]+\))?$", line)
@@ -167,9 +168,12 @@ def pack(a):
 
 def check(a):
     kit = os.path.realpath(a.kit)
+    if not os.environ.get("SHOPLENS_KIT_LD_LIBRARY_PATH"):
+        sys.exit("kit_libs.py check: SHOPLENS_KIT_LD_LIBRARY_PATH is not set: source the kit's env.sh first")
+    env = dict(os.environ, LD_LIBRARY_PATH=os.environ["SHOPLENS_KIT_LD_LIBRARY_PATH"])
     bad = []
     for elf in a.elf:
-        found, text = ldd_map(elf)
+        found, text = ldd_map(elf, env)
         if "version `" in text or "not found" in text:
             bad.append(f"{elf}:\n{text}")
             continue

@@ -5,10 +5,11 @@
 #
 # Usage: scripts/gpu/pack.sh [--mode binary|debs] [--build DIR] [--out DIR] [--python PATH]
 #                            [--stub SONAME]... [--no-stubs]
-#   --mode    binary (default): the build's shoplens and shoplens_tests (stripped), every shared
-#             library they load that is neither the C/C++ runtime nor torch's (lib/; stand-ins for
-#             the --stub ones), libstdc++ and libgcc_s as a fallback (lib-fallback/), the scripts
-#             and configs scripts/gpu/prove.sh uses (src/), env.sh, manifest.json and manifest.md.
+#   --mode    binary (default): the build's shoplens and shoplens_tests (stripped, libexec/; bin/
+#             holds launchers that give them the kit's libraries), every shared library they load
+#             that is neither the C/C++ runtime nor torch's (lib/; stand-ins for the --stub ones),
+#             libstdc++ and libgcc_s as a fallback (lib-fallback/), the scripts and configs
+#             scripts/gpu/prove.sh uses (src/), env.sh, manifest.json and manifest.md.
 #             debs: measures the alternative, building on the device from Debian packages:
 #             `apt-get download` of the -dev packages the build needs plus the packages of every
 #             runtime library the binaries load (the same closure, no stand-ins) into OUT-debs/;
@@ -26,7 +27,8 @@
 # Prints the kit's size and the time the pack took; both go into OUT/manifest.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-repo=$PWD
+# shellcheck source=common.sh
+source scripts/gpu/common.sh
 mode=binary build=build/torch2 out=gpu-kit python="" stubs=() no_stubs=0 blas=reference
 default_stubs=(libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0 libOpenEXR-3_1.so.30)
 while [[ $# -gt 0 ]]; do
@@ -70,7 +72,7 @@ fi
 
 if [[ $mode == debs ]]; then
   debs="$out-debs"
-  rm -rf "$debs"
+  replace_dir "$debs" .gpu-kit-debs
   mkdir -p "$debs/dev" "$debs/runtime"
   dev=(libopencv-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libcli11-dev libspdlog-dev
        libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libturbojpeg0-dev libjpeg62-turbo-dev
@@ -101,11 +103,24 @@ PY
   exit 0
 fi
 
-rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/src/scripts"
+replace_dir "$out" manifest.json
+mkdir -p "$out/bin" "$out/libexec" "$out/lib" "$out/lib-fallback" "$out/src/scripts"
 for b in shoplens shoplens_tests; do
-  cp "$(bin_of $b)" "$out/bin/$b"
-  strip --strip-unneeded "$out/bin/$b"
+  cp "$(bin_of $b)" "$out/libexec/$b"
+  strip --strip-unneeded "$out/libexec/$b"
+  # The launcher: the kit's library path for this process and its children only, so that the
+  # machine's Python (the peers) keeps its own libssl, libz, ...
+  cat > "$out/bin/$b" <<LAUNCHER
+#!/usr/bin/env bash
+# Runs the packed $b with the GPU kit's libraries (written by scripts/gpu/pack.sh).
+kit=\$(cd "\$(dirname "\${BASH_SOURCE[0]}")/.." && pwd)
+if [[ -z \${SHOPLENS_KIT_LD_LIBRARY_PATH:-} ]]; then
+  # shellcheck disable=SC1091
+  source "\$kit/env.sh" || exit 1
+fi
+LD_LIBRARY_PATH="\$SHOPLENS_KIT_LD_LIBRARY_PATH\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$kit/libexec/$b" "\$@"
+LAUNCHER
+  chmod +x "$out/bin/$b"
 done
 # libshoplens.so and the rest: resolved as the build resolves them (its RUNPATH), then copied.
 stub_args=()
@@ -126,32 +141,36 @@ mkdir -p "$out/src/tools" && cp -r tools/text_shards "$out/src/tools/"
 find "$out/src" -name __pycache__ -prune -exec rm -rf {} +
 
 cat > "$out/env.sh" <<'ENV'
-# Source this on the GPU machine (bash): `source gpu-kit/env.sh`. Puts the kit's libraries first,
-# then the torch install's (found through $SHOPLENS_PYTHON, default python3), and exports the
-# paths the scripts and the test binary read. Written by scripts/gpu/pack.sh.
+# Source this on the GPU machine (bash): `source gpu-kit/env.sh`. Finds the torch install (through
+# $SHOPLENS_PYTHON, default python3) and exports SHOPLENS_KIT_LD_LIBRARY_PATH: the kit's libraries
+# first, then torch's lib and nvidia/*/lib folders. The launchers in bin/ put it on
+# LD_LIBRARY_PATH for the binaries alone. Also exports SHOPLENS_BIN and the test binary's
+# SHOPLENS_TEST_BIN, SHOPLENS_TEST_SOURCE_DIR, SHOPLENS_TEST_PYTHON. Written by scripts/gpu/pack.sh.
 SHOPLENS_KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SHOPLENS_PYTHON=${SHOPLENS_PYTHON:-$(command -v python3)}
 _torch_lib=$("$SHOPLENS_PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__) + "/lib")') || {
-  echo "gpu-kit: $SHOPLENS_PYTHON cannot import torch: set SHOPLENS_PYTHON to the Python with torch" >&2; return 1; }
+  echo "gpu-kit: '$SHOPLENS_PYTHON' cannot import torch: set SHOPLENS_PYTHON to the Python with torch" >&2; return 1; }
+_site=$(dirname "$(dirname "$_torch_lib")")
 # The CUDA, cuDNN, NCCL, ... libraries of pip's nvidia-* packages, beside torch.
-_nvidia=$(ls -d "$(dirname "$(dirname "$_torch_lib")")"/nvidia/*/lib "$(dirname "$(dirname "$_torch_lib")")"/nvidia/cu*/lib 2>/dev/null | sort -u | tr '\n' ':')
-export SHOPLENS_KIT SHOPLENS_PYTHON
-export LD_LIBRARY_PATH="$SHOPLENS_KIT/lib:$_torch_lib:${_nvidia}${LD_LIBRARY_PATH:-}"
-# A device whose libstdc++ is older than the build's: use the kit's.
-if ! "$SHOPLENS_KIT/bin/shoplens" --version >/dev/null 2>&1 &&
-   LD_LIBRARY_PATH="$SHOPLENS_KIT/lib-fallback:$LD_LIBRARY_PATH" "$SHOPLENS_KIT/bin/shoplens" --version >/dev/null 2>&1; then
-  export LD_LIBRARY_PATH="$SHOPLENS_KIT/lib-fallback:$LD_LIBRARY_PATH"
-  echo "gpu-kit: the system's libstdc++/libgcc_s are older than the build's: using the kit's" >&2
+_nvidia=$(ls -d "$_site"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
+SHOPLENS_KIT_LD_LIBRARY_PATH="$SHOPLENS_KIT/lib:$_torch_lib:${_nvidia%:}"
+# A machine whose libstdc++ is older than the build's: the kit's.
+if ! LD_LIBRARY_PATH=$SHOPLENS_KIT_LD_LIBRARY_PATH "$SHOPLENS_KIT/libexec/shoplens" --version >/dev/null 2>&1 &&
+   LD_LIBRARY_PATH=$SHOPLENS_KIT/lib-fallback:$SHOPLENS_KIT_LD_LIBRARY_PATH "$SHOPLENS_KIT/libexec/shoplens" --version \
+     >/dev/null 2>&1; then
+  SHOPLENS_KIT_LD_LIBRARY_PATH="$SHOPLENS_KIT/lib-fallback:$SHOPLENS_KIT_LD_LIBRARY_PATH"
+  echo "gpu-kit: this machine's libstdc++/libgcc_s are older than the build's: using the kit's" >&2
 fi
+export SHOPLENS_KIT SHOPLENS_PYTHON SHOPLENS_KIT_LD_LIBRARY_PATH
 export SHOPLENS_BIN="$SHOPLENS_KIT/bin/shoplens"
 export SHOPLENS_TEST_BIN="$SHOPLENS_BIN" SHOPLENS_TEST_SOURCE_DIR="$SHOPLENS_KIT/src" SHOPLENS_TEST_PYTHON="$SHOPLENS_PYTHON"
-unset _torch_lib _nvidia
+unset _torch_lib _site _nvidia
 ENV
 
 # The kit must work from where it lies: its libraries first, this machine's torch, nothing else.
 # shellcheck disable=SC1091
 (SHOPLENS_PYTHON=$python source "$out/env.sh" &&
-  "$python" scripts/gpu/kit_libs.py check --kit "$out" "$out/bin/shoplens" "$out/bin/shoplens_tests" &&
+  "$python" scripts/gpu/kit_libs.py check --kit "$out" "$out/libexec/shoplens" "$out/libexec/shoplens_tests" &&
   LD_BIND_NOW=1 "$out/bin/shoplens" --version > "$out/version.txt" &&
   LD_BIND_NOW=1 "$out/bin/shoplens_tests" --gtest_list_tests --gtest_filter='Gpu*' > "$out/gpu_tests.txt")
 seconds=$(( ($(date +%s%N) - start) / 1000000 ))e-3
@@ -184,7 +203,7 @@ m = {"mode": "binary", "commit": commit, "dirty": dirty == "true", "build": buil
      "version": open(f"{out}/version.txt").read().strip().splitlines(),
      "gpu_tests": gpu_tests(f"{out}/gpu_tests.txt"),
      "pack_seconds": round(float(seconds), 1), "total_bytes": total,
-     "bytes": {"bin": part("bin/"), "lib": part("lib/"), "lib-fallback": part("lib-fallback/"), "src": part("src/")},
+     "bytes": {"bin": part("bin/") + part("libexec/"), "lib": part("lib/"), "lib-fallback": part("lib-fallback/"), "src": part("src/")},
      "libraries": libs["libraries"], "files": files}
 json.dump(m, open(f"{out}/manifest.json", "w"), indent=1)
 mib = lambda b: f"{b / 2**20:.1f} MiB"

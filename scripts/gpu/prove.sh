@@ -43,6 +43,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
+# shellcheck source=common.sh
+source scripts/gpu/common.sh
 call="" cpu=0 kit=gpu-kit build="" out=${OUT:-prove-out} work=/tmp/shoplens-prove python=${SHOPLENS_PYTHON:-python3}
 threads="" call_seconds=""
 while [[ $# -gt 0 ]]; do
@@ -66,6 +68,11 @@ command -v "$python" >/dev/null || { echo "prove.sh: no Python '$python' (pass -
 python=$(command -v "$python")
 mkdir -p "$out" "$work"
 out=$(cd "$out" && pwd) work=$(cd "$work" && pwd)
+if [[ -n $(ls -A "$work") && ! -e $work/.shoplens-prove ]]; then
+  echo "prove.sh: --work $work holds files and is not a prove.sh folder: pass an empty or new folder" >&2
+  exit 2
+fi
+touch "$work/.shoplens-prove"
 
 # The binaries and the scripts: the kit's (what was packed together), or a build's and this tree's.
 if [[ -n $build ]]; then
@@ -83,6 +90,7 @@ else
   SHOPLENS_PYTHON=$python source "$kit/env.sh"
   tests=$kit/bin/shoplens_tests
   src=$kit/src
+  export SHOPLENS_KIT_LD_LIBRARY_PATH
   # The kit runs the scripts packed with its binaries; say so when this tree's have moved on since.
   for d in scripts/gpu scripts/bench; do
     if [[ -d $repo/$d ]] && ! diff -rq -x __pycache__ "$repo/$d" "$src/$d" >/dev/null 2>&1; then
@@ -93,27 +101,24 @@ fi
 [[ -x $SHOPLENS_BIN && -x $tests ]] || { echo "prove.sh: no $SHOPLENS_BIN or $tests" >&2; exit 2; }
 export SHOPLENS_PYTHON=$python
 
-# Sizes. GPU: what fits each call in its ten minutes on one H100/H200; CPU: the tiny rehearsal.
-if [[ $cpu -eq 1 ]]; then
-  device=cpu threads=${threads:-1} call_seconds=${call_seconds:-0}
-  step_cases=(small_cnn:8:32:$threads:bf16:cl resnet18:4:64:$threads:bf16:cl vit_tiny:4:32:$threads:bf16:cl)
-  step_trials=1 step_warmup=1 step_steps=2
-  fb_model=small_cnn fb_size=32 budget=64MiB lightning_trials=3
-  data_images=300 data_range=48:96 data_storage=40
-  study_epochs=1 study_baseline=16 study_cap=48
-  bench_steps=3 bench_warmup=1 bench_trials=2
-  score_case=small_cnn:32:16:1:$threads:bf16:cpu:cl score_images=60 score_trials=1
-else
-  device=cuda threads=${threads:-$(nproc)} call_seconds=${call_seconds:-570}
-  step_cases=(resnet50:128:224:$threads:bf16:cl vit_base:64:224:$threads:bf16:cl small_cnn:256:64:$threads:bf16:cl)
-  step_trials=3 step_warmup=10 step_steps=30
-  fb_model=resnet50 fb_size=224 budget=24GiB lightning_trials=25
-  data_images=6000 data_range=160:400 data_storage=256
-  study_epochs=2 study_baseline=32 study_cap=1024
-  bench_steps=20 bench_warmup=5 bench_trials=3
-  score_case=resnet50:224:256:$threads:$threads:bf16:cuda:cl score_images=4000 score_trials=3
-  "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
-    { echo "prove.sh: $python sees no CUDA device; on a machine without a GPU run the rehearsal (--cpu)" >&2; exit 2; }
+# Sizes, each knob with its CPU-rehearsal value first and its GPU value second: the GPU's fit each
+# call in its ten minutes on one H100/H200; the rehearsal's are tiny.
+pick() { if [[ $cpu -eq 1 ]]; then echo "$1"; else echo "$2"; fi; }
+device=$(pick cpu cuda)
+threads=${threads:-$(pick 1 "$(nproc)")}
+call_seconds=${call_seconds:-$(pick 0 570)}
+read -r -a step_cases <<< "$(pick "small_cnn:8:32:$threads:bf16:cl resnet18:4:64:$threads:bf16:cl vit_tiny:4:32:$threads:bf16:cl" \
+  "resnet50:128:224:$threads:bf16:cl vit_base:64:224:$threads:bf16:cl small_cnn:256:64:$threads:bf16:cl")"
+step_trials=$(pick 1 3) step_warmup=$(pick 1 10) step_steps=$(pick 2 30)
+fb_model=$(pick small_cnn resnet50) fb_size=$(pick 32 224) budget=$(pick 64MiB 24GiB) lightning_trials=$(pick 3 25)
+data_images=$(pick 300 6000) data_range=$(pick 48:96 160:400) data_storage=$(pick 40 256)
+study_epochs=$(pick 1 2) study_baseline=$(pick 16 32) study_cap=$(pick 48 1024)
+bench_steps=$(pick 3 20) bench_warmup=$(pick 1 5) bench_trials=$(pick 2 3)
+score_case=$(pick "small_cnn:32:16:1:$threads:bf16:cpu:cl" "resnet50:224:256:$threads:$threads:bf16:cuda:cl")
+score_images=$(pick 60 4000) score_trials=$(pick 1 3)
+if [[ $cpu -eq 0 ]] && ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "prove.sh: $python sees no CUDA device; on a machine without a GPU run the rehearsal (--cpu)" >&2
+  exit 2
 fi
 train_sets=(--set "model.name=$fb_model" --set "augment.image_size=$fb_size" --set train.precision=bf16
             --set model.channels_last=true --set "loader.workers=$threads")
@@ -190,7 +195,7 @@ PY
 
 kit_check() {  # call 1: the kit resolves its libraries here, and what it is
   [[ -n $kit ]] || { echo "no kit (--build): nothing to check"; return 0; }
-  "$python" "$src/scripts/gpu/kit_libs.py" check --kit "$kit" "$SHOPLENS_BIN" "$tests"
+  "$python" "$src/scripts/gpu/kit_libs.py" check --kit "$kit" "$kit/libexec/shoplens" "$kit/libexec/shoplens_tests"
   LD_BIND_NOW=1 "$SHOPLENS_BIN" --version
   cat "$kit/manifest.md"
 }
@@ -214,7 +219,7 @@ status_all=0
 for n in "${calls[@]}"; do
   call_start=$SECONDS
   export raw=$work/call$n
-  rm -rf "$raw" && mkdir -p "$raw"
+  replace_dir "$raw" .shoplens-prove
   exec 3>&1 4>&2
   exec > >(tee "$out/log-call$n.txt") 2>&1
   tee_pid=$!
