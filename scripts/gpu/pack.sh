@@ -4,7 +4,7 @@
 # libraries), glibc and libstdc++, but none of ShopLens's other libraries and no network.
 #
 # Usage: scripts/gpu/pack.sh [--mode binary|debs] [--build DIR] [--out DIR] [--python PATH]
-#                            [--stub SONAME]... [--no-stubs]
+#                            [--stub SONAME]... [--no-stubs] [--blas reference|system]
 #   --mode    binary (default): the build's shoplens and shoplens_tests (stripped, libexec/; bin/
 #             holds launchers that give them the kit's libraries), every shared library they load
 #             that is neither the C/C++ runtime nor torch's (lib/; stand-ins for the --stub ones),
@@ -20,7 +20,7 @@
 #   --stub    soname to replace by a stand-in (repeatable; default: OpenCV's GDAL, GDCM and
 #             OpenEXR codecs: libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0
 #             libOpenEXR-3_1.so.30, over 100 MiB with what they load, never called for JPEG/PNG)
-#   --no-stubs  copy those too (the kit then exceeds the device's 64 MiB limit; for measuring)
+#   --no-stubs  copy those too (over 200 MiB then: for measuring)
 #   --blas    reference (default): Debian's reference BLAS and LAPACK (libblas3, liblapack3) stand
 #             in for OpenBLAS's, which OpenCV's core links: the same ABI, 36 MiB less; ShopLens
 #             calls no OpenCV function that uses them. system: whatever ldd finds (OpenBLAS here).

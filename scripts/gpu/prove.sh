@@ -23,7 +23,7 @@
 #   --cpu      the CPU rehearsal: every step of the call, the same commands and code paths, on the
 #              CPU with tiny sizes: small_cnn 32 px, resnet18 64 px and vit_tiny 32 px for the
 #              train step, small_cnn 32 px under a 64MiB budget for find-batch, the study, the
-#              recorder and scoring, 120-image catalogs, Lightning with --max-trials 3
+#              recorder and scoring, 300-image catalogs, Lightning with --max-trials 3
 #   --kit      the GPU kit to run (default gpu-kit): its env.sh, binaries and scripts
 #   --build    run a build folder's binaries instead of a kit (bin/shoplens; tests/shoplens_tests),
 #              with this tree's scripts
@@ -34,12 +34,14 @@
 #   --python   the Python peer, with torch, torchvision and pytorch-lightning (default
 #              $SHOPLENS_PYTHON, else python3)
 #   --threads  CPU threads and loader workers of every run (default: all usable cores; --cpu: 1, as
-#              pip torch's OpenMP on 2 threads of a busy 2-core machine runs a step up to 70x slower)
+#              pip torch's OpenMP on 2 threads of a busy 2-core machine ran a step 70x slower:
+#              docs/GPU.md)
 #   --call-seconds  the time one call may take (default 570: the device's 10-minute limit less a
 #              margin; --cpu: 0, no limit); a step gets what is left, and a step that would get
 #              less than its minimum is skipped and marked so in the table
-# Exit status: 0 when every step ran (a measurement's own verdict, e.g. a regression found by the
-# gate, is in the table), 1 when a step failed, timed out or was skipped, 2 on a usage error.
+# Exit status: 0 when every step ran and the tables list no problems (a measurement's own verdict,
+# e.g. a regression found by the gate, is in the table), 1 when a step failed, timed out or was
+# skipped or a table lists problems (a failed gpu test, OOM retries, ...), 2 on a usage error.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
