@@ -26,7 +26,17 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `shoplens <args>` (the binary built with this test) through the shell.
+// The paths the tests use. Each comes from the environment when set there, so that a copy of the
+// test binary runs in another folder or on another machine (the GPU kit, docs/GPU.md), and else is
+// the one compiled in (tests/CMakeLists.txt):
+//   SHOPLENS_TEST_BIN         the shoplens binary                            (compiled: SHOPLENS_BIN)
+//   SHOPLENS_TEST_SOURCE_DIR  the source tree: configs/, scripts/, tools/    (compiled: SHOPLENS_SOURCE_DIR)
+//   SHOPLENS_TEST_PYTHON      the Python peer of the fixtures and checks     (compiled: SHOPLENS_PYTHON)
+std::string shoplens_bin();
+std::string source_dir();
+std::string python();
+
+// Runs `shoplens <args>` (shoplens_bin()) through the shell.
 CommandResult run_shoplens(const std::string& args);
 CommandResult run_shell(const std::string& command);
 

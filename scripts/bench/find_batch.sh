@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# find-batch on CPU under a memory budget (the tracking allocator): our `fit` strategy against
-# Lightning's binsearch (reproduced in the same tool) and `exact` (doubling + bisection to a gap of
-# 1 on the pure out-of-memory criterion: the true maximum), each with --no-cache --json; then, per
+# find-batch under a memory budget (CPU: the tracking allocator; CUDA: the caching allocator with
+# its memory fraction): our `fit` strategy against Lightning's binsearch (reproduced in the same
+# tool) and `exact` (doubling + bisection to a gap of 1 on the pure out-of-memory criterion: the
+# true maximum), each with --no-cache --json; then, per
 # model, one real epoch + validation (and the test split) at the batch `fit` found, with
 # worst-case augmentation under the same budget, counting OOM retries (goal: 0).
 #
-# Usage: scripts/bench/find_batch.sh [--budget 2GiB] [--threads 2] [--dir DIR] [--out FILE]
-#                                    [--bin PATH] [--no-epoch] [CASE ...]
+# Usage: scripts/bench/find_batch.sh [--budget 2GiB] [--threads 2] [--precision fp32] [--device auto]
+#                                    [--set KEY=VALUE]... [--images 3000] [--storage-size 128]
+#                                    [--dir DIR] [--out FILE] [--bin PATH] [--no-epoch] [CASE ...]
 #   CASE      model:image_size      default: small_cnn:64 resnet18:96
-#   --budget  train.memory_budget for every run (default 2GiB)
+#   --budget  train.memory_budget for every run (default 2GiB; on CUDA the caching allocator's
+#             memory fraction is set to it, so a 24GiB budget on an 80 GiB card acts as a 24 GiB card)
 #   --threads run.threads (and loader workers) for every run (default 2)
+#   --precision  train.precision of every run: fp32 (default), bf16, fp16 (CUDA)
+#   --device  train.device of every run: auto (default), cpu, cuda
+#   --set     more config overrides for every find-batch and train run (repeatable), e.g.
+#             model.channels_last=true
+#   --images, --storage-size  the epoch's catalog (make-data --num-images, default 3000) and its
+#             shards' short side (prepare --storage-size, default 128)
 #   --dir     working folder (default bench-find-batch/): per-run JSON and logs, the catalog and
 #             shards (made once, reused), the train runs, the find-batch cache
 #   --out     JSON-lines records, one per run (default DIR/find_batch_bench.jsonl)
@@ -24,11 +33,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
 python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-budget=2GiB threads=2 dir=bench-find-batch out="" epoch=1 cases=()
+budget=2GiB threads=2 precision=fp32 device=auto images=3000 storage=128 dir=bench-find-batch out="" epoch=1
+cases=() sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --precision) precision=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
+    --images) images=$2; shift 2 ;;
+    --storage-size) storage=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
@@ -45,9 +60,9 @@ out=${out:-$dir/find_batch_bench.jsonl}
 : > "$out"
 
 # What every record carries: where and with what it ran.
-env_json=$("$python" - "$bin" "$budget" "$threads" "$dir" <<'PY'
+env_json=$("$python" - "$bin" "$budget" "$threads" "$dir" "$precision" "$device" "${sets[*]:-}" <<'PY'
 import json, os, subprocess, sys
-binary, budget, threads, d = sys.argv[1:]
+binary, budget, threads, d, precision, device, sets = sys.argv[1:]
 def sh(*cmd):
     try: return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
     except Exception: return "unknown"
@@ -59,14 +74,15 @@ print(json.dumps({"commit": sh("git", "rev-parse", "--short", "HEAD"),
                   "binary": os.path.abspath(binary), "binary_version": sh(binary, "--version").splitlines()[0] if sh(binary, "--version") != "unknown" else "unknown",
                   "date": sh("date", "-u", "+%Y-%m-%dT%H:%M:%SZ"), "cpu_model": cpu, "cpus": os.cpu_count(),
                   "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
-                  "budget": budget, "threads": int(threads), "dir": d}))
+                  "budget": budget, "threads": int(threads), "dir": d, "precision": precision,
+                  "device_option": device, "overrides": sets.replace("--set ", "").split()}))
 PY
 )
 
-common=(--memory-budget "$budget" --threads "$threads" --no-cache --json
-        --set "find_batch.cache_dir=$dir/cache" --set "loader.workers=$threads")
+common=(--memory-budget "$budget" --threads "$threads" --precision "$precision" --device "$device" --no-cache --json
+        --set "find_batch.cache_dir=$dir/cache" --set "loader.workers=$threads" "${sets[@]}")
 
-echo "find-batch, budget $budget, $threads threads; per-run JSON and logs in $dir/"
+echo "find-batch, budget $budget, $precision, $threads threads; per-run JSON and logs in $dir/"
 printf '%-10s %5s %-10s %6s %8s %7s %9s %10s\n' model image strategy batch "% exact" probes seconds "peak MiB"
 for c in "${cases[@]}"; do
   IFS=: read -r model size <<< "$c"
@@ -118,11 +134,11 @@ done
 
 # One epoch + validation (+ test) at the batch fit found, worst-case augmentation, the same budget.
 if [[ ! -f $dir/catalog/manifest.csv ]]; then
-  "$bin" make-data --out "$dir/catalog" --num-images 3000 --image-size-range 160:400 --seed 11 --threads "$threads" \
+  "$bin" make-data --out "$dir/catalog" --num-images "$images" --image-size-range 160:400 --seed 11 --threads "$threads" \
     > "$dir/logs/make-data.log" 2>&1
 fi
 if [[ ! -f $dir/shards/dataset.json ]]; then
-  "$bin" prepare --input "$dir/catalog/manifest.csv" --out "$dir/shards" --storage-size 128 --threads "$threads" \
+  "$bin" prepare --input "$dir/catalog/manifest.csv" --out "$dir/shards" --storage-size "$storage" --threads "$threads" \
     > "$dir/logs/prepare.log" 2>&1
 fi
 echo
@@ -132,17 +148,19 @@ for c in "${cases[@]}"; do
   batch=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["micro_batch"])' "$dir/$model-$size-fit.json")
   rm -rf "$dir/run-$model-$size"
   cmd=("$bin" train --shards "$dir/shards" --out "$dir/run-$model-$size" -m "$model" --epochs 1 -b "$batch"
-       --memory-budget "$budget" --threads "$threads" --set "augment.image_size=$size" --set augment.worst_case=true
-       --set "loader.workers=$threads" --set train.tensorboard=false)
+       --memory-budget "$budget" --threads "$threads" --precision "$precision" --device "$device"
+       --set "augment.image_size=$size" --set augment.worst_case=true
+       --set "loader.workers=$threads" --set train.tensorboard=false "${sets[@]}")
   status=0
   "${cmd[@]}" > "$dir/logs/train-$model-$size.log" 2>&1 || status=$?
-  "$python" - "$dir/run-$model-$size/summary.json" "$model" "$size" "$batch" "$status" "$out" "$env_json" "${cmd[*]}" <<'PY'
+  "$python" - "$dir/run-$model-$size/summary.json" "$model" "$size" "$batch" "$status" "$out" "$env_json" "${cmd[*]}" \
+    "$images" "$storage" <<'PY'
 import json, os, sys
-path, model, size, batch, status, out, env, command = sys.argv[1:]
+path, model, size, batch, status, out, env, command, images, storage = sys.argv[1:]
 env = json.loads(env)
 rec = dict(env, kind="train-epoch", model=model, image_size=int(size), micro_batch=int(batch), exit_status=int(status),
            command=command, augment_worst_case=True, epochs=1,
-           catalog="make-data --num-images 3000 --image-size-range 160:400 --seed 11; prepare --storage-size 128")
+           catalog=f"make-data --num-images {images} --image-size-range 160:400 --seed 11; prepare --storage-size {storage}")
 if os.path.exists(path):
     s = json.load(open(path))
     val = s.get("final_val") or {}

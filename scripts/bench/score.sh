@@ -4,8 +4,15 @@
 # hits both. Prints end-to-end and compute-only images/s, p95 batch latency and the ratios.
 #
 # Usage: scripts/bench/score.sh [--trials N] [--images N] [--dir DIR] [--out FILE] [CASE ...]
-#   CASE = model:image_size:batch:workers:threads   default: small_cnn:64:64:1:2 resnet18:224:32:1:2
-# DIR (default bench-score/) keeps the catalog and the exported models between runs.
+#   CASE = model:image_size:batch:workers:threads[:precision[:device[:cl]]]
+#          precision fp32 (default) or bf16; device auto (default), cpu or cuda; cl: the model is
+#          trained, exported and scored channels-last
+#          default cases: small_cnn:64:64:1:2 resnet18:224:32:1:2
+#   --trials  alternating trials per side (default 3); --images  catalog size (default 1000)
+#   --dir     keeps the catalog and the exported models between runs (default bench-score/)
+#   --out     JSON-lines records (default score_bench.jsonl)
+# Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
+# (default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
@@ -17,6 +24,8 @@ while [[ $# -gt 0 ]]; do
     --images) images=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -31,26 +40,31 @@ if [[ ! -f $dir/shards/dataset.json ]]; then
 fi
 : > "$out"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-printf '%-26s %10s %10s %6s %10s %10s %6s %8s %8s %7s\n' "case (model:size:b:w:t)" "ours e2e" "py e2e" "ratio" \
+printf '%-26s %10s %10s %6s %10s %10s %6s %8s %8s %7s\n' "case (model:size:b:w:t...)" "ours e2e" "py e2e" "ratio" \
   "ours comp" "py comp" "ratio" "ours p95" "py p95" "overlap"
 for c in "${cases[@]}"; do
-  IFS=: read -r model size batch workers threads <<< "$c"
-  model_dir=$dir/model-$model-$size
+  IFS=: read -r model size batch workers threads precision device cl <<< "$c"
+  precision=${precision:-fp32} device=${device:-auto} cl=${cl:-}
+  model_dir=$dir/model-$model-$size${cl:+-cl}
   if [[ ! -f $model_dir/model_card.json ]]; then  # weights do not matter for speed: one training step
-    rm -rf "$dir/run-$model-$size"
-    "$bin" train --shards "$dir/shards" --out "$dir/run-$model-$size" --model "$model" --max-steps 1 --epochs 1 \
-      -b 8 --set "augment.image_size=$size" --set train.tensorboard=false >/dev/null 2>&1
-    "$bin" export --run "$dir/run-$model-$size" --out "$model_dir" >/dev/null 2>&1
+    rm -rf "$dir/run-$model-$size${cl:+-cl}"
+    "$bin" train --shards "$dir/shards" --out "$dir/run-$model-$size${cl:+-cl}" --model "$model" --max-steps 1 --epochs 1 \
+      -b 8 --set "augment.image_size=$size" --set train.tensorboard=false \
+      --set "model.channels_last=$([[ $cl == cl ]] && echo true || echo false)" > "$dir/train-$model-$size.log" 2>&1 ||
+      { echo "score.sh: training the $model model to export failed: $dir/train-$model-$size.log" >&2; exit 1; }
+    "$bin" export --run "$dir/run-$model-$size${cl:+-cl}" --out "$model_dir" > "$dir/export-$model-$size.log" 2>&1 ||
+      { echo "score.sh: export failed: $dir/export-$model-$size.log" >&2; exit 1; }
   fi
   ours=() theirs=()
   for ((t = 0; t < trials; t++)); do
     rm -rf "$dir/out"
     "$bin" score --model "$model_dir" --input "$dir/catalog/manifest.csv" --out "$dir/out" -b "$batch" \
-      --workers "$workers" --threads "$threads" --chunk-rows 100000 --log-level warn >/dev/null
-    line=$("$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"impl":"shoplens","commit":sys.argv[2],"case":sys.argv[3],"images_per_second":r["images_per_second"],"compute_images_per_second":r["compute_only_images_per_second"],"p95_ms":r["batch_latency_ms"]["p95"],"overlap_efficiency":r["overlap_efficiency"],"rows":r["rows"],"rows_error":r["rows_error"],"threads":r["threads"]}))' "$dir/out/report.json" "$commit" "$c")
+      --workers "$workers" --threads "$threads" --precision "$precision" --device "$device" --chunk-rows 100000 \
+      --log-level warn >/dev/null
+    line=$("$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"impl":"shoplens","commit":sys.argv[2],"case":sys.argv[3],"images_per_second":r["images_per_second"],"compute_images_per_second":r["compute_only_images_per_second"],"p50_ms":r["batch_latency_ms"]["p50"],"p95_ms":r["batch_latency_ms"]["p95"],"p99_ms":r["batch_latency_ms"]["p99"],"precision":r.get("precision"),"device":r.get("device"),"overlap_efficiency":r["overlap_efficiency"],"rows":r["rows"],"rows_error":r["rows_error"],"threads":r["threads"]}))' "$dir/out/report.json" "$commit" "$c")
     echo "$line" >> "$out"; ours+=("$line")
     line=$("$python" scripts/bench/score_peer.py --model "$model_dir" --input "$dir/catalog/manifest.csv" \
-      --batch-size "$batch" --workers "$workers" --threads "$threads")
+      --batch-size "$batch" --workers "$workers" --threads "$threads" --precision "$precision" --device "$device")
     echo "$line" >> "$out"; theirs+=("$line")
   done
   "$python" - "$c" "$(printf '%s\n' "${ours[@]}")" "$(printf '%s\n' "${theirs[@]}")" <<'PY'

@@ -3,20 +3,29 @@
 # same model, batch, image size, dtype, optimizer and thread count; trials alternate between the
 # two so machine noise hits both. Prints a table with the median ratio; writes JSON lines.
 #
-# Usage: scripts/bench/train_step.sh [--trials N] [--out FILE] [CASE ...]
-#   CASE = model:batch:image_size:threads[:precision[:channels_last]]
-#   default cases: small_cnn:32:64:2 small_cnn:64:64:1 resnet18:16:112:2
+# Usage: scripts/bench/train_step.sh [--trials N] [--warmup N] [--steps N] [--out FILE] [CASE ...]
+#   CASE = model:batch:image_size:threads[:precision[:cl]]   (precision fp32 or bf16, default fp32;
+#          cl: channels-last)   default cases: small_cnn:32:64:2 small_cnn:64:64:1 resnet18:16:112:2
+#   --trials  alternating trials per side (default 3)
+#   --warmup  unmeasured steps per trial (default 3); --steps  measured steps per trial (default 10)
+#   --out     JSON-lines records (default train_step_bench.jsonl)
+# Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
+# (default /usr/bin/python3). Both run on the GPU when there is one (bench-train's rule).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
 python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-trials=3
+trials=3 warmup=3 steps=10
 out=train_step_bench.jsonl
 cases=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --trials) trials=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -29,7 +38,7 @@ for c in "${cases[@]}"; do
   IFS=: read -r model batch size threads precision cl <<< "$c"
   precision=${precision:-fp32}
   flags=(--model "$model" --batch-size "$batch" --image-size "$size" --threads "$threads" --precision "$precision"
-         --warmup 3 --steps 10)
+         --warmup "$warmup" --steps "$steps")
   [[ ${cl:-} == cl ]] && flags+=(--channels-last)
   ours=() theirs=()
   for ((t = 0; t < trials; t++)); do

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The Python PyTorch peer of `shoplens bench-train`: the same training step (forward,
 cross-entropy, backward, AdamW/SGD with no decay on biases and norms) on the same synthetic
-shapes, model, dtype and thread count, eager mode. Prints one JSON line like bench-train's.
+shapes, model, dtype and thread count, eager mode, on the GPU when there is one (like bench-train;
+--device picks). Prints one JSON line like bench-train's.
 
-Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision: the same kernels)."""
+Run with the Python whose torch the shoplens binary links (Debian's /usr/bin/python3 for the 1.13
+build, the venv of scripts/venv.sh for the 2.x one): the same kernels."""
 import argparse
 import json
 import os
@@ -54,35 +56,38 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                    help="auto: cuda when available, as bench-train does (default: %(default)s)")
     a = ap.parse_args()
+    device = torch.device("cuda" if a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available()) else "cpu")
 
     threads = a.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)  # LibTorch starts with one thread here (BRIEF.md)
     torch.manual_seed(a.seed)
     model = build(a.model, a.num_classes, a.image_size)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)
+    model = model.to(device=device, memory_format=fmt)
     if a.optimizer == "adamw":
         opt = torch.optim.AdamW(param_groups(model, 0.05), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
     else:
         opt = torch.optim.SGD(param_groups(model, 0.05), lr=1e-3, momentum=0.9)
-    images = torch.randn(a.batch_size, 3, a.image_size, a.image_size).contiguous(memory_format=fmt)
-    labels = torch.randint(a.num_classes, (a.batch_size,))
+    images = torch.randn(a.batch_size, 3, a.image_size, a.image_size, device=device).contiguous(memory_format=fmt)
+    labels = torch.randint(a.num_classes, (a.batch_size,), device=device)
     model.train()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             logits = model(images)
         loss = F.cross_entropy(logits.float(), labels)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss.item()  # reads the loss back: on CUDA the step has finished
 
     times, median = time_steps(step, a.warmup, a.steps)
     print(json.dumps({"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size,
                       "image_size": a.image_size, "precision": a.precision, "channels_last": a.channels_last,
-                      "optimizer": a.optimizer, "threads": threads, "steps": a.steps,
+                      "optimizer": a.optimizer, "threads": threads, "steps": a.steps, "device": device.type,
                       "median_step_ms": median * 1e3, "images_per_second": a.batch_size / median,
                       "torch": torch.__version__, "step_seconds": times}))
 

@@ -28,7 +28,7 @@ std::vector<json> read_jsonl(const fs::path& p) {
 // python3's XML parser: a well-formedness check independent of our writer; prints
 // "<testcases> <failures> <errors> <names of failed testcases>".
 std::string junit_summary(const fs::path& xml) {
-  auto r = testing::run_shell(std::string(SHOPLENS_PYTHON) +
+  auto r = testing::run_shell(testing::python() +
                               " -c \"import sys, xml.etree.ElementTree as ET; r = ET.parse(sys.argv[1]).getroot(); "
                               "c = r.findall('.//testcase'); "
                               "print(len(c), len(r.findall('.//failure')), len(r.findall('.//error')), "
@@ -118,7 +118,7 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
 
   // recommend reads the recorder's lines as they are.
   auto rec = run_shoplens("recommend --bench " + (out() / "results.jsonl").string() + " --prices " +
-                          std::string(SHOPLENS_SOURCE_DIR) + "/configs/prices.json --scenario small_cnn-fp32-b4-cpu-t1 --json");
+                          testing::source_dir() + "/configs/prices.json --scenario small_cnn-fp32-b4-cpu-t1 --json");
   EXPECT_EQ(rec.exit_code, 0) << rec.output;
 }
 
@@ -195,7 +195,7 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   EXPECT_GT(summary["find_batch"]["lr"].get<double>(), summary["baseline"]["lr"].get<double>());
 
   auto check = testing::run_shell(
-      std::string(SHOPLENS_PYTHON) +
+      testing::python() +
       " -c \"import sys, re, xml.etree.ElementTree as ET; from html.parser import HTMLParser; "
       "t = open(sys.argv[1]).read(); HTMLParser().feed(t); "
       "root = ET.fromstring(re.sub(r'^<!DOCTYPE html>', '', t)); "

@@ -48,7 +48,7 @@ class E2eDist : public ::testing::Test {
     dir_ = nullptr;
   }
   static fs::path shards() { return *dir_ / "shards"; }
-  static std::string bin() { return SHOPLENS_BIN; }
+  static std::string bin() { return testing::shoplens_bin(); }
   static std::string launch(int nproc, const std::string& extra = "") {
     return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " + bin() + " ";
   }

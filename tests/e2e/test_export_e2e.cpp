@@ -59,9 +59,9 @@ TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
   const auto loaded = load_exported_model(model, "fp16", true);
   EXPECT_EQ(loaded.class_names, card["class_names"].get<std::vector<std::string>>());
 
-  auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import torchvision' 2>&1");
+  auto probe = testing::run_shell(testing::python() + " -c 'import torchvision' 2>&1");
   if (probe.exit_code != 0) GTEST_SKIP() << "no torchvision for the Python side: " << probe.output;
-  auto py = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + SHOPLENS_SOURCE_DIR +
+  auto py = testing::run_shell(testing::python() + " " + testing::source_dir() +
                                "/scripts/python/load_shoplens_model.py " + model.string() + " 2>&1");
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_NE(py.output.find("\"verified\": true"), std::string::npos) << py.output;

@@ -127,7 +127,7 @@ TEST(E2ePipeline, SigtermStopsPrepareCleanlyAndARerunCompletes) {
   ASSERT_EQ(run_shoplens("make-data --out " + catalog.string() + " --num-images 400 --image-size-range 300:600 --seed 9")
                 .exit_code,
             0);
-  const std::string cmd = std::string(SHOPLENS_BIN) + " prepare --input " + (catalog / "manifest.csv").string() +
+  const std::string cmd = testing::shoplens_bin() + " prepare --input " + (catalog / "manifest.csv").string() +
                           " --out " + shards.string() + " --records-per-shard 16 --threads 1";
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);

@@ -11,7 +11,7 @@ namespace {
 
 using testing::run_shoplens;
 
-std::string shipped(const std::string& file) { return std::string(SHOPLENS_SOURCE_DIR) + "/configs/" + file; }
+std::string shipped(const std::string& file) { return testing::source_dir() + "/configs/" + file; }
 
 TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) {
   auto r = run_shoplens("recommend --bench " + shipped("bench_reference.jsonl") + " --prices " + shipped("prices.json") +

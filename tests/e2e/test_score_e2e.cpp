@@ -108,7 +108,7 @@ TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const std::string cmd = std::string(SHOPLENS_BIN) + " " + score_args(out);
+    const std::string cmd = testing::shoplens_bin() + " " + score_args(out);
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -227,7 +227,7 @@ TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
 testing::CommandResult run_with_file_size_limit(const std::string& args, rlim_t max_file_bytes, bool ignore_sigxfsz) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  const std::string cmd = std::string(SHOPLENS_BIN) + " " + args;
+  const std::string cmd = testing::shoplens_bin() + " " + args;
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

@@ -39,7 +39,7 @@ class ServerProcess {
   ServerProcess(const std::string& args, const fs::path& dir, const std::string& name)
       : port_file_(dir / (name + ".port")), log_(dir / (name + ".log")) {
     fs::remove(port_file_);
-    const std::string cmd = std::string(SHOPLENS_BIN) + " serve --port 0 --port-file " + port_file_.string() + " " + args;
+    const std::string cmd = testing::shoplens_bin() + " serve --port 0 --port-file " + port_file_.string() + " " + args;
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -37,7 +37,7 @@ class E2eText : public ::testing::Test {
     dir_ = nullptr;
   }
   static fs::path data() { return *dir_ / "data"; }
-  static std::string bin() { return SHOPLENS_BIN; }
+  static std::string bin() { return testing::shoplens_bin(); }
   // text_tiny with SGD (see E2eDist: exact comparisons need it), the ledger on, ROC AUC as the
   // checkpoint metric and the positive class weighted.
   static std::string train(const fs::path& run, const std::string& extra) {

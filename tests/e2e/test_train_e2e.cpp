@@ -99,7 +99,7 @@ TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const std::string cmd = std::string(SHOPLENS_BIN) + " " + train_args(run);
+    const std::string cmd = testing::shoplens_bin() + " " + train_args(run);
     ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -160,10 +160,10 @@ TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
 // Fine-tuning from a torchvision file: a new head for our classes, the backbone frozen for the
 // first epoch (its weights stay the pretrained ones), then unfrozen from the output side.
 TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
-  auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import torchvision' 2>&1");
-  if (probe.exit_code != 0) GTEST_SKIP() << SHOPLENS_PYTHON " cannot import torchvision: " << probe.output;
+  auto probe = testing::run_shell(testing::python() + " -c 'import torchvision' 2>&1");
+  if (probe.exit_code != 0) GTEST_SKIP() << testing::python() << " cannot import torchvision: " << probe.output;
   const fs::path weights = *dir_ / "torchvision_resnet18.pt";
-  auto saved = testing::run_shell(std::string(SHOPLENS_PYTHON) +
+  auto saved = testing::run_shell(testing::python() +
                                   " -c 'import torch, torchvision; torch.manual_seed(3); "
                                   "torch.save(torchvision.models.resnet18().state_dict(), \"" + weights.string() + "\")' 2>&1");
   ASSERT_EQ(saved.exit_code, 0) << saved.output;

@@ -127,7 +127,7 @@ TEST(Config, SchemaListsEveryFieldWithDefault) {
 
 TEST(Config, ShippedConfigsValidate) {
   for (const char* name : {"default.json", "demo.json"}) {
-    std::string path = std::string(SHOPLENS_SOURCE_DIR) + "/configs/" + name;
+    std::string path = testing::source_dir() + "/configs/" + name;
     EXPECT_NO_THROW(load_config(path, {})) << path;
   }
 }

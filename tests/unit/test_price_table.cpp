@@ -150,7 +150,7 @@ TEST(PriceTable, DuplicateNamesKindsAndCountsAreChecked) {
 }
 
 TEST(PriceTable, ShippedTableIsValidAndCoversTheHardwareRecommendNeeds) {
-  const PriceTable t = load_price_table(std::string(SHOPLENS_SOURCE_DIR) + "/configs/prices.json");
+  const PriceTable t = load_price_table(testing::source_dir() + "/configs/prices.json");
   bool cpu = false, tpu = false, a100_1 = false, a100_8 = false, h100_1 = false, h100_8 = false, l4 = false, t4 = false;
   for (const auto& o : t.offers) {
     EXPECT_FALSE(o.source.empty()) << o.name;

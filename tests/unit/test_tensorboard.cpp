@@ -206,8 +206,8 @@ TEST(TensorBoard, UnwritableFolderIsIoErrorNamingIt) {
 
 // An independent reader (pure Python, its own CRC-32C and protobuf decoding) must agree.
 TEST(TensorBoard, IndependentPythonReaderAgrees) {
-  if (::access(SHOPLENS_PYTHON, X_OK) != 0) GTEST_SKIP() << SHOPLENS_PYTHON << " not found";
-  const std::string script = std::string(SHOPLENS_SOURCE_DIR) + "/scripts/fixtures/read_tfevents.py";
+  if (::access(testing::python().c_str(), X_OK) != 0) GTEST_SKIP() << testing::python() << " not found";
+  const std::string script = testing::source_dir() + "/scripts/fixtures/read_tfevents.py";
   ScratchDir dir("tb");
   std::filesystem::path file;
   {
@@ -216,7 +216,7 @@ TEST(TensorBoard, IndependentPythonReaderAgrees) {
     for (const auto& s : samples()) writer.add_scalar(s.tag, s.value, s.step, s.wall_time);
     writer.add_session_start(301);
   }
-  auto result = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + script + " '" + file.string() + "' 2>&1");
+  auto result = testing::run_shell(testing::python() + " " + script + " '" + file.string() + "' 2>&1");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   auto doc = nlohmann::json::parse(result.output);
   EXPECT_EQ(doc["records"], samples().size() + 2);
@@ -238,7 +238,7 @@ TEST(TensorBoard, IndependentPythonReaderAgrees) {
   std::string bad = testing::read_text(file);
   bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 0x10);
   testing::write_text(file, bad);
-  result = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + script + " '" + file.string() + "' 2>&1");
+  result = testing::run_shell(testing::python() + " " + script + " '" + file.string() + "' 2>&1");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("CRC mismatch"), std::string::npos) << result.output;
 }

@@ -405,7 +405,7 @@ TEST(SynthText, BadOptionsNameTheFlag) {
 // ---- tools/text_shards/to_text_shards.py ----
 
 TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
-  if (!fs::exists(SHOPLENS_PYTHON)) GTEST_SKIP() << SHOPLENS_PYTHON << " not found";
+  if (!fs::exists(testing::python())) GTEST_SKIP() << testing::python() << " not found";
   testing::ScratchDir dir("text-convert");
   // Row 2 has padding to strip, row 3 misses a label, row 4 an attention mask; nulls are missing
   // metadata; the last two rows are the latest and become val/test by the cut-offs.
@@ -417,7 +417,7 @@ TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
       R"({"input_ids": [1, 3, 3], "attention_mask": [1, 1, 1], "label": 0, "language": "de", "model_family": "a", "prompt_length": 2, "response_length": 9, "shard_id": 5, "created_at": 200})" "\n"
       R"({"input_ids": [1, 4], "attention_mask": [1, 1], "label": 1, "language": "en", "source_surface": "batch", "model_family": "c", "prompt_length": 5, "response_length": 6, "shard_id": 6, "created_at": 300})" "\n");
   const auto out = dir / "shards";
-  const auto r = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + SHOPLENS_SOURCE_DIR +
+  const auto r = testing::run_shell(testing::python() + " " + testing::source_dir() +
                                     "/tools/text_shards/to_text_shards.py --out " + out.string() +
                                     " --vocab-size 70001 --val-from 200 --test-from 300 " + (dir / "in.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -40,7 +41,18 @@ CommandResult run_shell(const std::string& command) {
   return result;
 }
 
-CommandResult run_shoplens(const std::string& args) { return run_shell(std::string(SHOPLENS_BIN) + " " + args); }
+namespace {
+std::string from_env(const char* name, const char* compiled) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : compiled;
+}
+}  // namespace
+
+std::string shoplens_bin() { return from_env("SHOPLENS_TEST_BIN", SHOPLENS_BIN); }
+std::string source_dir() { return from_env("SHOPLENS_TEST_SOURCE_DIR", SHOPLENS_SOURCE_DIR); }
+std::string python() { return from_env("SHOPLENS_TEST_PYTHON", SHOPLENS_PYTHON); }
+
+CommandResult run_shoplens(const std::string& args) { return run_shell(shoplens_bin() + " " + args); }
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::filesystem::create_directories(path.parent_path());

@@ -441,20 +441,20 @@ TEST(WeightsLoad, LoadWeightsFileLogsAndNamesTheFileInErrors) {
 class WeightsTorchvision : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string script = std::string(SHOPLENS_SOURCE_DIR) + "/scripts/fixtures/torchvision_fixture.py";
+    const std::string script = testing::source_dir() + "/scripts/fixtures/torchvision_fixture.py";
     const auto key = std::hash<std::string>{}(testing::read_text(script));
     dir_ = new std::filesystem::path(std::filesystem::canonical("/proc/self/exe").parent_path() /
                                      ("fixtures-" + std::to_string(key)));
     if (std::filesystem::exists(*dir_ / "done")) return;
-    auto probe = testing::run_shell(std::string(SHOPLENS_PYTHON) + " -c 'import torch, torchvision' 2>&1");
+    auto probe = testing::run_shell(testing::python() + " -c 'import torch, torchvision' 2>&1");
     if (probe.exit_code != 0) {
-      skip_reason_ = new std::string(SHOPLENS_PYTHON " cannot import torch and torchvision: " + probe.output);
+      skip_reason_ = new std::string(testing::python() + " cannot import torch and torchvision: " + probe.output);
       return;
     }
     // Written aside and renamed into place, so concurrent test processes never see half a set.
     const std::filesystem::path staging = dir_->string() + ".tmp" + std::to_string(::getpid());
     std::filesystem::remove_all(staging);
-    auto run = testing::run_shell(std::string(SHOPLENS_PYTHON) + " " + script + " " + staging.string());
+    auto run = testing::run_shell(testing::python() + " " + script + " " + staging.string());
     if (run.exit_code != 0) {
       failure_ = new std::string(run.output);
       std::filesystem::remove_all(staging);

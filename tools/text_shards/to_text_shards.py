@@ -44,16 +44,7 @@ def fail(message):
 def iter_rows(path):
     """Yields (where, row dict) with a 1-based line (JSONL) or row (Parquet) number."""
     if path.endswith(".parquet") or path.endswith(".pq"):
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            fail(f"{path}: reading Parquet needs pyarrow, which is not installed: run 'pip install pyarrow' "
-                 "(Debian bookworm has no python3-pyarrow package), or export the data as JSON Lines")
-        number = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
-            for row in batch.to_pylist():
-                number += 1
-                yield f"row {number}", row
+        yield from iter_parquet_rows(path)
         return
     with open(path, "r", encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -66,6 +57,45 @@ def iter_rows(path):
                 yield f"line {number}", RowError(f"not valid JSON ({e.msg})")
                 continue
             yield f"line {number}", row if isinstance(row, dict) else RowError("not a JSON object")
+
+
+def iter_parquet_rows(path):
+    """Parquet rows as dicts, one row group at a time. Timestamp columns arrive as unix seconds
+    (Arrow stores them as counts since the epoch in UTC): Python's datetime has no nanoseconds, and
+    pandas, which pyarrow would otherwise need for them, is not required. A file pyarrow cannot read
+    (not Parquet, truncated, a damaged page) stops the conversion naming the file and row group:
+    its rows cannot be counted, so they can be neither written nor listed as rejected."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        fail(f"{path}: reading Parquet needs pyarrow, which is not installed: run 'pip install pyarrow' "
+             "(Debian bookworm has no python3-pyarrow package), or export the data as JSON Lines")
+    try:
+        reader = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        fail(f"{path}: not a readable Parquet file ({e})")
+    number = 0
+    for group in range(reader.num_row_groups):
+        batches = reader.iter_batches(batch_size=4096, row_groups=[group])
+        while True:
+            try:
+                batch = next(batches, None)
+            except (pa.ArrowException, OSError) as e:
+                fail(f"{path}: row group {group} (after row {number}) cannot be read ({e})")
+            if batch is None:
+                break
+            per_second = {}
+            for i, field in enumerate(batch.schema):
+                if pa.types.is_timestamp(field.type):
+                    per_second[field.name] = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[field.type.unit]
+                    batch = batch.set_column(i, field.name, batch.column(i).cast(pa.int64()))
+            for row in batch.to_pylist():
+                number += 1
+                for name, divisor in per_second.items():
+                    if row[name] is not None:
+                        row[name] //= divisor
+                yield f"row {number}", row
 
 
 def is_missing(value):
@@ -98,7 +128,8 @@ def to_unix_seconds(value, what):
     raise RowError(f"{what}: not a time")
 
 
-def int_list(value, what):
+def int_list(value, what, bools=False):
+    """A list of integers; with bools, True/False count as 1/0 (a boolean attention mask)."""
     if is_missing(value):
         raise RowError(f"missing {what}")
     if hasattr(value, "tolist"):
@@ -107,7 +138,7 @@ def int_list(value, what):
         raise RowError(f"{what}: not a list")
     out = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+        if (isinstance(v, bool) and not bools) or not isinstance(v, (int, float)) or v != int(v):
             raise RowError(f"{what}: {v!r} is not an integer")
         out.append(int(v))
     return out
@@ -130,7 +161,7 @@ def parse_row(row, args):
     if isinstance(row, RowError):
         raise row
     ids = int_list(row.get("input_ids"), "input_ids")
-    mask = int_list(row.get("attention_mask"), "attention_mask")
+    mask = int_list(row.get("attention_mask"), "attention_mask", bools=True)
     if len(ids) != len(mask):
         raise RowError(f"input_ids has {len(ids)} positions but attention_mask {len(mask)}")
     if any(m not in (0, 1) for m in mask):

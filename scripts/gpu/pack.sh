@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine needs to run ShopLens's CUDA path into one git-ignored folder, the GPU
+# kit (docs/GPU.md, "The GPU kit"). The machine has the same pip torch (its torch/lib and nvidia/*
+# libraries), glibc and libstdc++, but none of ShopLens's other libraries and no network.
+#
+# Usage: scripts/gpu/pack.sh [--mode binary|debs] [--build DIR] [--out DIR] [--python PATH]
+#                            [--stub SONAME]... [--no-stubs]
+#   --mode    binary (default): the build's shoplens and shoplens_tests (stripped), every shared
+#             library they load that is neither the C/C++ runtime nor torch's (lib/; stand-ins for
+#             the --stub ones), libstdc++ and libgcc_s as a fallback (lib-fallback/), the scripts
+#             and configs scripts/gpu/prove.sh uses (src/), env.sh, manifest.json and manifest.md.
+#             debs: measures the alternative, building on the device from Debian packages:
+#             `apt-get download` of the -dev packages the build needs plus the packages of every
+#             runtime library the binaries load (the same closure, no stand-ins) into OUT-debs/;
+#             prints and records the sizes (needs apt's network access here).
+#   --build   the build folder whose binaries travel (default build/torch2: pip's torch 2.x, CUDA)
+#   --out     the kit folder, replaced (default gpu-kit; .gitignore has it)
+#   --python  the Python whose torch the build links (default: the venv of scripts/venv.sh)
+#   --stub    soname to replace by a stand-in (repeatable; default: OpenCV's GDAL, GDCM and
+#             OpenEXR codecs: libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0
+#             libOpenEXR-3_1.so.30, over 100 MiB with what they load, never called for JPEG/PNG)
+#   --no-stubs  copy those too (the kit then exceeds the device's 64 MiB limit; for measuring)
+#   --blas    reference (default): Debian's reference BLAS and LAPACK (libblas3, liblapack3) stand
+#             in for OpenBLAS's, which OpenCV's core links: the same ABI, 36 MiB less; ShopLens
+#             calls no OpenCV function that uses them. system: whatever ldd finds (OpenBLAS here).
+# Prints the kit's size and the time the pack took; both go into OUT/manifest.json.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+mode=binary build=build/torch2 out=gpu-kit python="" stubs=() no_stubs=0 blas=reference
+default_stubs=(libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0 libOpenEXR-3_1.so.30)
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --mode) mode=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --stub) stubs+=("$2"); shift 2 ;;
+    --no-stubs) no_stubs=1; shift ;;
+    --blas) blas=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "pack.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $mode == binary || $mode == debs ]] || { echo "pack.sh: --mode is binary or debs, not '$mode'" >&2; exit 2; }
+[[ $blas == reference || $blas == system ]] || { echo "pack.sh: --blas is reference or system, not '$blas'" >&2; exit 2; }
+[[ ${#stubs[@]} -gt 0 ]] || stubs=("${default_stubs[@]}")
+[[ $no_stubs -eq 0 ]] || stubs=()
+for b in shoplens shoplens_tests; do
+  [[ -x $build/bin/$b || -x $build/tests/$b ]] || {
+    echo "pack.sh: no $b in $build: build it first (scripts/build.sh torch2)" >&2; exit 2; }
+done
+bin_of() { if [[ -x $build/bin/$1 ]]; then echo "$build/bin/$1"; else echo "$build/tests/$1"; fi; }
+if [[ -z $python ]]; then
+  python=$(bash scripts/venv.sh | tail -n 1)/bin/python
+fi
+[[ -x $python ]] || { echo "pack.sh: no Python at $python (pass --python)" >&2; exit 2; }
+start=$(date +%s%N)
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$([[ -n $(git status --porcelain 2>/dev/null) ]] && echo true || echo false)
+torch_version=$("$python" -c 'import torch; print(torch.__version__)')
+torch_cuda=$("$python" -c 'import torch; print(torch.version.cuda)')
+# The torch the build links, from its CMake cache (Torch_DIR), must be the one of $python.
+built_against=$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+torch_root=$("$python" -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+if [[ -n $built_against && $built_against != "$torch_root"* ]]; then
+  echo "pack.sh: $build links the torch at $built_against, not $torch_root ($python): pass --python" >&2
+  exit 2
+fi
+
+if [[ $mode == debs ]]; then
+  debs="$out-debs"
+  rm -rf "$debs"
+  mkdir -p "$debs/dev" "$debs/runtime"
+  dev=(libopencv-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libcli11-dev libspdlog-dev
+       libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libturbojpeg0-dev libjpeg62-turbo-dev
+       libpng-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev)
+  # The packages of every library the binaries load, except the C/C++ runtime and torch's.
+  mapfile -t runtime < <(for b in shoplens shoplens_tests; do ldd "$(bin_of $b)"; done |
+    awk '/=> \//{print $3}' | grep -v -e /site-packages/ -e /usr/local/cuda |
+    grep -v -E '/(libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so' |
+    sort -u | xargs -r -n1 realpath | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u)
+  (cd "$debs/dev" && apt-get download "${dev[@]}" >/dev/null 2>&1) ||
+    { echo "pack.sh: apt-get download of the -dev packages failed (network?)" >&2; exit 1; }
+  (cd "$debs/runtime" && apt-get download "${runtime[@]}" >/dev/null 2>&1) ||
+    { echo "pack.sh: apt-get download of the runtime packages failed (network?)" >&2; exit 1; }
+  seconds=$(( ($(date +%s%N) - start) / 1000000 ))e-3
+  dev_bytes=$(du -sb "$debs/dev" | cut -f1)
+  runtime_bytes=$(du -sb "$debs/runtime" | cut -f1)
+  "$python" - "$debs/manifest.json" "$commit" "$dirty" "$torch_version" "$seconds" "$dev_bytes" "$runtime_bytes" \
+    "${#dev[@]}" "${#runtime[@]}" <<'PY'
+import json, sys
+path, commit, dirty, torch, seconds, dev, runtime, ndev, nrun = sys.argv[1:]
+json.dump({"mode": "debs", "commit": commit, "dirty": dirty == "true", "torch_built_against": torch,
+           "pack_seconds": round(float(seconds), 1), "dev_packages": int(ndev), "dev_bytes": int(dev),
+           "runtime_packages": int(nrun), "runtime_bytes": int(runtime), "total_bytes": int(dev) + int(runtime)},
+          open(path, "w"), indent=1)
+print(f"debs: {ndev} -dev packages {int(dev) / 2**20:.1f} MiB + {nrun} runtime packages {int(runtime) / 2**20:.1f} MiB "
+      f"= {(int(dev) + int(runtime)) / 2**20:.1f} MiB (.deb files, compressed), in {float(seconds):.0f} s; {path}")
+PY
+  exit 0
+fi
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/lib-fallback" "$out/src/scripts"
+for b in shoplens shoplens_tests; do
+  cp "$(bin_of $b)" "$out/bin/$b"
+  strip --strip-unneeded "$out/bin/$b"
+done
+# libshoplens.so and the rest: resolved as the build resolves them (its RUNPATH), then copied.
+stub_args=()
+for s in "${stubs[@]}"; do stub_args+=(--stub "$s"); done
+if [[ $blas == reference ]]; then
+  for f in /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3; do
+    [[ -f $f ]] || { echo "pack.sh: no $f: install libblas3 and liblapack3, or pass --blas system" >&2; exit 2; }
+    stub_args+=(--replace "$(basename "$f")=$f")
+  done
+fi
+"$python" scripts/gpu/kit_libs.py pack --out "$out/lib" --fallback "$out/lib-fallback" "${stub_args[@]}" \
+  "$(bin_of shoplens)" "$(bin_of shoplens_tests)" > "$out/libraries.json"
+[[ -f $out/lib/libshoplens.so ]] && strip --strip-unneeded "$out/lib/libshoplens.so"
+# What prove.sh runs besides the binaries: its scripts, the Python peers, the configs, the converter.
+cp -r scripts/gpu scripts/bench scripts/python scripts/fixtures "$out/src/scripts/"
+cp -r configs "$out/src/"
+mkdir -p "$out/src/tools" && cp -r tools/text_shards "$out/src/tools/"
+find "$out/src" -name __pycache__ -prune -exec rm -rf {} +
+
+cat > "$out/env.sh" <<'ENV'
+# Source this on the GPU machine (bash): `source gpu-kit/env.sh`. Puts the kit's libraries first,
+# then the torch install's (found through $SHOPLENS_PYTHON, default python3), and exports the
+# paths the scripts and the test binary read. Written by scripts/gpu/pack.sh.
+SHOPLENS_KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SHOPLENS_PYTHON=${SHOPLENS_PYTHON:-$(command -v python3)}
+_torch_lib=$("$SHOPLENS_PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__) + "/lib")') || {
+  echo "gpu-kit: $SHOPLENS_PYTHON cannot import torch: set SHOPLENS_PYTHON to the Python with torch" >&2; return 1; }
+# The CUDA, cuDNN, NCCL, ... libraries of pip's nvidia-* packages, beside torch.
+_nvidia=$(ls -d "$(dirname "$(dirname "$_torch_lib")")"/nvidia/*/lib "$(dirname "$(dirname "$_torch_lib")")"/nvidia/cu*/lib 2>/dev/null | sort -u | tr '\n' ':')
+export SHOPLENS_KIT SHOPLENS_PYTHON
+export LD_LIBRARY_PATH="$SHOPLENS_KIT/lib:$_torch_lib:${_nvidia}${LD_LIBRARY_PATH:-}"
+# A device whose libstdc++ is older than the build's: use the kit's.
+if ! "$SHOPLENS_KIT/bin/shoplens" --version >/dev/null 2>&1 &&
+   LD_LIBRARY_PATH="$SHOPLENS_KIT/lib-fallback:$LD_LIBRARY_PATH" "$SHOPLENS_KIT/bin/shoplens" --version >/dev/null 2>&1; then
+  export LD_LIBRARY_PATH="$SHOPLENS_KIT/lib-fallback:$LD_LIBRARY_PATH"
+  echo "gpu-kit: the system's libstdc++/libgcc_s are older than the build's: using the kit's" >&2
+fi
+export SHOPLENS_BIN="$SHOPLENS_KIT/bin/shoplens"
+export SHOPLENS_TEST_BIN="$SHOPLENS_BIN" SHOPLENS_TEST_SOURCE_DIR="$SHOPLENS_KIT/src" SHOPLENS_TEST_PYTHON="$SHOPLENS_PYTHON"
+unset _torch_lib _nvidia
+ENV
+
+# The kit must work from where it lies: its libraries first, this machine's torch, nothing else.
+# shellcheck disable=SC1091
+(SHOPLENS_PYTHON=$python source "$out/env.sh" &&
+  "$python" scripts/gpu/kit_libs.py check --kit "$out" "$out/bin/shoplens" "$out/bin/shoplens_tests" &&
+  LD_BIND_NOW=1 "$out/bin/shoplens" --version > "$out/version.txt" &&
+  LD_BIND_NOW=1 "$out/bin/shoplens_tests" --gtest_list_tests --gtest_filter='Gpu*' > "$out/gpu_tests.txt")
+seconds=$(( ($(date +%s%N) - start) / 1000000 ))e-3
+
+"$python" - "$out" "$commit" "$dirty" "$torch_version" "$torch_cuda" "$seconds" "$build" <<'PY'
+import json, os, sys
+out, commit, dirty, torch, cuda, seconds, build = sys.argv[1:]
+libs = json.load(open(f"{out}/libraries.json"))
+def gpu_tests(path):
+    """Suite.Test names from --gtest_list_tests."""
+    names, suite = [], ""
+    for line in open(path):
+        if not line.startswith(" ") and line.strip().endswith("."):
+            suite = line.strip()
+        elif line.startswith("  "):
+            names.append(suite + line.split()[0])
+    return names
+
+
+files = []
+for root, _, names in os.walk(out):
+    for n in names:
+        p = os.path.join(root, n)
+        files.append({"path": os.path.relpath(p, out), "bytes": os.path.getsize(p)})
+files.sort(key=lambda f: -f["bytes"])
+total = sum(f["bytes"] for f in files)
+part = lambda prefix: sum(f["bytes"] for f in files if f["path"].startswith(prefix))
+m = {"mode": "binary", "commit": commit, "dirty": dirty == "true", "build": build,
+     "torch_built_against": torch, "torch_cuda": cuda,
+     "version": open(f"{out}/version.txt").read().strip().splitlines(),
+     "gpu_tests": gpu_tests(f"{out}/gpu_tests.txt"),
+     "pack_seconds": round(float(seconds), 1), "total_bytes": total,
+     "bytes": {"bin": part("bin/"), "lib": part("lib/"), "lib-fallback": part("lib-fallback/"), "src": part("src/")},
+     "libraries": libs["libraries"], "files": files}
+json.dump(m, open(f"{out}/manifest.json", "w"), indent=1)
+mib = lambda b: f"{b / 2**20:.1f} MiB"
+kinds = {}
+for l in libs["libraries"]:
+    kinds.setdefault(l["kind"], []).append(l)
+with open(f"{out}/manifest.md", "w") as f:
+    f.write(f"# GPU kit\n\ncommit {commit}{' (dirty)' if dirty == 'true' else ''}, built against torch {torch} "
+            f"(CUDA {cuda}), {build}; packed in {float(seconds):.1f} s\n\n")
+    f.write(f"| part | size |\n|---|---|\n" + "".join(f"| {k} | {mib(v)} |\n" for k, v in m["bytes"].items()) +
+            f"| **total** | **{mib(total)}** |\n\n")
+    f.write("| library | kind | size |\n|---|---|---|\n")
+    for l in libs["libraries"]:
+        f.write(f"| {l['name']} | {l['kind']} | {mib(l['bytes']) if l['kind'] in ('copied', 'stub') else 'not packed'} |\n")
+print(f"gpu kit: {out}/ {mib(total)} (bin {mib(m['bytes']['bin'])}, lib {mib(m['bytes']['lib'])}: "
+      f"{len(kinds.get('copied', []))} copied + {len(kinds.get('stub', []))} stand-ins, lib-fallback "
+      f"{mib(m['bytes']['lib-fallback'])}, src {mib(m['bytes']['src'])}), packed in {float(seconds):.1f} s; "
+      f"torch {torch}, commit {commit[:12]}{' dirty' if dirty == 'true' else ''}")
+PY
