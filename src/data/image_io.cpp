@@ -15,27 +15,26 @@
 namespace shoplens {
 namespace {
 
-// TurboJPEG handles are not thread-safe but are cheap to keep one per thread.
-class TjHandle {
+// One TurboJPEG instance per image, never one kept per thread: libjpeg keeps the marker
+// reader's position and the Huffman and quantisation tables in the instance between images (for
+// abbreviated streams), and libjpeg-turbo 2.1's tjDecompressHeader3 returns from an error without
+// resetting it. A reused instance then parsed the next file from the damaged file's state (a
+// file cut inside its Huffman table made every later JPEG on the thread fail with "Bogus Huffman
+// table definition"). A fresh instance costs about 0.2 us, nothing next to a decode.
+class TjInstance {
  public:
-  explicit TjHandle(bool compress) : handle_(compress ? tjInitCompress() : tjInitDecompress()) {
+  enum Kind { kDecompress, kCompress };
+  explicit TjInstance(Kind kind) : handle_(kind == kCompress ? tjInitCompress() : tjInitDecompress()) {
     if (!handle_) throw Error("cannot initialise TurboJPEG");
   }
-  ~TjHandle() { tjDestroy(handle_); }
+  ~TjInstance() { tjDestroy(handle_); }
+  TjInstance(const TjInstance&) = delete;
+  TjInstance& operator=(const TjInstance&) = delete;
   tjhandle get() const { return handle_; }
 
  private:
   tjhandle handle_;
 };
-
-tjhandle decompressor() {
-  thread_local TjHandle handle(false);
-  return handle.get();
-}
-tjhandle compressor() {
-  thread_local TjHandle handle(true);
-  return handle.get();
-}
 
 std::string tj_error(tjhandle h) { return tjGetErrorStr2(h); }
 
@@ -56,7 +55,8 @@ tjscalingfactor pick_scale(int width, int height, int min_short_side) {
 }
 
 DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const DecodeOptions& options) {
-  tjhandle h = decompressor();
+  TjInstance instance(TjInstance::kDecompress);
+  tjhandle h = instance.get();
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &width, &height, &subsamp, &colorspace) != 0)
     throw DataError("corrupt JPEG header: " + tj_error(h));
@@ -154,7 +154,8 @@ DecodedImage decode_image(const std::uint8_t* data, std::size_t size, const Deco
 }
 
 void decode_jpeg_into(const std::uint8_t* data, std::size_t size, cv::Mat& rgb) {
-  tjhandle h = decompressor();
+  TjInstance instance(TjInstance::kDecompress);
+  tjhandle h = instance.get();
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &width, &height, &subsamp, &colorspace) != 0)
     throw DataError("corrupt JPEG payload: " + tj_error(h));
@@ -166,7 +167,8 @@ void decode_jpeg_into(const std::uint8_t* data, std::size_t size, cv::Mat& rgb) 
 
 std::vector<std::uint8_t> encode_jpeg(const cv::Mat& rgb, int quality) {
   if (rgb.type() != CV_8UC3 || !rgb.isContinuous()) throw Error("encode_jpeg needs a continuous CV_8UC3 image");
-  tjhandle h = compressor();
+  TjInstance instance(TjInstance::kCompress);
+  tjhandle h = instance.get();
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   if (tjCompress2(h, rgb.data, rgb.cols, 0, rgb.rows, TJPF_RGB, &out, &out_size, TJSAMP_420, quality,
