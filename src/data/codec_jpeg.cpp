@@ -125,7 +125,7 @@ std::vector<std::uint8_t> encode_jpeg(const cv::Mat& image, const JpegEncodeOpti
   unsigned long out_size = 0;
   const int pixel_format = options.order == ChannelOrder::kBgr ? TJPF_BGR : TJPF_RGB;
   if (tjCompress2(instance.get(), image.data, image.cols, static_cast<int>(image.step[0]), image.rows, pixel_format, &out, &out_size, TJSAMP_420,
-                  options.quality, options.fast_dct ? TJFLAG_FASTDCT : 0) != 0) {
+                  options.quality, options.fast_dct ? TJFLAG_FASTDCT : TJFLAG_ACCURATEDCT) != 0) {
     if (out) tjFree(out);
     throw Error("JPEG encoding failed: " + tj_error(instance.get()));
   }

@@ -47,7 +47,8 @@ enum class ChannelOrder { kRgb, kBgr };
 struct JpegEncodeOptions {
   int quality = 90;
   ChannelOrder order = ChannelOrder::kRgb;
-  bool fast_dct = true;  // false: libjpeg's accurate integer DCT (its default, and OpenCV's)
+  bool fast_dct = true;  // false: libjpeg's accurate integer DCT (its default, and OpenCV's); TurboJPEG
+                         // uses it anyway at quality 96 and above
 };
 
 // 4:2:0 chroma subsampling. The quality-only form is the shard encoder: RGB, fast DCT.
