@@ -3,8 +3,8 @@
 // top-down, with a Windows header of 40 to 124 bytes. RLE, 1/4/16-bit, embedded JPEG/PNG and
 // OS/2 files are refused as unsupported. Every offset and size comes from the file and is checked
 // against the file's length in 64-bit arithmetic before it is used.
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "codecs.h"
 #include "shoplens/core/errors.h"
@@ -93,6 +93,7 @@ void check_pixel_data_fits(const BmpHeader& h, std::size_t size) {
   const std::uint64_t row_bytes = (h.width * h.bits + 7) / 8;
   const std::uint64_t stride = (h.width * h.bits + 31) / 32 * 4;
   const std::uint64_t needed = stride * (h.height - 1) + row_bytes;  // no overflow: sides are capped
+  if (h.pixel_offset < kFileHeaderSize + h.info_size) corrupt("the pixel data starts inside the header");
   if (h.pixel_offset > size || needed > size - h.pixel_offset)
     corrupt("pixel data needs " + std::to_string(needed) + " bytes from offset " + std::to_string(h.pixel_offset) +
             ", the file has " + std::to_string(size));
@@ -125,11 +126,7 @@ DecodedImage decode_bmp(const std::uint8_t* data, std::size_t size, const Decode
   check_variant(header, data, size);
   const std::vector<cv::Vec3b> palette = header.bits == 8 ? read_palette(header, data, size) : std::vector<cv::Vec3b>{};
   check_pixel_data_fits(header, size);
-  DecodedImage out;
-  out.format = ImageFormat::kBmp;
-  out.original_width = static_cast<int>(header.width);
-  out.original_height = static_cast<int>(header.height);
-  out.rgb.create(out.original_height, out.original_width, CV_8UC3);
+  DecodedImage out = allocate_image(ImageFormat::kBmp, header.width, header.height);
   decode_rows(header, data, palette, out.rgb);
   return out;
 }

@@ -8,10 +8,12 @@
 #include <png.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "codecs.h"
 #include "shoplens/core/errors.h"
@@ -130,11 +132,7 @@ DecodedImage decode_png(const std::uint8_t* data, std::size_t size, const Decode
   if (layout.channels != 3 || layout.bit_depth != 8 || layout.row_bytes != std::size_t{layout.width} * 3)
     throw DataError("unsupported PNG layout (" + std::to_string(layout.channels) + " channels of " +
                     std::to_string(layout.bit_depth) + " bits after conversion)");
-  DecodedImage out;
-  out.format = ImageFormat::kPng;
-  out.original_width = static_cast<int>(layout.width);
-  out.original_height = static_cast<int>(layout.height);
-  out.rgb.create(out.original_height, out.original_width, CV_8UC3);
+  DecodedImage out = allocate_image(ImageFormat::kPng, layout.width, layout.height);
   std::vector<png_bytep> rows(layout.height);
   for (png_uint_32 y = 0; y < layout.height; ++y) rows[y] = out.rgb.ptr<png_byte>(static_cast<int>(y));
   if (!read_png_rows(reader.png(), rows.data())) reader.fail("corrupt PNG");

@@ -3,6 +3,7 @@
 // Only the first image of a multi-page file is read.
 #include <tiffio.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -112,11 +113,7 @@ DecodedImage decode_tiff(const std::uint8_t* data, std::size_t size, const Decod
   if (!TIFFReadRGBAImageOriented(tif.get(), width, height, raster.ptr<std::uint32_t>(), ORIENTATION_TOPLEFT,
                                  /*stop_on_error=*/1))
     throw DataError(reason("corrupt TIFF", source));
-  DecodedImage out;
-  out.format = ImageFormat::kTiff;
-  out.original_width = static_cast<int>(width);
-  out.original_height = static_cast<int>(height);
-  out.rgb.create(raster.rows, raster.cols, CV_8UC3);
+  DecodedImage out = allocate_image(ImageFormat::kTiff, width, height);
   for (int y = 0; y < raster.rows; ++y) {
     const std::uint32_t* in = raster.ptr<std::uint32_t>(y);
     std::uint8_t* px = out.rgb.ptr<std::uint8_t>(y);

@@ -31,14 +31,10 @@ DecodedImage decode_webp(const std::uint8_t* data, std::size_t size, const Decod
   if (!WebPInitDecoderConfig(&config)) throw Error("cannot initialise libwebp (version mismatch)");
   const VP8StatusCode header = WebPGetFeatures(data, size, &config.input);
   if (header != VP8_STATUS_OK) throw DataError("corrupt WebP header: " + status_text(header));
+  const auto width = static_cast<std::uint64_t>(config.input.width), height = static_cast<std::uint64_t>(config.input.height);
+  check_declared_size(ImageFormat::kWebp, width, height, options);
   if (config.input.has_animation) throw DataError("animated WebP is not supported");
-  check_declared_size(ImageFormat::kWebp, static_cast<std::uint64_t>(config.input.width),
-                      static_cast<std::uint64_t>(config.input.height), options);
-  DecodedImage out;
-  out.format = ImageFormat::kWebp;
-  out.original_width = config.input.width;
-  out.original_height = config.input.height;
-  out.rgb.create(config.input.height, config.input.width, CV_8UC3);
+  DecodedImage out = allocate_image(ImageFormat::kWebp, width, height);
   // MODE_RGB drops an alpha channel, as the other decoders do.
   config.output.colorspace = MODE_RGB;
   config.output.is_external_memory = 1;

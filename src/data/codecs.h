@@ -13,6 +13,9 @@ namespace shoplens::codecs {
 // Refuses a header that declares no pixels or more than options.max_megapixels.
 void check_declared_size(ImageFormat format, std::uint64_t width, std::uint64_t height, const DecodeOptions& options);
 
+// A full-size result with its RGB pixels allocated, to be filled; only after check_declared_size.
+DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64_t height);
+
 DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const DecodeOptions& options);  // TurboJPEG
 DecodedImage decode_png(const std::uint8_t* data, std::size_t size, const DecodeOptions& options);   // libpng
 DecodedImage decode_webp(const std::uint8_t* data, std::size_t size, const DecodeOptions& options);  // libwebp

@@ -36,6 +36,15 @@ void check_declared_size(ImageFormat format, std::uint64_t width, std::uint64_t 
                     " megapixels) exceeds the limit of " + number(options.max_megapixels) + " megapixels");
 }
 
+DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64_t height) {
+  DecodedImage out;
+  out.format = format;
+  out.original_width = static_cast<int>(width);
+  out.original_height = static_cast<int>(height);
+  out.rgb.create(out.original_height, out.original_width, CV_8UC3);
+  return out;
+}
+
 }  // namespace codecs
 
 const char* format_name(ImageFormat format) {
@@ -57,6 +66,7 @@ ImageFormat sniff_format(const std::uint8_t* d, std::size_t n) {
   if (n >= 2 && d[0] == 'B' && d[1] == 'M') return ImageFormat::kBmp;
   if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return ImageFormat::kWebp;
   if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return ImageFormat::kTiff;
+  if (n >= 4 && (std::memcmp(d, "II+\0", 4) == 0 || std::memcmp(d, "MM\0+", 4) == 0)) return ImageFormat::kTiff;  // BigTIFF
   if (n >= 6 && (std::memcmp(d, "GIF87a", 6) == 0 || std::memcmp(d, "GIF89a", 6) == 0)) return ImageFormat::kGif;
   return ImageFormat::kUnknown;
 }

@@ -339,8 +339,10 @@ TEST(ImageCodecsBmp, OtherVariantsAreUnsupportedByName) {
 TEST(ImageCodecsBmp, DamagedOrLyingHeadersAreCorrupt) {
   const cv::Mat picture = testing::test_picture(13, 9, 10);
   const Bytes bmp = testing::bmp_bytes(picture, 24, false);
-  Bytes offset_past_end = bmp, negative_width = bmp, lowest_height = bmp, big_palette = bmp, index_past_palette;
+  Bytes offset_past_end = bmp, offset_in_header = bmp, negative_width = bmp, lowest_height = bmp, big_palette,
+      index_past_palette;
   testing::put_u32le(offset_past_end, 10, 0xFFFFFFF0u);
+  testing::put_u32le(offset_in_header, 10, 20);
   testing::put_u32le(negative_width, 18, static_cast<std::uint32_t>(-13));
   testing::put_u32le(lowest_height, 22, 0x80000000u);  // INT32_MIN: top-down 2^31 rows
   index_past_palette = testing::bmp8_bytes(cv::Mat(4, 4, CV_8UC1, cv::Scalar(9)), test_palette(4), false);
@@ -349,6 +351,7 @@ TEST(ImageCodecsBmp, DamagedOrLyingHeadersAreCorrupt) {
   EXPECT_TRUE(contains(decode_error(testing::truncated(bmp, 0.8)), "corrupt BMP: pixel data needs"));
   EXPECT_TRUE(contains(decode_error(testing::truncated(bmp, 0.1)), "corrupt BMP: the file ends inside its header"));
   EXPECT_TRUE(contains(decode_error(offset_past_end), "corrupt BMP: pixel data needs"));
+  EXPECT_TRUE(contains(decode_error(offset_in_header), "corrupt BMP: the pixel data starts inside the header"));
   EXPECT_TRUE(contains(decode_error(negative_width), "corrupt BMP: negative width"));
   EXPECT_TRUE(contains(decode_error(lowest_height), "image too large"));
   EXPECT_TRUE(contains(decode_error(big_palette), "corrupt BMP: 100000 palette entries"));
