@@ -11,7 +11,7 @@ PACKAGES=(
   # fast BLAS instead of Debian's reference one
   libopenblas0-pthread libopenblas-dev
   # image I/O
-  libopencv-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+  libopencv-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev
   # CLI, logging, JSON, tests
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest
   # HTTP server for `shoplens serve` (header-only)

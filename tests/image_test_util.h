@@ -1,4 +1,5 @@
-// Test images: a deterministic photo-like picture, its encodings, and the damaged files that
+// Test images: a deterministic photo-like picture, its encodings in every decoded format (some
+// written byte by byte here, so a test controls every header field), and the damaged files that
 // broken uploads and storage produce (each named after what it does to the bytes).
 #pragma once
 
@@ -15,7 +16,36 @@ using Bytes = std::vector<std::uint8_t>;
 cv::Mat test_picture(int width, int height, int seed);
 
 Bytes png_bytes(const cv::Mat& rgb);
-Bytes webp_bytes(const cv::Mat& rgb);  // lossy, quality 80
+Bytes webp_bytes(const cv::Mat& rgb, bool lossless = false);  // lossy at quality 80
+
+// A PNG of any layout, written chunk by chunk. `samples` holds width * height * channels values
+// (channels from the colour type: 1 gray or palette, 2 gray+alpha, 3 RGB, 4 RGBA) of `bit_depth`
+// bits, row-major; `palette` holds RGB triplets for colour type 3 and `trns` the tRNS chunk body.
+struct PngSpec {
+  int width = 0, height = 0, bit_depth = 8, color_type = 2;
+  bool interlaced = false;
+  std::vector<std::uint16_t> samples;
+  Bytes palette, trns;
+};
+Bytes png_from_spec(const PngSpec& spec);
+
+// Baseline TIFF: uncompressed RGB, one strip, little-endian.
+Bytes tiff_bytes(const cv::Mat& rgb);
+
+// A BMP with a 40-byte header: `bits` 24 or 32 (BI_RGB) stores `rgb`; 8 stores `indices`
+// (CV_8UC1) with `palette` (RGB triplets). Negative height (top-down) when `top_down`.
+Bytes bmp_bytes(const cv::Mat& rgb, int bits, bool top_down);
+Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, bool top_down);
+
+// Small files whose headers declare width x height pixels they do not hold.
+Bytes jpeg_declaring(std::uint32_t width, std::uint32_t height);
+Bytes png_declaring(std::uint32_t width, std::uint32_t height);
+Bytes webp_declaring(std::uint32_t width, std::uint32_t height);  // extended (VP8X) canvas
+Bytes tiff_declaring(std::uint32_t width, std::uint32_t height);
+Bytes bmp_declaring(std::uint32_t width, std::uint32_t height);
+
+void put_u16le(Bytes& bytes, std::size_t at, std::uint32_t value);
+void put_u32le(Bytes& bytes, std::size_t at, std::uint32_t value);
 
 // The first `fraction` of the file.
 Bytes truncated(const Bytes& bytes, double fraction);

@@ -1,112 +1,51 @@
 #include "shoplens/data/image_io.h"
 
-#include <turbojpeg.h>
-
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "codecs.h"
+#include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
+namespace codecs {
 namespace {
 
-// One TurboJPEG instance per image, never one kept per thread: libjpeg keeps the marker
-// reader's position and the Huffman and quantisation tables in the instance between images (for
-// abbreviated streams), and libjpeg-turbo 2.1's tjDecompressHeader3 returns from an error without
-// resetting it. A reused instance then parsed the next file from the damaged file's state (a
-// file cut inside its Huffman table made every later JPEG on the thread fail with "Bogus Huffman
-// table definition"). A fresh instance costs about 0.2 us, nothing next to a decode.
-class TjInstance {
- public:
-  enum Kind { kDecompress, kCompress };
-  explicit TjInstance(Kind kind) : handle_(kind == kCompress ? tjInitCompress() : tjInitDecompress()) {
-    if (!handle_) throw Error("cannot initialise TurboJPEG");
-  }
-  ~TjInstance() { tjDestroy(handle_); }
-  TjInstance(const TjInstance&) = delete;
-  TjInstance& operator=(const TjInstance&) = delete;
-  tjhandle get() const { return handle_; }
-
- private:
-  tjhandle handle_;
-};
-
-std::string tj_error(tjhandle h) { return tjGetErrorStr2(h); }
-
-// The largest reduction whose result still covers `min_short_side`.
-tjscalingfactor pick_scale(int width, int height, int min_short_side) {
-  tjscalingfactor best{1, 1};
-  if (min_short_side <= 0) return best;
-  int count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&count);
-  for (int i = 0; i < count; ++i) {
-    const auto& f = factors[i];
-    if (f.num > f.denom) continue;  // never upscale here
-    int w = TJSCALED(width, f), h = TJSCALED(height, f);
-    int best_w = TJSCALED(width, best);
-    if (std::min(w, h) >= min_short_side && w < best_w) best = f;
-  }
-  return best;
-}
-
-DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const DecodeOptions& options) {
-  TjInstance instance(TjInstance::kDecompress);
-  tjhandle h = instance.get();
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &width, &height, &subsamp, &colorspace) != 0)
-    throw DataError("corrupt JPEG header: " + tj_error(h));
-  if (width <= 0 || height <= 0) throw DataError("JPEG has no pixels");
-  if (static_cast<double>(width) * height > options.max_megapixels * 1e6)
-    throw DataError("image too large: " + std::to_string(width) + "x" + std::to_string(height) + " exceeds " +
-                    std::to_string(options.max_megapixels) + " megapixels");
-  DecodedImage out;
-  out.format = ImageFormat::kJpeg;
-  out.original_width = width;
-  out.original_height = height;
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
-    // TurboJPEG cannot convert CMYK to RGB; OpenCV's libjpeg path can.
-    cv::Mat bgr = cv::imdecode(cv::Mat(1, static_cast<int>(size), CV_8UC1, const_cast<std::uint8_t*>(data)), cv::IMREAD_COLOR);
-    if (bgr.empty()) throw DataError("cannot decode CMYK JPEG");
-    cv::cvtColor(bgr, out.rgb, cv::COLOR_BGR2RGB);
-    return out;
-  }
-  tjscalingfactor scale = pick_scale(width, height, options.min_short_side);
-  int w = TJSCALED(width, scale), hgt = TJSCALED(height, scale);
-  out.scale_denominator = scale.denom / scale.num;
-  out.rgb.create(hgt, w, CV_8UC3);
-  // STOPONWARNING: a truncated file must fail, not come back padded with grey.
-  if (tjDecompress2(h, data, static_cast<unsigned long>(size), out.rgb.data, w, 0, hgt, TJPF_RGB,
-                    TJFLAG_FASTDCT | TJFLAG_STOPONWARNING) != 0)
-    throw DataError("corrupt JPEG: " + tj_error(h));
-  return out;
-}
-
-DecodedImage decode_with_opencv(const std::uint8_t* data, std::size_t size, ImageFormat format,
-                                const DecodeOptions& options) {
-  cv::Mat buffer(1, static_cast<int>(size), CV_8UC1, const_cast<std::uint8_t*>(data));
-  cv::Mat bgr;
-  try {
-    bgr = cv::imdecode(buffer, cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    throw DataError(std::string("corrupt ") + format_name(format) + ": " + e.what());
-  }
-  if (bgr.empty()) throw DataError(std::string("corrupt or unsupported ") + format_name(format) + " data");
-  if (static_cast<double>(bgr.cols) * bgr.rows > options.max_megapixels * 1e6)
-    throw DataError("image too large: " + std::to_string(bgr.cols) + "x" + std::to_string(bgr.rows));
-  DecodedImage out;
-  out.format = format;
-  out.original_width = bgr.cols;
-  out.original_height = bgr.rows;
-  cv::cvtColor(bgr, out.rgb, cv::COLOR_BGR2RGB);
-  return out;
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
 }
 
 }  // namespace
+
+void check_declared_size(ImageFormat format, std::uint64_t width, std::uint64_t height, const DecodeOptions& options) {
+  const std::string size = std::to_string(width) + "x" + std::to_string(height);
+  if (width == 0 || height == 0) throw DataError(std::string(format_name(format)) + " has no pixels (" + size + ")");
+  // Whatever the limit, a side must fit the int of a cv::Mat and keep every row-size product
+  // of the decoders far from overflowing.
+  constexpr std::uint64_t kMaxSide = std::uint64_t{1} << 24;
+  const double megapixels = static_cast<double>(width) * static_cast<double>(height) / 1e6;
+  if (megapixels > options.max_megapixels || width > kMaxSide || height > kMaxSide)
+    throw DataError("image too large: " + size + " " + format_name(format) + " (" + number(megapixels) +
+                    " megapixels) exceeds the limit of " + number(options.max_megapixels) + " megapixels");
+}
+
+DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64_t height) {
+  DecodedImage out;
+  out.format = format;
+  out.original_width = static_cast<int>(width);
+  out.original_height = static_cast<int>(height);
+  out.rgb.create(out.original_height, out.original_width, CV_8UC3);
+  return out;
+}
+
+}  // namespace codecs
 
 const char* format_name(ImageFormat format) {
   switch (format) {
@@ -127,6 +66,7 @@ ImageFormat sniff_format(const std::uint8_t* d, std::size_t n) {
   if (n >= 2 && d[0] == 'B' && d[1] == 'M') return ImageFormat::kBmp;
   if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return ImageFormat::kWebp;
   if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return ImageFormat::kTiff;
+  if (n >= 4 && (std::memcmp(d, "II+\0", 4) == 0 || std::memcmp(d, "MM\0+", 4) == 0)) return ImageFormat::kTiff;  // BigTIFF
   if (n >= 6 && (std::memcmp(d, "GIF87a", 6) == 0 || std::memcmp(d, "GIF89a", 6) == 0)) return ImageFormat::kGif;
   return ImageFormat::kUnknown;
 }
@@ -144,41 +84,38 @@ ImageFormat format_from_extension(const std::filesystem::path& path) {
 
 DecodedImage decode_image(const std::uint8_t* data, std::size_t size, const DecodeOptions& options) {
   if (size == 0) throw DataError("empty file (0 bytes)");
-  ImageFormat format = sniff_format(data, size);
-  switch (format) {
-    case ImageFormat::kUnknown: throw DataError("not an image (unrecognised content)");
+  switch (sniff_format(data, size)) {
+    case ImageFormat::kJpeg: return codecs::decode_jpeg(data, size, options);
+    case ImageFormat::kPng: return codecs::decode_png(data, size, options);
+    case ImageFormat::kWebp: return codecs::decode_webp(data, size, options);
+    case ImageFormat::kTiff: return codecs::decode_tiff(data, size, options);
+    case ImageFormat::kBmp: return codecs::decode_bmp(data, size, options);
     case ImageFormat::kGif: throw DataError("GIF is not supported (convert to PNG or JPEG)");
-    case ImageFormat::kJpeg: return decode_jpeg(data, size, options);
-    default: return decode_with_opencv(data, size, format, options);
+    case ImageFormat::kUnknown: break;
   }
+  throw DataError("not an image (unrecognised content)");
 }
 
-void decode_jpeg_into(const std::uint8_t* data, std::size_t size, cv::Mat& rgb) {
-  TjInstance instance(TjInstance::kDecompress);
-  tjhandle h = instance.get();
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &width, &height, &subsamp, &colorspace) != 0)
-    throw DataError("corrupt JPEG payload: " + tj_error(h));
-  rgb.create(height, width, CV_8UC3);
-  if (tjDecompress2(h, data, static_cast<unsigned long>(size), rgb.data, width, 0, height, TJPF_RGB,
-                    TJFLAG_FASTDCT | TJFLAG_STOPONWARNING) != 0)
-    throw DataError("corrupt JPEG payload: " + tj_error(h));
-}
-
-std::vector<std::uint8_t> encode_jpeg(const cv::Mat& rgb, int quality) {
-  if (rgb.type() != CV_8UC3 || !rgb.isContinuous()) throw Error("encode_jpeg needs a continuous CV_8UC3 image");
-  TjInstance instance(TjInstance::kCompress);
-  tjhandle h = instance.get();
-  unsigned char* out = nullptr;
-  unsigned long out_size = 0;
-  if (tjCompress2(h, rgb.data, rgb.cols, 0, rgb.rows, TJPF_RGB, &out, &out_size, TJSAMP_420, quality,
-                  TJFLAG_FASTDCT) != 0) {
-    if (out) tjFree(out);
-    throw Error("JPEG encoding failed: " + tj_error(h));
+void write_image_file(const std::filesystem::path& path, const cv::Mat& image, ChannelOrder order) {
+  std::vector<std::uint8_t> bytes;
+  switch (format_from_extension(path)) {
+    case ImageFormat::kPng: {
+      PngEncodeOptions options;
+      options.order = order;
+      bytes = encode_png(image, options);
+      break;
+    }
+    case ImageFormat::kJpeg: {
+      JpegEncodeOptions options;
+      options.quality = 95;
+      options.order = order;
+      options.fast_dct = false;
+      bytes = encode_jpeg(image, options);
+      break;
+    }
+    default: throw UsageError("cannot write '" + path.string() + "': name it .png, .jpg or .jpeg");
   }
-  std::vector<std::uint8_t> bytes(out, out + out_size);
-  tjFree(out);
-  return bytes;
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 cv::Mat resize_short_side(const cv::Mat& rgb, int short_side, int max_long_side) {

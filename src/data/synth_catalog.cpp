@@ -19,13 +19,13 @@
 #include <vector>
 
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/data/image_io.h"
 #include "synth_internal.h"
 
 namespace shoplens {
@@ -274,15 +274,21 @@ Attributes pick_attributes(const SynthOptions& o, std::size_t index, const Image
 
 // ---- pixels, encoding and corruption ----
 
+// The pixels are BGR, OpenCV's drawing order.
 std::vector<uchar> encode(const cv::Mat3b& image, bool png, int jpeg_quality) {
-  std::vector<uchar> bytes;
-  // Huffman-only deflate: photos gain little from LZ77 matching, and it halves PNG encode time.
-  const bool ok = png ? cv::imencode(".png", image, bytes,
-                                     {cv::IMWRITE_PNG_COMPRESSION, 1, cv::IMWRITE_PNG_STRATEGY,
-                                      cv::IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY})
-                      : cv::imencode(".jpg", image, bytes, {cv::IMWRITE_JPEG_QUALITY, jpeg_quality});
-  if (!ok) throw Error("image encoder failed");
-  return bytes;
+  if (png) {
+    // Huffman-only deflate: photos gain little from LZ77 matching, and it halves PNG encode time.
+    PngEncodeOptions options;
+    options.compression_level = 1;
+    options.huffman_only = true;
+    options.order = ChannelOrder::kBgr;
+    return encode_png(image, options);
+  }
+  JpegEncodeOptions options;
+  options.quality = jpeg_quality;
+  options.order = ChannelOrder::kBgr;
+  options.fast_dct = false;  // libjpeg's default DCT, as a camera or an image editor would use
+  return encode_jpeg(image, options);
 }
 
 const char* const kNotImages[] = {

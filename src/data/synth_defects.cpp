@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "shoplens/data/image_io.h"
 #include "synth_internal.h"
 
 namespace shoplens::synth {
@@ -196,9 +196,14 @@ void low_resolution(cv::Mat3b& image, Rng& rng) {
 // An upload pipeline that re-saved the photo at a very low JPEG quality: 8x8 blocks, ringing
 // and chroma smearing survive the later high-quality save.
 void compress(cv::Mat3b& image, Rng& rng) {
-  std::vector<uchar> bytes;
-  cv::imencode(".jpg", image, bytes, {cv::IMWRITE_JPEG_QUALITY, rng.uniform_int(3, 12)});
-  image = cv::imdecode(bytes, cv::IMREAD_COLOR);
+  JpegEncodeOptions options;
+  options.quality = rng.uniform_int(3, 12);
+  options.order = ChannelOrder::kBgr;
+  options.fast_dct = false;
+  const std::vector<std::uint8_t> bytes = encode_jpeg(image, options);
+  cv::Mat rgb;
+  decode_jpeg_into(bytes.data(), bytes.size(), rgb);
+  cv::cvtColor(rgb, image, cv::COLOR_RGB2BGR);
 }
 
 const std::array<const char*, 8> kMarks = {"SAMPLE",  "(c) STOCKPIX", "WATERMARK",    "PREVIEW",

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/runtime.h"
+#include "shoplens/data/image_io.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -90,7 +91,10 @@ TEST(E2ePipeline, MakeDataPrepareLoad) {
     EXPECT_EQ(epoch["not_delivered"], 0);
     EXPECT_GT(epoch["samples_per_second"].get<double>(), 0.0);
   }
-  EXPECT_TRUE(fs::exists(dir / "preview.png"));
+  // The preview is a PNG grid of the first batch: 8 tiles of 40 px, 4 to a row.
+  const std::vector<std::uint8_t> preview = read_binary_file(dir / "preview.png");
+  ASSERT_EQ(sniff_format(preview.data(), preview.size()), ImageFormat::kPng);
+  EXPECT_EQ(decode_image(preview.data(), preview.size()).rgb.size(), cv::Size(160, 80));
   EXPECT_TRUE(fs::exists(run / "config.json"));
 
   // A re-run reuses every shard.

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "shoplens/core/atomic_file.h"
@@ -17,13 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The file's extension picks the format (JPEG at quality 95 or PNG).
 void write_image(const fs::path& path, int w, int h, int shade, const std::string& ext) {
   cv::Mat img(h, w, CV_8UC3, cv::Scalar(shade, 255 - shade, (shade * 3) % 256));
   cv::circle(img, {w / 2, h / 2}, std::min(w, h) / 3, cv::Scalar(20, 40, 200), -1);
-  std::vector<std::uint8_t> bytes;
-  cv::imencode(ext, img, bytes);
   fs::create_directories(path.parent_path());
-  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+  write_image_file(path, img, ChannelOrder::kBgr);
 }
 
 // 12 good images (JPEG and PNG, two classes, all splits), 4 broken files, 2 bad manifest rows.
@@ -180,15 +178,16 @@ TEST(Prepare, ClassAbsentFromSplitIsWarned) {
 
 TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {
   cv::Mat img(800, 1200, CV_8UC3, cv::Scalar(10, 120, 240));
-  std::vector<std::uint8_t> bytes;
-  cv::imencode(".jpg", img, bytes);
+  JpegEncodeOptions bgr;
+  bgr.order = ChannelOrder::kBgr;
+  std::vector<std::uint8_t> bytes = encode_jpeg(img, bgr);
   DecodeOptions o;
   o.min_short_side = 180;
   DecodedImage d = decode_image(bytes.data(), bytes.size(), o);
   EXPECT_EQ(d.original_width, 1200);
   EXPECT_EQ(d.scale_denominator, 4);  // 800/4 = 200 >= 180, 800/8 = 100 < 180
   EXPECT_EQ(d.rgb.rows, 200);
-  // RGB order: OpenCV wrote BGR (10,120,240), so red is 240.
+  // RGB order: the encoder was given BGR (10,120,240), so red is 240.
   EXPECT_NEAR(d.rgb.at<cv::Vec3b>(100, 100)[0], 240, 3);
   o.max_megapixels = 0.5;
   EXPECT_THROW(decode_image(bytes.data(), bytes.size(), o), DataError);
@@ -196,8 +195,7 @@ TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {
 
 TEST(ImageIo, SniffsFormatsByContent) {
   cv::Mat img(10, 10, CV_8UC3, cv::Scalar(1, 2, 3));
-  std::vector<std::uint8_t> png;
-  cv::imencode(".png", img, png);
+  std::vector<std::uint8_t> png = encode_png(img);
   EXPECT_EQ(sniff_format(png.data(), png.size()), ImageFormat::kPng);
   DecodedImage d = decode_image(png.data(), png.size());
   EXPECT_EQ(d.format, ImageFormat::kPng);

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/data/image_io.h"
 #include "shoplens/data/synth_catalog.h"
 #include "test_util.h"
 
@@ -68,9 +68,17 @@ std::map<std::string, int> class_index() {
   return index;
 }
 
+// BGR, as the generator drew it; empty when the file does not decode.
 cv::Mat decode_file(const std::filesystem::path& path) {
   const std::string bytes = read_text(path);
-  return cv::imdecode(std::vector<uchar>(bytes.begin(), bytes.end()), cv::IMREAD_COLOR);
+  try {
+    const cv::Mat rgb = decode_image(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()).rgb;
+    cv::Mat bgr;
+    cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+    return bgr;
+  } catch (const DataError&) {
+    return {};
+  }
 }
 
 bool starts_with_bytes(const std::string& s, std::initializer_list<unsigned char> magic) {

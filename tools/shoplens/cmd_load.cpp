@@ -6,7 +6,6 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <spdlog/spdlog.h>
 
 #include "command.h"
@@ -15,6 +14,7 @@
 #include "shoplens/core/progress.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/data/image_io.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/data/shards.h"
 #include "shoplens/data/text_task.h"
@@ -40,7 +40,7 @@ void write_preview(const Batch& batch, const AugmentConfig& augment, const std::
           tile.at<cv::Vec3b>(y, x)[2 - c] = cv::saturate_cast<std::uint8_t>(v * 255.0f);
         }
   }
-  if (!cv::imwrite(file, grid)) throw IoError("cannot write preview '" + file + "'");
+  write_image_file(file, grid, ChannelOrder::kBgr);
 }
 
 class LoadCommand : public Command {

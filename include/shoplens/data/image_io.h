@@ -1,7 +1,9 @@
-// Image decoding and encoding. JPEG goes through libjpeg-turbo's TurboJPEG API, which can decode
-// at 1/2, 1/4 or 1/8 scale in the DCT domain (much cheaper than a full decode and a resize);
-// other formats go through OpenCV. Decoding is strict: a truncated or damaged file is an error,
-// never a half-grey image.
+// Image decoding and encoding, on small codec libraries (not OpenCV's image codecs): JPEG through
+// libjpeg-turbo's TurboJPEG API, which can decode at 1/2, 1/4 or 1/8 scale in the DCT domain
+// (much cheaper than a full decode and a resize); PNG through libpng, WebP through libwebp, TIFF
+// through libtiff, and uncompressed BMP by our own reader. Every decoder refuses an image whose
+// header declares more than DecodeOptions::max_megapixels before it allocates anything.
+// Decoding is strict: a truncated or damaged file is an error, never a half-grey image.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +40,31 @@ DecodedImage decode_image(const std::uint8_t* data, std::size_t size, const Deco
 // Decodes a stored payload of known size quickly (no sniffing, no scaling); throws DataError.
 void decode_jpeg_into(const std::uint8_t* data, std::size_t size, cv::Mat& rgb);
 
+// The order of the channels of a CV_8UC3 image handed to an encoder: OpenCV's drawing code (the
+// synthetic catalog, the loader preview) works in BGR.
+enum class ChannelOrder { kRgb, kBgr };
+
+struct JpegEncodeOptions {
+  int quality = 90;
+  ChannelOrder order = ChannelOrder::kRgb;
+  bool fast_dct = true;  // false: libjpeg's accurate integer DCT (its default, and OpenCV's); TurboJPEG
+                         // uses it anyway at quality 96 and above
+};
+
+// 4:2:0 chroma subsampling. The quality-only form is the shard encoder: RGB, fast DCT.
+std::vector<std::uint8_t> encode_jpeg(const cv::Mat& image, const JpegEncodeOptions& options);
 std::vector<std::uint8_t> encode_jpeg(const cv::Mat& rgb, int quality);
+
+struct PngEncodeOptions {
+  int compression_level = 6;  // zlib's 0-9
+  bool huffman_only = false;  // zlib's Z_HUFFMAN_ONLY: photos gain little from LZ77 matching, it is much faster
+  ChannelOrder order = ChannelOrder::kRgb;
+};
+
+std::vector<std::uint8_t> encode_png(const cv::Mat& image, const PngEncodeOptions& options = {});
+
+// PNG, or JPEG at quality 95 for a .jpg/.jpeg name; throws UsageError for any other extension.
+void write_image_file(const std::filesystem::path& path, const cv::Mat& image, ChannelOrder order);
 
 // Shrinks so the short side is `short_side` (never enlarges), capping the long side at
 // `max_long_side` for extreme aspect ratios. INTER_AREA: the right filter for downscaling.
