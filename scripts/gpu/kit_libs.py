@@ -2,24 +2,19 @@
 """The shared libraries of the GPU kit (docs/GPU.md, "The GPU kit"); used by scripts/gpu/pack.sh
 and scripts/gpu/prove.sh.
 
-    kit_libs.py pack  --out KIT/lib --fallback KIT/lib-fallback [--stub SONAME ...] [--replace SONAME=PATH ...] ELF ...
+    kit_libs.py pack  --out KIT/lib --fallback KIT/lib-fallback [--replace SONAME=PATH ...] ELF ...
     kit_libs.py check --kit KIT ELF ...
 
 pack: walks the ELF files' DT_NEEDED tree (resolved the way `ldd` resolves it here) and sorts every
-library into one of four kinds:
+library into one of three kinds:
   device   glibc, libstdc++ and libgcc_s: the device has newer ones (libstdc++ and libgcc_s are
            also copied into --fallback, for a device whose own are older than the build's);
   torch    LibTorch and the CUDA, cuDNN and NCCL libraries: the device's torch install has them
            (torch/lib and nvidia/*/lib of its Python), so they never travel;
-  stub     a library named with --stub: written as a stand-in with the real soname and exactly the
-           symbols its dependents here import (functions return 0, objects are zeros; with
-           SHOPLENS_KIT_STUB_TRACE=1 every call is printed on stderr). For libraries ShopLens never
-           calls (OpenCV's GDAL, GDCM and OpenEXR codecs): imgcodecs is linked with BIND_NOW, so the
-           loader needs every imported symbol, but none of them runs for JPEG and PNG;
   copied   everything else, copied into --out (their own dependencies walked in turn); --replace
            SONAME=PATH copies PATH instead of what ldd finds (another implementation of the same
            ABI, e.g. the reference BLAS and LAPACK instead of OpenBLAS's, 36 MiB smaller).
-Prints one JSON object: {"libraries": [{name, kind, source, bytes}], "copied_bytes", "stub_bytes"}.
+Prints one JSON object: {"libraries": [{name, kind, source, bytes}], "copied_bytes"}.
 
 check: runs `ldd` on the ELF files with LD_LIBRARY_PATH=$SHOPLENS_KIT_LD_LIBRARY_PATH (source
 KIT/env.sh first) and fails unless every library resolves into the kit, into a Python install's
@@ -33,7 +28,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 DEVICE = re.compile(r"^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libdl|libpthread|librt|libutil|libresolv|libanl"
                     r"|libstdc\+\+|libgcc_s)\.so")
@@ -66,55 +60,6 @@ def is_torch(name, path):
     return bool(TORCH.match(name)) or "/site-packages/" in (path or "") or "/dist-packages/" in (path or "")
 
 
-def dynamic_symbols(path, defined):
-    """{name: (kind, size)}: defined symbols ('func' or 'object', size), or undefined (None, 0)."""
-    out = run("nm", "-D", "-S", "--defined-only" if defined else "--undefined-only", path)
-    symbols = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        name = parts[-1].split("@")[0]
-        if not defined:
-            symbols[name] = (None, 0)
-        elif parts[-2] in "TtWiI":
-            symbols[name] = ("func", 0)
-        elif parts[-2] in "DdBbRrVvGgSsu":
-            symbols[name] = ("object", max(int(parts[1], 16) if len(parts) == 4 else 0, 8))
-    return symbols
-
-
-def soname(path):
-    m = re.search(r"\(SONAME\)\s+Library soname: \[(.*)\]", run("readelf", "-d", path))
-    return m.group(1) if m else os.path.basename(path)
-
-
-def write_stub(real, dependents, out, cc):
-    provided = dynamic_symbols(real, defined=True)
-    wanted = set()
-    for dep in dependents:
-        wanted |= set(dynamic_symbols(dep, defined=False)) & set(provided)
-    name = soname(real)
-    lines = ["#include <stdio.h>", "#include <stdlib.h>",
-             "static void trace(const char* s) {",
-             "  static int on = -1;",
-             '  if (on < 0) { const char* e = getenv("SHOPLENS_KIT_STUB_TRACE"); on = e && *e == \'1\'; }',
-             f'  if (on) fprintf(stderr, "gpu-kit stub {name}: %s called, returned 0\\n", s);', "}"]
-    for i, sym in enumerate(sorted(wanted)):
-        kind, size = provided[sym]
-        if kind == "func":
-            lines.append(f'long f{i}(void) __asm__("{sym}");')
-            lines.append(f'long f{i}(void) {{ trace("{sym}"); return 0; }}')
-        else:
-            lines.append(f'__attribute__((aligned(16))) char o{i}[{size}] __asm__("{sym}");')
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "stub.c")
-        with open(src, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", out, src, f"-Wl,-soname,{name}"], check=True)
-    return len(wanted)
-
-
 def pack(a):
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.fallback, exist_ok=True)
@@ -126,11 +71,10 @@ def pack(a):
         if not os.path.isfile(path):
             sys.exit(f"kit_libs.py: --replace {r}: no such file")
         where[name] = path
-    records, dependents = {}, {}
+    records = {}
     todo = [(elf, n) for elf in a.elf for n in needed(elf)]
     while todo:
         parent, name = todo.pop(0)
-        dependents.setdefault(name, set()).add(parent)
         if name in records:
             continue
         path = where.get(name)
@@ -142,8 +86,6 @@ def pack(a):
                 shutil.copy2(os.path.realpath(path), os.path.join(a.fallback, name))
         elif is_torch(name, path):
             kind = "torch"
-        elif name in a.stub:
-            kind = "stub"
         else:
             kind = "copied"
             shutil.copy2(os.path.realpath(path), os.path.join(a.out, name))
@@ -151,19 +93,13 @@ def pack(a):
         records[name] = {"name": name, "kind": kind, "source": path}
         if kind == "copied" and any(r.startswith(name + "=") for r in a.replace):
             records[name]["replaced"] = True
-    for name, rec in records.items():
-        if rec["kind"] == "stub":
-            out = os.path.join(a.out, name)
-            rec["symbols"] = write_stub(rec["source"], sorted(dependents[name]), out, a.cc)
     for rec in records.values():
         local = os.path.join(a.out, rec["name"])
-        rec["bytes"] = os.path.getsize(local) if rec["kind"] in ("copied", "stub") else os.path.getsize(
+        rec["bytes"] = os.path.getsize(local) if rec["kind"] == "copied" else os.path.getsize(
             os.path.realpath(rec["source"])) if rec["source"] else 0
     libs = sorted(records.values(), key=lambda r: (r["kind"], -r["bytes"]))
-    unused = [s for s in a.stub if s not in records]
-    print(json.dumps({"libraries": libs, "stubs_not_needed": unused,
-                      "copied_bytes": sum(r["bytes"] for r in libs if r["kind"] == "copied"),
-                      "stub_bytes": sum(r["bytes"] for r in libs if r["kind"] == "stub")}, indent=1))
+    print(json.dumps({"libraries": libs,
+                      "copied_bytes": sum(r["bytes"] for r in libs if r["kind"] == "copied")}, indent=1))
 
 
 def check(a):
@@ -190,13 +126,11 @@ def check(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pack", help="copy and stub the libraries into the kit")
+    p = sub.add_parser("pack", help="copy the libraries into the kit")
     p.add_argument("--out", required=True, help="the kit's lib folder")
     p.add_argument("--fallback", required=True, help="folder for libstdc++ and libgcc_s")
-    p.add_argument("--stub", action="append", default=[], help="soname to replace by a stand-in (repeatable)")
     p.add_argument("--replace", action="append", default=[], metavar="SONAME=PATH",
                    help="copy PATH for SONAME instead of the library ldd finds (repeatable)")
-    p.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler for the stand-ins (default: $CC, else cc)")
     p.add_argument("elf", nargs="+")
     c = sub.add_parser("check", help="check where the libraries resolve (after sourcing KIT/env.sh)")
     c.add_argument("--kit", required=True)

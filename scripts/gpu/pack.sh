@@ -4,23 +4,19 @@
 # libraries), glibc and libstdc++, but none of ShopLens's other libraries and no network.
 #
 # Usage: scripts/gpu/pack.sh [--mode binary|debs] [--build DIR] [--out DIR] [--python PATH]
-#                            [--stub SONAME]... [--no-stubs] [--blas reference|system]
+#                            [--blas reference|system]
 #   --mode    binary (default): the build's shoplens and shoplens_tests (stripped, libexec/; bin/
 #             holds launchers that give them the kit's libraries), every shared library they load
-#             that is neither the C/C++ runtime nor torch's (lib/; stand-ins for the --stub ones),
+#             that is neither the C/C++ runtime nor torch's (lib/),
 #             libstdc++ and libgcc_s as a fallback (lib-fallback/), the scripts and configs
 #             scripts/gpu/prove.sh uses (src/), env.sh, manifest.json and manifest.md.
 #             debs: measures the alternative, building on the device from Debian packages:
 #             `apt-get download` of the -dev packages the build needs plus the packages of every
-#             runtime library the binaries load (the same closure, no stand-ins) into OUT-debs/;
+#             runtime library the binaries load (the same closure) into OUT-debs/;
 #             prints and records the sizes (needs apt's network access here).
 #   --build   the build folder whose binaries travel (default build/torch2: pip's torch 2.x, CUDA)
 #   --out     the kit folder, replaced (default gpu-kit; .gitignore has it)
 #   --python  the Python whose torch the build links (default: the venv of scripts/venv.sh)
-#   --stub    soname to replace by a stand-in (repeatable; default: OpenCV's GDAL, GDCM and
-#             OpenEXR codecs: libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0
-#             libOpenEXR-3_1.so.30, over 100 MiB with what they load, never called for JPEG/PNG)
-#   --no-stubs  copy those too (over 200 MiB then: for measuring)
 #   --blas    reference (default): Debian's reference BLAS and LAPACK (libblas3, liblapack3) stand
 #             in for OpenBLAS's, which OpenCV's core links: the same ABI, 36 MiB less; ShopLens
 #             calls no OpenCV function that uses them. system: whatever ldd finds (OpenBLAS here).
@@ -29,16 +25,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=common.sh
 source scripts/gpu/common.sh
-mode=binary build=build/torch2 out=gpu-kit python="" stubs=() no_stubs=0 blas=reference
-default_stubs=(libgdal.so.32 libgdcmMSFF.so.3.0 libgdcmDSED.so.3.0 libOpenEXR-3_1.so.30)
+mode=binary build=build/torch2 out=gpu-kit python="" blas=reference
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --mode) mode=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
-    --stub) stubs+=("$2"); shift 2 ;;
-    --no-stubs) no_stubs=1; shift ;;
     --blas) blas=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
@@ -46,8 +39,6 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $mode == binary || $mode == debs ]] || { echo "pack.sh: --mode is binary or debs, not '$mode'" >&2; exit 2; }
 [[ $blas == reference || $blas == system ]] || { echo "pack.sh: --blas is reference or system, not '$blas'" >&2; exit 2; }
-[[ ${#stubs[@]} -gt 0 ]] || stubs=("${default_stubs[@]}")
-[[ $no_stubs -eq 0 ]] || stubs=()
 for b in shoplens shoplens_tests; do
   [[ -x $build/bin/$b || -x $build/tests/$b ]] || {
     echo "pack.sh: no $b in $build: build it first (scripts/build.sh torch2)" >&2; exit 2; }
@@ -74,9 +65,9 @@ if [[ $mode == debs ]]; then
   debs="$out-debs"
   replace_dir "$debs" .gpu-kit-debs
   mkdir -p "$debs/dev" "$debs/runtime"
-  dev=(libopencv-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libcli11-dev libspdlog-dev
+  dev=(libopencv-dev libopencv-core-dev libopencv-imgproc-dev libcli11-dev libspdlog-dev
        libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest libturbojpeg0-dev libjpeg62-turbo-dev
-       libpng-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev)
+       libpng-dev libwebp-dev libtiff-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev)
   # The packages of every library the binaries load, except the C/C++ runtime and torch's.
   mapfile -t runtime < <(for b in shoplens shoplens_tests; do ldd "$(bin_of $b)"; done |
     awk '/=> \//{print $3}' | grep -v -e /site-packages/ -e /usr/local/cuda |
@@ -123,15 +114,14 @@ LAUNCHER
   chmod +x "$out/bin/$b"
 done
 # libshoplens.so and the rest: resolved as the build resolves them (its RUNPATH), then copied.
-stub_args=()
-for s in "${stubs[@]}"; do stub_args+=(--stub "$s"); done
+replace_args=()
 if [[ $blas == reference ]]; then
   for f in /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 /usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3; do
     [[ -f $f ]] || { echo "pack.sh: no $f: install libblas3 and liblapack3, or pass --blas system" >&2; exit 2; }
-    stub_args+=(--replace "$(basename "$f")=$f")
+    replace_args+=(--replace "$(basename "$f")=$f")
   done
 fi
-"$python" scripts/gpu/kit_libs.py pack --out "$out/lib" --fallback "$out/lib-fallback" "${stub_args[@]}" \
+"$python" scripts/gpu/kit_libs.py pack --out "$out/lib" --fallback "$out/lib-fallback" "${replace_args[@]}" \
   "$(bin_of shoplens)" "$(bin_of shoplens_tests)" > "$out/libraries.json"
 [[ -f $out/lib/libshoplens.so ]] && strip --strip-unneeded "$out/lib/libshoplens.so"
 # What prove.sh runs besides the binaries: its scripts, the Python peers, the configs, the converter.
@@ -217,9 +207,9 @@ with open(f"{out}/manifest.md", "w") as f:
             f"| **total** | **{mib(total)}** |\n\n")
     f.write("| library | kind | size |\n|---|---|---|\n")
     for l in libs["libraries"]:
-        f.write(f"| {l['name']} | {l['kind']} | {mib(l['bytes']) if l['kind'] in ('copied', 'stub') else 'not packed'} |\n")
+        f.write(f"| {l['name']} | {l['kind']} | {mib(l['bytes']) if l['kind'] == 'copied' else 'not packed'} |\n")
 print(f"gpu kit: {out}/ {mib(total)} (bin {mib(m['bytes']['bin'])}, lib {mib(m['bytes']['lib'])}: "
-      f"{len(kinds.get('copied', []))} copied + {len(kinds.get('stub', []))} stand-ins, lib-fallback "
+      f"{len(kinds.get('copied', []))} copied, lib-fallback "
       f"{mib(m['bytes']['lib-fallback'])}, src {mib(m['bytes']['src'])}), packed in {float(seconds):.1f} s; "
       f"torch {torch}, commit {commit[:12]}{' dirty' if dirty == 'true' else ''}")
 PY
