@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 
@@ -188,9 +189,11 @@ BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
 BenchConfig load_bench_config(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw ConfigError("bench config " + path.string() + " does not exist");
+  const std::string text = read_file(path);
+  if (json_nesting_exceeds(text)) throw ConfigError(path.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   json doc;
   try {
-    doc = json::parse(read_file(path));
+    doc = json::parse(text);
   } catch (const json::parse_error& e) {
     throw ConfigError(path.string() + ": not valid JSON: " + e.what());
   }
@@ -450,6 +453,7 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     const std::string line(trim(raw));
     if (line.empty() || line[0] == '#') continue;
     const std::string where = fmt::format("{}:{}", origin, line_no);
+    if (json_nesting_exceeds(line)) throw ConfigError(where + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
     json j;
     try {
       j = json::parse(line);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -288,6 +289,8 @@ const std::vector<Field>& schema() {
                       "weights to start from: .safetensors or torch.save state dict (empty: from scratch)"));
     f.push_back(field(&C::model, "model", &ModelConfig::new_head, "new_head",
                       "new classification head when the weights' class count differs (else an error)"));
+    f.push_back(field(&C::model, "model", &ModelConfig::partial_load, "partial_load",
+                      "start from weights that leave some model tensors at their init (else an error naming them)"));
     f.push_back(field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
     f.push_back(field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
     // optim
@@ -502,6 +505,8 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   if (eq == std::string::npos) throw ConfigError(source + ": expected section.key=value");
   std::string name(trim(std::string_view(assignment).substr(0, eq)));
   std::string text(trim(std::string_view(assignment).substr(eq + 1)));
+  if (json_nesting_exceeds(text))
+    throw ConfigError(source + ": the value nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   auto dot = name.find('.');
   if (dot == std::string::npos) throw ConfigError(source + ": expected section.key=value, got no '.' in '" + name + "'");
   std::string section = name.substr(0, dot), key = name.substr(dot + 1);
@@ -537,6 +542,8 @@ nlohmann::json read_json_file(const std::string& path) {
   if (!in) throw ConfigError("cannot open config file '" + path + "'");
   std::stringstream buffer;
   buffer << in.rdbuf();
+  if (json_nesting_exceeds(buffer.str()))
+    throw ConfigError(path + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels; not a ShopLens config");
   try {
     return json::parse(buffer.str());
   } catch (const json::parse_error& e) {

@@ -26,6 +26,10 @@ void install_interrupt_handlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // Past a file-size limit (ulimit -f) the kernel's default is to kill the process with SIGXFSZ
+  // (exit 153, temporary files left behind); ignored, the write fails with EFBIG instead, which
+  // every writer reports as an IoError (exit 1) and cleans up after.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 bool interrupt_requested() { return g_signal_count.load(std::memory_order_relaxed) > 0; }

@@ -8,6 +8,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -63,6 +64,7 @@ const PriceOffer& PriceTable::find(std::string_view name) const {
 }
 
 PriceTable parse_price_table(std::string_view text, const std::string& origin) {
+  if (json_nesting_exceeds(text)) throw ConfigError(origin + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   json doc;
   try {
     doc = json::parse(text);

@@ -10,6 +10,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/shard_format.h"
@@ -251,8 +252,11 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
   if (!fs::is_directory(dir, ec)) throw UsageError("model folder " + dir.string() + " does not exist (make one with shoplens export)");
   if (!fs::exists(card_file, ec)) throw DataError(dir.string() + " has no model_card.json: not a shoplens export");
   LoadedModel loaded;
+  const std::string card_text = read_file(card_file);
+  if (json_nesting_exceeds(card_text))
+    throw DataError(card_file.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels: not a model card");
   try {
-    loaded.card = json::parse(read_file(card_file));
+    loaded.card = json::parse(card_text);
   } catch (const json::exception& e) {
     throw DataError(card_file.string() + ": unreadable model card: " + e.what());
   }

@@ -19,6 +19,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/price_table.h"
@@ -412,7 +413,8 @@ json run_score_job(const ScoreOptions& o) {
   if (fs::exists(job_file, ec)) {
     json existing;
     try {
-      existing = json::parse(read_file(job_file));
+      const std::string text = read_file(job_file);
+      if (!json_nesting_exceeds(text)) existing = json::parse(text);  // too deep: another job, not printed
     } catch (const std::exception&) {
     }
     if (existing != job)

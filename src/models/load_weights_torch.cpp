@@ -38,15 +38,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return c10::str(c10::IntArrayRef(shape)); }
 
+// "a, b, c, ... 5 more": the first few items, for a log line or an error.
 template <typename T>
-void add_names(std::vector<std::string>& lines, const std::string& title, const std::vector<T>& items,
-               std::string (*show)(const T&)) {
-  if (items.empty()) return;
+std::string first_names(const std::vector<T>& items, std::string (*show)(const T&)) {
   constexpr std::size_t kShown = 8;
   std::vector<std::string> shown;
   for (std::size_t i = 0; i < items.size() && i < kShown; ++i) shown.push_back(show(items[i]));
   if (items.size() > kShown) shown.push_back("... " + std::to_string(items.size() - kShown) + " more");
-  lines.push_back(title + " (" + std::to_string(items.size()) + "): " + join(shown, ", "));
+  return join(shown, ", ");
+}
+
+template <typename T>
+void add_names(std::vector<std::string>& lines, const std::string& title, const std::vector<T>& items,
+               std::string (*show)(const T&)) {
+  if (!items.empty()) lines.push_back(title + " (" + std::to_string(items.size()) + "): " + first_names(items, show));
 }
 
 std::string show_name(const std::string& s) { return s; }
@@ -202,7 +207,32 @@ WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool 
   return report;
 }
 
-WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch) {
+namespace {
+
+// Weights that leave part of the model at its random init, beyond what was asked for (a new head,
+// a resampled position embedding), are a mistake more often than a choice: a file of another
+// architecture once matched no tensor at all and training silently started from scratch.
+void require_full_load(const WeightLoadReport& report, const std::string& path) {
+  if (report.missing.empty() && report.shape_mismatched.empty() && !report.loaded.empty()) return;
+  std::vector<std::string> problems;
+  if (report.loaded.empty()) problems.push_back("no model tensor matched");
+  if (!report.missing.empty())
+    problems.push_back(std::to_string(report.missing.size()) + " model tensors have no weights (" +
+                       first_names(report.missing, show_name) + ")");
+  if (!report.shape_mismatched.empty())
+    problems.push_back(std::to_string(report.shape_mismatched.size()) + " have another shape (" +
+                       first_names(report.shape_mismatched, show_mismatch) + ")");
+  if (!report.unexpected.empty())
+    problems.push_back("the file's unmatched names include " + first_names(report.unexpected, show_name));
+  throw ConfigError(path + ": loaded " + std::to_string(report.loaded.size()) + " of " +
+                    std::to_string(report.model_tensors) + " model tensors: " + join(problems, "; ") +
+                    ". Weights of another model? Set model.partial_load=true to start from part of them");
+}
+
+}  // namespace
+
+WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch,
+                                   bool allow_partial) {
   const StateDict weights = read_weights(path);
   WeightLoadReport report;
   try {
@@ -211,6 +241,7 @@ WeightLoadReport load_weights_file(Classifier& model, const std::string& path, b
     throw ConfigError(path + ": " + e.what());
   }
   report.source = path;
+  if (!allow_partial) require_full_load(report, path);
   std::vector<std::string> lines = split(report.summary(), '\n');
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (i == 0 || report.complete()) spdlog::info("{}", lines[i]);

@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/models/weights.h"
 
 namespace shoplens {
@@ -108,6 +109,7 @@ StateDict read_safetensors(const std::filesystem::path& path, std::map<std::stri
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   if (!in) throw IoError("cannot read " + path.string());
+  if (json_nesting_exceeds(header)) malformed(path, "header nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header);

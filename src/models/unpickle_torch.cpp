@@ -477,7 +477,9 @@ std::string describe(const PickleValue& v) {
           keys.push_back("...");
           break;
         }
-        keys.push_back(k->kind == Kind::kString ? k->text : describe(*k));
+        // A key that is itself a dict is not described further: a hostile pickle can nest dict
+        // keys 100,000 deep, and describing each level would recurse that deep.
+        keys.push_back(k->kind == Kind::kString ? k->text : k->kind == Kind::kDict ? "a dict" : describe(*k));
       }
       return "a dict of " + std::to_string(v.entries.size()) + " entries with keys [" + join(keys, ", ") + "]";
     }

@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/data/shard_format.h"
 
 namespace shoplens {
@@ -82,6 +83,8 @@ Checkpoint read_checkpoint(const fs::path& path) {
 
   Checkpoint ckpt;
   ckpt.path = path;
+  if (json_nesting_exceeds(std::string_view(bytes).substr(16, json_size)))
+    throw fail("state nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   try {
     ckpt.state = nlohmann::json::parse(bytes.begin() + 16, bytes.begin() + 16 + static_cast<std::ptrdiff_t>(json_size));
   } catch (const nlohmann::json::exception& e) {

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,26 @@ TEST(E2eCli, VersionHelpAndTypos) {
 
   auto bad_flag = run_shoplens("prepare --no-such-flag");
   EXPECT_EQ(bad_flag.exit_code, 2);
+}
+
+// NaN passed every bound (it compares false), and 40000 decode threads aborted the process.
+TEST(E2eCli, NanInfiniteAndAbsurdNumbersAreUsageErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"score -m m -i i.csv -o o --price-per-hour nan", "--price-per-hour"},
+      {"score -m m -i i.csv -o o --price-per-hour inf", "--price-per-hour"},
+      {"score -m m -i i.csv -o o --workers 40000", "--workers"},
+      {"score -m m -i i.csv -o o --max-latency-ms -nan", "--max-latency-ms"},
+      {"bench-train --model small_cnn --threads 1e9", "--threads"},
+      {"launch --grace-seconds nan -- true", "--grace-seconds"},
+      {"launch --nproc-per-node 0 -- true", "--nproc-per-node"},
+      {"train --shards x --lr nan", "optim.lr"},
+      {"train --shards x --set optim.lr=1e400", "optim.lr"},
+  };
+  for (const auto& [args, flag] : cases) {
+    auto r = run_shoplens(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(flag), std::string::npos) << args << "\n" << r.output;
+  }
 }
 
 TEST(E2eCli, ConfigErrorsExitTwoAndNameTheKey) {

@@ -129,6 +129,23 @@ TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
               read_json(reference / "summary.json")["test_macro_f1"].get<double>(), 1e-6);
 }
 
+// A first attempt that died before its first checkpoint left only config.json: --resume auto
+// starts afresh from it (no --shards needed), as it would from a checkpoint's saved config.
+TEST_F(E2eTrain, ResumeAutoBeforeTheFirstCheckpointStartsFromTheSavedConfig) {
+  const fs::path run = *dir_ / "no-checkpoint-yet";
+  std::string args = train_args(run);
+  args.replace(args.find("--epochs 3"), 10, "--epochs 1");
+  auto printed = run_shoplens(args + " --print-config 2>/dev/null");
+  ASSERT_EQ(printed.exit_code, 0) << printed.output;
+  fs::create_directories(run);
+  testing::write_text(run / "config.json", printed.output);
+  auto r = run_shoplens("train --out " + run.string() + " --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting afresh from the saved config"), std::string::npos) << r.output;
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
+  EXPECT_EQ(read_json(run / "config.json")["train"]["epochs"], 1);
+}
+
 TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   const fs::path run = *dir_ / "bad";
   const std::string base = "train --shards " + shards().string() + " --out " + run.string() + " --epochs 1";
@@ -151,6 +168,11 @@ TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   auto bad_ckpt = run_shoplens(train_args(run) + " --resume " + (*dir_ / "garbage.ckpt").string());
   EXPECT_EQ(bad_ckpt.exit_code, 1);
   EXPECT_NE(bad_ckpt.output.find("garbage.ckpt"), std::string::npos) << bad_ckpt.output;
+
+  // --resume auto where nothing was ever started asked for --shards; now it says so.
+  auto nothing = run_shoplens("train --out " + (*dir_ / "never-started").string() + " --resume auto");
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.output.find("nothing to resume"), std::string::npos) << nothing.output;
 
   auto fp16 = run_shoplens(train_args(run) + " --precision fp16 --device cpu");
   EXPECT_EQ(fp16.exit_code, 2);
@@ -183,7 +205,7 @@ TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
   spec.num_classes = 12;
   spec.image_size = 32;
   auto pretrained = make_model(spec);
-  load_weights_file(*pretrained, weights.string(), true);
+  load_weights_file(*pretrained, weights.string(), true, false);
   auto after_epoch = [&](int index) {
     auto model = make_model(spec);
     const auto files = CheckpointStore(run / "checkpoints", 3).list();

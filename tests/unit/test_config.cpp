@@ -4,6 +4,7 @@
 
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
 #include "test_util.h"
 
@@ -110,6 +111,31 @@ TEST(Config, InvalidJsonNamesLineAndColumn) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("bad.json:4:"), std::string::npos) << e.what();
   }
+}
+
+// A value nested 100,000 deep crashed `shoplens config` (SIGSEGV while printing it in the error).
+TEST(Config, DeeplyNestedFileOrOverrideIsAConfigError) {
+  testing::ScratchDir dir("config");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  testing::write_text(dir / "deep.json", R"({"run": {"seed": )" + deep + "}}");
+  try {
+    load_config((dir / "deep.json").string(), {});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nests deeper"), std::string::npos) << e.what();
+  }
+  json doc = json::object();
+  EXPECT_THROW(apply_override(doc, "run.seed=" + deep), ConfigError);
+}
+
+TEST(JsonLimits, CountsBracketsOutsideStringsOnly) {
+  EXPECT_FALSE(json_nesting_exceeds(R"({"a": [1, {"b": 2}]})", 3));
+  EXPECT_TRUE(json_nesting_exceeds(R"({"a": [1, {"b": [2]}]})", 3));
+  // Brackets inside strings, escaped quotes included, are text.
+  EXPECT_FALSE(json_nesting_exceeds(R"({"a": "[[[[\"[[[["})", 1));
+  EXPECT_FALSE(json_nesting_exceeds(std::string(64, '[') + std::string(64, ']')));
+  EXPECT_TRUE(json_nesting_exceeds(std::string(65, '[') + std::string(65, ']')));
 }
 
 TEST(Config, SchemaListsEveryFieldWithDefault) {

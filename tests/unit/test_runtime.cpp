@@ -3,10 +3,17 @@
 
 #include <malloc.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <filesystem>
+#include <string>
 #include <vector>
 
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
+#include "test_util.h"
 
 namespace shoplens {
 namespace {
@@ -45,4 +52,31 @@ TEST(Runtime, GemmBoundModelsAreTheTransformers) {
   prefer_passive_openmp("resnet18", 8);
 }
 
+}  // namespace shoplens
+
+namespace shoplens {
+namespace {
+
+// Past `ulimit -f` the process was killed by SIGXFSZ (exit 153) with its temporary file left.
+TEST(Runtime, FileSizeLimitIsAnIoErrorAndLeavesNoTemporaryFile) {
+  testing::ScratchDir dir("fsize");
+  install_interrupt_handlers();
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    write_file_atomic(dir / "big.bin", std::string(1 << 20, 'x'));
+  } catch (const IoError& e) {
+    error = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &saved);
+  EXPECT_NE(error.find("big.bin"), std::string::npos) << error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    ADD_FAILURE() << "left behind: " << entry.path();
+}
+
+}  // namespace
 }  // namespace shoplens

@@ -11,6 +11,7 @@
 
 #include "models/models_internal.h"
 #include "models/pickle_internal.h"
+#include "models/zip_directory.h"
 #include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/models/classifier.h"
@@ -147,6 +148,75 @@ TEST(WeightsFiles, NonWeightFilesAreDataErrors) {
   EXPECT_THROW(read_weights(dir / "absent.pt"), IoError);
 }
 
+// A zip archive written field by field: each entry holds `stored` zero bytes and declares
+// `declared` bytes uncompressed with compression `method`.
+struct FakeZipEntry {
+  std::string name;
+  std::uint16_t method;
+  std::uint32_t stored, declared;
+};
+
+std::string fake_zip(const std::vector<FakeZipEntry>& entries) {
+  auto put = [](std::string& out, std::uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  };
+  std::string out, directory;
+  for (const auto& e : entries) {
+    const auto offset = out.size();
+    put(out, 0x04034b50, 4);
+    put(out, 20, 2), put(out, 0, 2), put(out, e.method, 2), put(out, 0, 4), put(out, 0, 4);
+    put(out, e.stored, 4), put(out, e.declared, 4), put(out, e.name.size(), 2), put(out, 0, 2);
+    out += e.name + std::string(e.stored, '\0');
+    put(directory, 0x02014b50, 4);
+    put(directory, 20, 2), put(directory, 20, 2), put(directory, 0, 2), put(directory, e.method, 2);
+    put(directory, 0, 4), put(directory, 0, 4), put(directory, e.stored, 4), put(directory, e.declared, 4);
+    put(directory, e.name.size(), 2), put(directory, 0, 2), put(directory, 0, 2), put(directory, 0, 2);
+    put(directory, 0, 2), put(directory, 0, 4), put(directory, offset, 4);
+    directory += e.name;
+  }
+  const auto directory_at = out.size();
+  out += directory;
+  put(out, 0x06054b50, 4);
+  put(out, 0, 2), put(out, 0, 2), put(out, entries.size(), 2), put(out, entries.size(), 2);
+  put(out, directory.size(), 4), put(out, directory_at, 4), put(out, 0, 2);
+  return out;
+}
+
+// A 10 KB archive declaring gigabytes reached 1.7 GB of memory before anything was checked.
+TEST(WeightsFiles, ZipBombArchiveIsRefusedBeforeExtraction) {
+  ScratchDir dir("zb");
+  const auto bomb = dir / "bomb.pt";
+  write_bytes(bomb, fake_zip({{"archive/data.pkl", 8, 10000, 2000000000u}, {"archive/version", 0, 2, 2}}));
+  const auto msg = data_error([&] { read_weights(bomb); });
+  EXPECT_NE(msg.find("zip bomb"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("archive/data.pkl"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(bomb.string()), std::string::npos) << msg;
+  // Stored entries whose two sizes disagree, and unknown compression methods, are refused too.
+  write_bytes(bomb, fake_zip({{"archive/data.pkl", 0, 100, 100000}}));
+  EXPECT_NE(data_error([&] { read_weights(bomb); }).find("two different sizes"), std::string::npos);
+  write_bytes(bomb, fake_zip({{"archive/data.pkl", 14, 100, 100}}));
+  EXPECT_NE(data_error([&] { read_weights(bomb); }).find("compression method 14"), std::string::npos);
+}
+
+TEST(WeightsFiles, ZipDirectoryListsEveryEntryAndRejectsDamage) {
+  const std::string zip = fake_zip({{"a/data.pkl", 0, 7, 7}, {"a/data/0", 8, 3, 12}});
+  auto read_at = [&](std::uint64_t offset, std::size_t size) { return zip.substr(offset, size); };
+  const auto entries = detail::read_zip_directory(zip.size(), read_at, "z.pt");
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].name, "a/data/0");
+  EXPECT_EQ(entries[1].method, 8);
+  EXPECT_EQ(entries[1].uncompressed_size, 12u);
+  // Cut anywhere: a DataError naming the file, never a read outside the bytes.
+  for (std::size_t cut = 0; cut < zip.size(); ++cut) {
+    const std::string part = zip.substr(0, cut);
+    auto read_part = [&](std::uint64_t offset, std::size_t size) {
+      if (offset + size > part.size()) throw std::logic_error("read past the end");
+      return part.substr(offset, size);
+    };
+    EXPECT_THROW(detail::read_zip_directory(part.size(), read_part, "z.pt"), DataError) << cut;
+  }
+}
+
 // ---------------------------------------------------------------------------- unpickler
 
 std::string from_hex(const std::string& hex) {
@@ -226,6 +296,18 @@ TEST(WeightsUnpickler, DeepNestingIsFreedWithoutRecursion) {
   auto v = unpickle_bytes(pkl);
   EXPECT_EQ(v->kind, detail::PickleValue::Kind::kTuple);
   v.reset();  // must not overflow the stack
+}
+
+TEST(WeightsUnpickler, DictKeysNestedDeepAreDescribedWithoutRecursion) {
+  // d0 = {d1: None}, d1 = {d2: None}, ... 100,000 deep (a hand-made pickle: Python's dicts are not
+  // hashable, but nothing stops a file from holding this).
+  const int depth = 100000;
+  std::string pkl = "\x80\x02" + std::string(depth + 1, '}');
+  for (int i = 0; i < depth; ++i) pkl += "Ns";
+  pkl += ".";
+  auto v = unpickle_bytes(pkl);
+  ASSERT_EQ(v->kind, detail::PickleValue::Kind::kDict);
+  EXPECT_EQ(detail::describe(*v), "a dict of 1 entries with keys [a dict]");
 }
 
 // Random byte flips of valid inputs: the readers must answer with a DataError or a result,
@@ -418,18 +500,49 @@ TEST(WeightsLoad, LoadWeightsFileLogsAndNamesTheFileInErrors) {
   const auto path = (dir / "cnn.safetensors").string();
   write_safetensors(path, model_state_dict(*make_model(spec("small_cnn", 12))));
   auto model = make_model(spec("small_cnn", 12));
-  auto report = load_weights_file(*model, path, false);
+  auto report = load_weights_file(*model, path, false, false);
   EXPECT_EQ(report.source, path);
   EXPECT_TRUE(report.complete());
   auto other = make_model(spec("small_cnn", 3));
   try {
-    load_weights_file(*other, path, false);
+    load_weights_file(*other, path, false, false);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(path + ": the weights have 12 classes and the config has 3"),
               std::string::npos)
         << e.what();
   }
+}
+
+// Weights of another model matched nothing, and training went on from scratch with exit 0.
+TEST(WeightsLoad, WeightsMatchingNothingOrPartlyAreAConfigErrorUnlessPartialIsAllowed) {
+  ScratchDir dir("lw");
+  const auto vit = (dir / "vit.safetensors").string();
+  write_safetensors(vit, model_state_dict(*make_model(spec("vit_tiny", 3))));
+  auto model = make_model(spec("small_cnn", 3));
+  try {
+    load_weights_file(*model, vit, true, false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(vit + ": loaded 0 of"), std::string::npos) << what;
+    EXPECT_NE(what.find("no model tensor matched"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.partial_load"), std::string::npos) << what;
+  }
+  // Half a state dict: the missing names are listed; with partial_load it loads what it can.
+  StateDict half = model_state_dict(*make_model(spec("small_cnn", 3)));
+  half.resize(half.size() / 2);
+  const auto part = (dir / "half.safetensors").string();
+  write_safetensors(part, half);
+  try {
+    load_weights_file(*model, part, true, false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model tensors have no weights"), std::string::npos) << e.what();
+  }
+  auto report = load_weights_file(*model, part, true, true);
+  EXPECT_EQ(report.loaded.size(), half.size());
+  EXPECT_FALSE(report.missing.empty());
 }
 
 // ---------------------------------------------------------------------------- against Python
@@ -478,7 +591,7 @@ class WeightsTorchvision : public ::testing::Test {
   // Loads `weights` into a fresh model and compares its eval-mode logits with Python's.
   static void expect_same_logits(const ModelSpec& s, const std::filesystem::path& weights, const std::string& io) {
     auto model = make_model(s);
-    auto report = load_weights_file(*model, weights.string(), false);
+    auto report = load_weights_file(*model, weights.string(), false, false);
     EXPECT_TRUE(report.complete()) << report.summary();
     EXPECT_TRUE(report.unexpected.empty()) << report.summary();
     auto ref = read_weights(file(io));

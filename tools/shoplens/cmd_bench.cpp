@@ -26,17 +26,17 @@ class BenchCommand : public Command {
     app.add_option("--baseline", baseline_, "a previous results.jsonl to gate against (empty: no gate)");
     app.add_option("--max-regression", max_regression_,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
-    app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(CLI::NonNegativeNumber);
+    app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(non_negative());
     app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
     app.add_option("--study", study_, "\"batch\": the batch-size study (baseline vs find-batch) instead of the recorder (empty: the recorder)")
         ->check(CLI::IsMember({"", "batch"}));
     app.add_option("--shards", study_options_.shards, "study: prepared shards both runs train on (required with --study batch)");
-    app.add_option("--epochs", study_options_.epochs, "study: epochs of each run")->check(CLI::PositiveNumber);
+    app.add_option("--epochs", study_options_.epochs, "study: epochs of each run")->check(positive());
     app.add_option("--baseline-batch", study_options_.baseline_batch, "study: the baseline's micro-batch")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     app.add_option("--memory-budget", study_options_.memory_budget, "study: the budget find-batch fits into (both runs run under it)");
     app.add_option("--threads", study_options_.threads, "study: CPU threads of each run (0: all usable cores)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(thread_count());
     app.add_option("--set", study_options_.sets, "study: extra section.key=value overrides for both runs");
   }
 

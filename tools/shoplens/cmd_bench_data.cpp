@@ -17,7 +17,7 @@ class BenchDataCommand : public Command {
     options_.add_to(app);
     options_.add_flag_for(app, "-i,--input", "data.input", "CSV manifest or ImageFolder root to benchmark on");
     options_.add_flag_for(app, "--out", "run.dir", "folder for shards and results");
-    app.add_option("--epochs", epochs_, "passes over the train split for each pipeline")->check(CLI::PositiveNumber);
+    app.add_option("--epochs", epochs_, "passes over the train split for each pipeline")->check(positive());
     app.add_option("--format", format_, "stdout format: table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
     app.add_option("--python", python_, "Python with torch and torchvision for the peer run");
     app.add_option("--peer-script", peer_script_, "the torchvision pipeline script (empty: skip the peer)");

@@ -15,10 +15,10 @@ class BenchTrainCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     app.add_option("-m,--model", o_.model, "model name");
-    app.add_option("-b,--batch-size", o_.batch_size, "batch size")->check(CLI::PositiveNumber);
+    app.add_option("-b,--batch-size", o_.batch_size, "batch size")->check(positive());
     app.add_option("--image-size", o_.image_size, "input side, pixels")->check(CLI::Range(8, 4096));
     classes_ = app.add_option("--num-classes", o_.num_classes, "classes of the head (text models: 2 unless given)")
-                   ->check(CLI::PositiveNumber);
+                   ->check(positive());
     app.add_option("--seq-len", o_.seq_len, "text models: tokens per sequence, every one real (the worst case)")
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--vocab-size", o_.vocab_size, "text models: vocabulary of the synthetic token ids")
@@ -26,12 +26,12 @@ class BenchTrainCommand : public Command {
     app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
     app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
-    app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(CLI::NonNegativeNumber);
-    app.add_option("--warmup", o_.warmup_steps, "unmeasured steps first")->check(CLI::NonNegativeNumber);
-    app.add_option("--steps", o_.steps, "measured steps")->check(CLI::PositiveNumber);
+    app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(thread_count());
+    app.add_option("--warmup", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
+    app.add_option("--steps", o_.steps, "measured steps")->check(positive());
     app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
     app.add_option("--bucket-mb", o_.bucket_mb, "under `shoplens launch`: gradient all-reduce bucket size, MB")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     app.add_flag("!--no-overlap", o_.overlap, "under `shoplens launch`: all-reduce after backward (the baseline)");
     app.add_option("--format", format_, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
   }

@@ -14,13 +14,16 @@ class LaunchCommand : public Command {
                "MASTER_PORT, TORCHELASTIC_RESTART_COUNT) and OMP_NUM_THREADS = cores / nproc-per-node unless set.\n"
                "Exit codes: 0 all workers succeeded, 1 a worker failed and the restarts are used up, 2 usage or a\n"
                "worker's config error (not restarted), 130 interrupted (workers checkpointed).");
-    app.add_option("--nproc-per-node", o_.nproc_per_node, "worker processes on this node");
-    app.add_option("--nnodes", o_.nnodes, "nodes in the job");
-    app.add_option("--node-rank", o_.node_rank, "this node's index, 0..nnodes-1");
+    app.add_option("--nproc-per-node", o_.nproc_per_node, "worker processes on this node")->check(CLI::Range(1, kMaxThreads));
+    app.add_option("--nnodes", o_.nnodes, "nodes in the job")->check(CLI::Range(1, 1 << 16));
+    app.add_option("--node-rank", o_.node_rank, "this node's index, 0..nnodes-1")->check(CLI::Range(0, (1 << 16) - 1));
     app.add_option("--master-addr", o_.master_addr, "address of the node running rank 0 (it hosts the TCPStore)");
-    app.add_option("--master-port", o_.master_port, "rendezvous port on the master (0: a free port, one node only)");
-    app.add_option("--max-restarts", o_.max_restarts, "times the group is restarted after a worker dies");
-    app.add_option("--grace-seconds", o_.grace_seconds, "after SIGTERM, seconds before the workers are killed");
+    app.add_option("--master-port", o_.master_port, "rendezvous port on the master (0: a free port, one node only)")
+        ->check(CLI::Range(0, 65535));
+    app.add_option("--max-restarts", o_.max_restarts, "times the group is restarted after a worker dies")
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--grace-seconds", o_.grace_seconds, "after SIGTERM, seconds before the workers are killed")
+        ->check(non_negative());
     app.add_option("--log-dir", o_.log_dir, "also write each worker's output to LOG_DIR/attempt-K/rank-R.log");
     app.add_flag("!--no-prefix", o_.prefix_output, "relay worker output without the [rank R] prefix");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");

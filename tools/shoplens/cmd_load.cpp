@@ -52,7 +52,7 @@ class LoadCommand : public Command {
     options_.add_flag_for(app, "--workers", "loader.workers", "decode threads (0: run.threads)");
     options_.add_flag_for(app, "--out", "run.dir", "run directory for load.json and the log");
     app.add_option("--split", split_, "split to read: train, val or test");
-    app.add_option("--epochs", epochs_, "epochs to run")->check(CLI::PositiveNumber);
+    app.add_option("--epochs", epochs_, "epochs to run")->check(positive());
     app.add_flag("--eval", eval_, "use the evaluation transform instead of training augmentation");
     app.add_flag("--verify", verify_, "check every shard's data checksum before loading");
     app.add_option("--preview", preview_, "write a PNG grid of the first batch's augmented images");

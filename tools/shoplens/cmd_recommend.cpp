@@ -20,11 +20,11 @@ class RecommendCommand : public Command {
         ->check(CLI::ExistingFile);
     app.add_option("--prices", prices_, "price table")->check(CLI::ExistingFile);
     app.add_option("--scenario", request_.scenario, "scenario of the bench records to plan for");
-    app.add_option("--dataset-size", request_.dataset_size, "images per epoch")->check(CLI::PositiveNumber);
-    app.add_option("--epochs", request_.epochs, "epochs per full run")->check(CLI::PositiveNumber);
+    app.add_option("--dataset-size", request_.dataset_size, "images per epoch")->check(positive());
+    app.add_option("--epochs", request_.epochs, "epochs per full run")->check(positive());
     app.add_option("--deadline", deadline_, "longest acceptable run, e.g. 8h, 90m, 2d (empty: none)");
     app.add_option("--budget", request_.budget, "most a run may cost, in the table's currency (0: none)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     app.add_option("--price-basis", basis_, "on-demand or spot prices")->check(CLI::IsMember({"on-demand", "spot"}));
     app.add_option("--scaling", scaling_,
                    "data-parallel efficiency overrides, DEVICES:EFFICIENCY,... (defaults 2:0.95,4:0.9,8:0.84,16:0.8,32:0.75)");

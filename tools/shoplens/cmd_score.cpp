@@ -22,18 +22,18 @@ class ScoreCommand : public Command {
     app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_option("--device", o_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    app.add_option("-b,--batch-size", o_.batch_size, "micro-batch size")->check(CLI::PositiveNumber);
+    app.add_option("-b,--batch-size", o_.batch_size, "micro-batch size")->check(positive());
     app.add_option("--max-latency-ms", o_.max_latency_ms,
                    "choose the largest batch (powers of 2 up to --max-batch) whose measured p95 fits (0: off)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--max-batch", o_.max_batch, "largest batch --max-latency-ms considers")->check(CLI::PositiveNumber);
-    app.add_option("--workers", o_.workers, "decode threads (0: usable cores)")->check(CLI::NonNegativeNumber);
-    app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(CLI::NonNegativeNumber);
-    app.add_option("--chunk-rows", o_.chunk_rows, "rows per output chunk (the unit of resume)")->check(CLI::PositiveNumber);
+        ->check(non_negative());
+    app.add_option("--max-batch", o_.max_batch, "largest batch --max-latency-ms considers")->check(positive());
+    app.add_option("--workers", o_.workers, "decode threads (0: usable cores)")->check(thread_count());
+    app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());
+    app.add_option("--chunk-rows", o_.chunk_rows, "rows per output chunk (the unit of resume)")->check(positive());
     app.add_option("--drift-sample", o_.drift_sample, "rows compared with fp32 before a reduced-precision job (0: off)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     app.add_option("--price-per-hour", o_.price_per_hour, "device price per hour, for the cost per million images (0: none)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     app.add_option("--prices", o_.prices, "price table (e.g. configs/prices.json) for the cost per million images (empty: none)")
         ->check(CLI::ExistingFile);
     app.add_option("--instance", o_.instance, "row of the price table the job is priced as (with --prices; empty: none)");

@@ -147,6 +147,8 @@ class TrainCommand : public Command {
       prefer_passive_openmp(config->model.name, resolve_threads(config->run.threads));  // a resumed model's name
       set_compute_threads(config->run.threads);
       if (config->run.dir.empty()) config->run.dir = checkpoint->path.parent_path().parent_path().string();
+    } else if (resume_ == "auto") {
+      config = fresh_start_of_resumed_run(*config);
     }
     if (config->data.shards.empty()) throw UsageError("train: --shards (or data.shards) is required");
     if (!fs::is_directory(config->data.shards))
@@ -214,7 +216,7 @@ class TrainCommand : public Command {
     seed_torch(static_cast<std::uint64_t>(config->run.seed));
     auto model = make_model(model_spec_from_config(*config, static_cast<int>(data.class_names.size())));
     if (!config->model.pretrained.empty() && !checkpoint)
-      load_weights_file(*model, config->model.pretrained, config->model.new_head);
+      load_weights_file(*model, config->model.pretrained, config->model.new_head, config->model.partial_load);
 
     Trainer trainer(*config, model, data, run_dir, group, segment);
     if (auto hook = fault_hook(env)) trainer.set_after_step(hook);
@@ -240,6 +242,25 @@ class TrainCommand : public Command {
     auto found = CheckpointStore(dir, config.train.keep_last).newest_valid();
     if (!found) spdlog::warn("train: no valid checkpoint in {}; starting a fresh run", dir.string());
     return found;
+  }
+
+  // `--resume auto` before the first checkpoint: the run directory's saved config.json (the one a
+  // crashed first attempt wrote) is the base, as a checkpoint's would be; without it there is
+  // nothing to resume, which is said plainly instead of asking for --shards.
+  Config fresh_start_of_resumed_run(const Config& config) {
+    const fs::path saved = fs::path(config.run.dir) / "config.json";
+    if (fs::is_regular_file(saved)) {
+      nlohmann::json base = read_json_file(saved.string());
+      base.erase("_run");
+      spdlog::info("train: no checkpoint yet; starting afresh from the saved config {}", saved.string());
+      Config resolved = options_.resolve_over(base);
+      if (resolved.run.dir.empty()) resolved.run.dir = config.run.dir;
+      return resolved;
+    }
+    if (config.data.shards.empty())
+      throw UsageError("train: --resume auto: nothing to resume in " + config.run.dir +
+                       " (no checkpoint and no config.json); start the run with --shards");
+    return config;
   }
 
   ConfigOptions options_;

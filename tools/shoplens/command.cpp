@@ -1,5 +1,6 @@
 #include "command.h"
 
+#include <cmath>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,35 @@ Config ConfigOptions::resolve_over(const nlohmann::json& base) {
   std::vector<std::string> overrides = sets_;
   overrides.insert(overrides.end(), flag_overrides_.begin(), flag_overrides_.end());
   return load_config(base, config_path_.empty() ? std::nullopt : std::optional<std::string>(config_path_), overrides);
+}
+
+namespace {
+
+// A finite number (not NaN or infinite) within [lo, hi], `lo` excluded when `open_below`.
+CLI::Validator finite_number(double lo, double hi, bool open_below, const std::string& description) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        try {
+          std::size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(value) || value < lo || value > hi || (open_below && value == lo))
+          return "'" + text + "' is not " + description;
+        return {};
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator non_negative() { return finite_number(0, HUGE_VAL, false, "a finite number >= 0"); }
+CLI::Validator positive() { return finite_number(0, HUGE_VAL, true, "a finite number > 0"); }
+CLI::Validator thread_count() {
+  return finite_number(0, kMaxThreads, false, "a thread count from 0 (all usable cores) to " + std::to_string(kMaxThreads));
 }
 
 std::optional<Config> begin(ConfigOptions& options) {

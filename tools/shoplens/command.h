@@ -52,6 +52,15 @@ class ConfigOptions {
   bool print_config_ = false;
 };
 
+// Checks for a verb's own numeric options. Unlike CLI11's NonNegativeNumber and PositiveNumber
+// they refuse NaN and infinities (which compare false with every bound and so passed: a NaN
+// timeout turned every request into a 504), and thread counts stop at kMaxThreads (40000 decode
+// threads aborted the process). Each failure is a usage error (exit 2) naming the flag.
+constexpr int kMaxThreads = 1024;
+CLI::Validator non_negative();
+CLI::Validator positive();
+CLI::Validator thread_count();  // 0 (all usable cores) to kMaxThreads
+
 // Common start of a verb: resolves the config, applies log level and threads,
 // prints the config and returns nullopt when --print-config was given.
 std::optional<Config> begin(ConfigOptions& options);

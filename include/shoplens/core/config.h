@@ -68,6 +68,7 @@ struct ModelConfig {
   std::string name = "small_cnn";               // see `shoplens train --help` / docs/MODELS.md
   std::string pretrained;                       // .safetensors or torch.save state dict; empty = from scratch
   bool new_head = true;                         // re-initialise the head when the weights' class count differs
+  bool partial_load = false;                    // accept weights that leave model tensors at their init
   double dropout = 0.0;                         // before the head
   bool channels_last = false;
 };

@@ -1,5 +1,5 @@
 // Typed errors. They are thrown inside the library, caught once in `main`, and mapped to the
-// documented exit codes (docs/CLI.md): 0 ok, 1 failure, 2 usage or config error, 130 interrupted.
+// documented exit codes (README.md): 0 ok, 1 failure, 2 usage or config error, 130 interrupted.
 #pragma once
 
 #include <stdexcept>

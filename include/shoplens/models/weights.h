@@ -87,7 +87,11 @@ struct WeightLoadReport {
 // grid size is resampled like timm's resample_abs_pos_embed.
 WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool new_head_on_mismatch);
 
-// read_weights + load_weights, logging the report's summary (warnings when incomplete).
-WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch);
+// read_weights + load_weights, logging the report's summary (warnings when incomplete). Unless
+// `allow_partial`, a ConfigError naming the unmatched tensors when any model tensor is left
+// without weights or of another shape (a new head and a resampled position embedding excepted),
+// or when nothing matched at all.
+WeightLoadReport load_weights_file(Classifier& model, const std::string& path, bool new_head_on_mismatch,
+                                   bool allow_partial);
 
 }  // namespace shoplens
