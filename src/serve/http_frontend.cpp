@@ -11,47 +11,78 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "shoplens/core/atomic_file.h"
+#include "serve/http_connection.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/image_io.h"
+#include "shoplens/serve/image_root.h"
 
 namespace shoplens::serve {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path resolve_under_root(const fs::path& root, const std::string& requested) {
-  if (requested.empty()) throw UsageError("\"path\" is empty");
-  if (requested.find('\0') != std::string::npos) throw UsageError("\"path\" contains a NUL byte");
-  std::error_code ec;
-  const fs::path base = fs::weakly_canonical(root, ec);
-  if (ec) throw UsageError("the image root cannot be resolved: " + ec.message());
-  const fs::path p(requested);
-  // weakly_canonical resolves "..", "." and symbolic links: a link out of the root is refused too.
-  const fs::path resolved = fs::weakly_canonical(p.is_absolute() ? p : base / p, ec);
-  if (ec) throw UsageError("\"path\" cannot be resolved: " + ec.message());
-  auto b = base.begin(), r = resolved.begin();
-  for (; b != base.end() && !b->empty(); ++b, ++r)
-    if (r == resolved.end() || *r != *b) throw UsageError("\"path\" is outside the image root");
-  return resolved;
-}
-
 namespace {
+
+// A {"path": ...} request is a few hundred bytes; a larger JSON body is refused before parsing, as
+// parsing costs ~30x its size in memory (and a 16 MB body of nested arrays half a gigabyte).
+constexpr std::size_t kMaxJsonBodyBytes = 64 * 1024;
+constexpr int kMaxJsonDepth = 64;
+// Once a drain starts, connections still waiting for or sending a request get this much longer.
+constexpr std::chrono::milliseconds kDrainGrace{1000};
+// The one answer to a path that is missing, outside the root, not a regular file or unreadable: a
+// prober must not tell these apart (nor learn anything of the files outside the root).
+constexpr const char* kNoSuchImage = "no readable image file at that path under the image root";
 
 void reply_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Answers echo the request (its path, a parse error's excerpt): bytes that are not UTF-8 are
+  // replaced (U+FFFD), as nlohmann::json would otherwise throw while writing the answer.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 void reply_error(httplib::Response& res, int status, const std::string& message) {
   reply_json(res, status, json{{"error", message}, {"status", status}});
 }
+// For steps that answer on failure and tell their caller to stop.
+bool refuse(httplib::Response& res, int status, const std::string& message) {
+  reply_error(res, status, message);
+  return false;
+}
 
-bool looks_like_json(const httplib::Request& req) {
+bool looks_like_json(const httplib::Request& req, const std::string& body) {
   if (req.get_header_value("Content-Type").find("json") != std::string::npos) return true;
-  for (char c : req.body) {
+  for (char c : body) {
     if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
     return c == '{' || c == '[';
   }
   return false;
+}
+
+bool reads_a_body(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
+}
+
+std::chrono::milliseconds to_ms(double ms) { return std::chrono::milliseconds(static_cast<long long>(std::ceil(ms))); }
+
+ReadDeadlines read_deadlines(const FrontendOptions& o) {
+  return {to_ms(o.idle_timeout_ms), to_ms(o.header_timeout_ms), to_ms(o.body_timeout_ms)};
+}
+
+void check_timeout(double ms, const char* flag) {
+  if (!std::isfinite(ms) || ms < 1 || ms > kMaxTimeoutMs)
+    throw UsageError(std::string("serve: ") + flag + " must be between 1 and " + std::to_string(kMaxTimeoutMs) +
+                     " ms");
+}
+
+struct JsonTooDeep {};
+
+// nlohmann's parser keeps its own stack (no recursion), but every level costs memory: the callback
+// stops the parse at the first container nested deeper than the limit.
+json parse_json_with_depth_limit(const std::string& text) {
+  const json::parser_callback_t depth_guard = [](int depth, json::parse_event_t event, json&) {
+    const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth >= kMaxJsonDepth) throw JsonTooDeep{};  // `depth` counts the enclosing containers
+    return true;
+  };
+  return json::parse(text, depth_guard);
 }
 
 }  // namespace
@@ -62,7 +93,7 @@ struct HttpFrontend::Impl {
   ServeMetrics& metrics;
   Preprocessor preprocess;
   std::vector<std::string> class_names;
-  httplib::Server server;
+  DeadlineServer server;
   std::thread listener;
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
@@ -71,7 +102,8 @@ struct HttpFrontend::Impl {
   fs::path root;
 
   Impl(FrontendOptions o, MicroBatcher& b, ServeMetrics& m, Preprocessor p, std::vector<std::string> names)
-      : options(std::move(o)), batcher(b), metrics(m), preprocess(std::move(p)), class_names(std::move(names)) {}
+      : options(std::move(o)), batcher(b), metrics(m), preprocess(std::move(p)), class_names(std::move(names)),
+        server(read_deadlines(options)) {}
 
   // Seconds a rejected client should wait: the queue's drain time at the recent rate, at least 1.
   int retry_after_s() const {
@@ -80,7 +112,79 @@ struct HttpFrontend::Impl {
     return std::max(1, static_cast<int>(std::ceil(rate > 0 ? queued / rate : 1.0)));
   }
 
-  void classify(const httplib::Request& req, httplib::Response& res) {
+  void reply_too_large(httplib::Response& res) const {
+    reply_error(res, 413, "the body is larger than the limit of " + std::to_string(options.max_body_bytes) +
+                              " bytes (--max-body-bytes)");
+  }
+
+  // The body, de-chunked (and decompressed), up to --max-body-bytes: cpp-httplib 0.11 checks its
+  // payload limit against Content-Length only, so a chunked body or one without a length would
+  // otherwise grow without bound. False when an error answer is set (the connection then closes:
+  // what is left of the body is never read).
+  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                 std::string& body) {
+    if (req.is_multipart_form_data()) {
+      DeadlineServer::close_after_response();
+      res.set_header("Connection", "close");
+      return refuse(res, 415, "multipart bodies are not accepted: send the image bytes as the body");
+    }
+    const std::size_t limit = options.max_body_bytes;
+    bool over = req.has_header("Content-Length") &&
+                std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > limit;
+    const bool complete = !over && reader([&](const char* data, std::size_t n) {
+      over = body.size() + n > limit;
+      if (!over) body.append(data, n);
+      return !over;
+    });
+    if (complete) return true;
+    answer_unread_body(res, over);
+    return false;
+  }
+
+  // Why the body was not read to its end; the rest of it stays unread, so the connection closes.
+  void answer_unread_body(httplib::Response& res, bool over_limit) {
+    DeadlineServer::close_after_response();
+    res.set_header("Connection", "close");
+    if (over_limit || res.status == 413) reply_too_large(res);
+    else if (draining) reply_error(res, 503, "the server is shutting down");
+    else if (DeadlineServer::deadline_passed())
+      reply_error(res, 408, "the body did not arrive within " + std::to_string(to_ms(options.body_timeout_ms).count()) +
+                                " ms (--body-timeout-ms)");
+    else if (res.status == 415) reply_error(res, 415, "unsupported Content-Encoding");
+    else reply_error(res, 400, "the body could not be read (malformed chunked encoding, or the connection broke)");
+  }
+
+  // A JSON {"path": ...} request: the file's bytes into `bytes`, or false with an error answer set.
+  bool read_path_request(const std::string& body, std::vector<std::uint8_t>& bytes, httplib::Response& res) {
+    if (body.size() > kMaxJsonBodyBytes)
+      return refuse(res, 413, "a JSON request is larger than " + std::to_string(kMaxJsonBodyBytes) + " bytes");
+    json parsed;
+    try {
+      parsed = parse_json_with_depth_limit(body);
+    } catch (const JsonTooDeep&) {
+      return refuse(res, 400, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } catch (const json::parse_error& e) {
+      return refuse(res, 400, std::string("malformed JSON: ") + e.what());
+    }
+    if (!parsed.is_object() || !parsed.contains("path") || !parsed["path"].is_string())
+      return refuse(res, 400, "expected a JSON object {\"path\": \"<image file under the image root>\"}");
+    if (root.empty())
+      return refuse(res, 403, "path requests are disabled: start the server with --image-root");
+    RootFile file;
+    try {
+      file = read_under_root(root, parsed["path"].get<std::string>(), options.max_body_bytes);
+    } catch (const UsageError& e) {
+      return refuse(res, 400, e.what());
+    }
+    if (file.outcome == RootFile::Outcome::kTooLarge)
+      return refuse(res, 413, "the file is larger than the limit of " + std::to_string(options.max_body_bytes) +
+                                  " bytes (--max-body-bytes)");
+    if (file.outcome == RootFile::Outcome::kMiss) return refuse(res, 404, kNoSuchImage);
+    bytes = std::move(file.bytes);
+    return true;
+  }
+
+  void classify(const httplib::Request& req, const std::string& body, httplib::Response& res) {
     const auto t0 = std::chrono::steady_clock::now();
     struct Active {
       std::atomic<int>& n;
@@ -110,33 +214,10 @@ struct HttpFrontend::Impl {
     }
 
     std::vector<std::uint8_t> file_bytes;
-    const std::uint8_t* data = reinterpret_cast<const std::uint8_t*>(req.body.data());
-    std::size_t size = req.body.size();
-    if (looks_like_json(req)) {
-      json body;
-      try {
-        body = json::parse(req.body);
-      } catch (const json::parse_error& e) {
-        return reply_error(res, 400, std::string("malformed JSON: ") + e.what());
-      }
-      if (!body.is_object() || !body.contains("path") || !body["path"].is_string())
-        return reply_error(res, 400, "expected a JSON object {\"path\": \"<image file under the image root>\"}");
-      if (root.empty())
-        return reply_error(res, 403, "path requests are disabled: start the server with --image-root");
-      const std::string requested = body["path"].get<std::string>();
-      fs::path file;
-      try {
-        file = resolve_under_root(root, requested);
-      } catch (const UsageError& e) {
-        return reply_error(res, 403, std::string(e.what()) + ": " + requested);
-      }
-      std::error_code ec;
-      if (!fs::is_regular_file(file, ec)) return reply_error(res, 404, "no such image file under the image root: " + requested);
-      try {
-        file_bytes = read_binary_file(file);
-      } catch (const std::exception& e) {
-        return reply_error(res, 404, "cannot read " + requested + ": " + e.what());
-      }
+    const std::uint8_t* data = reinterpret_cast<const std::uint8_t*>(body.data());
+    std::size_t size = body.size();
+    if (looks_like_json(req, body)) {
+      if (!read_path_request(body, file_bytes, res)) return;
       data = file_bytes.data();
       size = file_bytes.size();
     }
@@ -156,23 +237,28 @@ struct HttpFrontend::Impl {
 
     auto request = batcher.submit(std::move(input));
     admitting_guard.finish();
+    answer(*request, t0, res);
+  }
+
+  // Waits for the batcher's verdict on `request` and writes it.
+  void answer(InferenceRequest& request, std::chrono::steady_clock::time_point t0, httplib::Response& res) {
     // The batcher answers every request by its timeout; the margin covers a batch still running.
     const auto wait = std::chrono::milliseconds(static_cast<long>(options.request_timeout_ms) + 60000);
-    request->wait_for(wait);
-    switch (request->status()) {
+    request.wait_for(wait);
+    switch (request.status()) {
       case RequestStatus::kRejected:
         res.set_header("Retry-After", std::to_string(retry_after_s()));
-        return reply_error(res, 503, request->error + "; retry later");
+        return reply_error(res, 503, request.error + "; retry later");
       case RequestStatus::kTimedOut:
-        return reply_error(res, 504, request->error);
+        return reply_error(res, 504, request.error);
       case RequestStatus::kFailed:
-        return reply_error(res, 500, request->error);
+        return reply_error(res, 500, request.error);
       case RequestStatus::kPending:
         return reply_error(res, 504, "no answer from the model in time");
       case RequestStatus::kDone:
         break;
     }
-    const auto& probs = request->output;
+    const auto& probs = request.output;
     std::size_t best = 0;
     for (std::size_t i = 1; i < probs.size(); ++i)
       if (probs[i] > probs[best]) best = i;
@@ -184,16 +270,50 @@ struct HttpFrontend::Impl {
     for (std::size_t i = 0; i < probs.size(); ++i)
       p[i < class_names.size() ? class_names[i] : std::to_string(i)] = probs[i];
     out["probabilities"] = std::move(p);
-    out["batch_size"] = request->batch_size;
+    out["batch_size"] = request.batch_size;
     const double total = ms_between(t0, std::chrono::steady_clock::now());
-    out["timings_ms"] = {{"queue_wait", request->queue_wait_ms}, {"host_to_device", request->h2d_ms},
-                         {"compute", request->compute_ms}, {"total", total}};
+    out["timings_ms"] = {{"queue_wait", request.queue_wait_ms}, {"host_to_device", request.h2d_ms},
+                         {"compute", request.compute_ms}, {"total", total}};
     metrics.observe(Stage::kTotal, total);
     reply_json(res, 200, out);
   }
 
+  // Runs once the headers are in, before any body is read: only POST /v1/classify reads a body (it
+  // has the limit); any other request that carries one is answered unread and its connection closed.
+  httplib::Server::HandlerResponse before_routing(const httplib::Request& req, httplib::Response& res) {
+    DeadlineServer::headers_received();
+    if (!reads_a_body(req.method) || (req.method == "POST" && req.path == "/v1/classify"))
+      return httplib::Server::HandlerResponse::Unhandled;
+    DeadlineServer::close_after_response();
+    res.set_header("Connection", "close");
+    const bool known = req.path == "/v1/classify" || req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
+    res.status = known ? 405 : 404;  // the error handler writes the body
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  // httplib's own refusals (404, 405, 400, 414) come without a body: give them one.
+  httplib::Server::HandlerResponse on_error(const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 400 && DeadlineServer::deadline_passed()) res.status = 408;
+    std::string message = "HTTP " + std::to_string(res.status);
+    if (res.status == 408)
+      message = "the request headers did not arrive within " + std::to_string(to_ms(options.header_timeout_ms).count()) +
+                " ms (--header-timeout-ms)";
+    else if (res.status == 404)
+      message = "no route " + req.method + " " + req.path + " (POST /v1/classify, GET /healthz /readyz /metrics)";
+    else if (res.status == 405)
+      message = "method " + req.method + " not allowed on " + req.path;
+    reply_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
   void install_routes() {
-    server.Post("/v1/classify", [this](const httplib::Request& req, httplib::Response& res) { classify(req, res); });
+    const httplib::Server::HandlerWithContentReader classify_route =
+        [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+          std::string body;
+          if (read_body(req, res, reader, body)) classify(req, body, res);
+        };
+    server.Post("/v1/classify", classify_route);
     server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       reply_json(res, 200, json{{"status", "ok"}});
     });
@@ -204,21 +324,11 @@ struct HttpFrontend::Impl {
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.prometheus(std::chrono::steady_clock::now()), "text/plain; version=0.0.4");
     });
-    // httplib's own refusals (413 over the body limit, 404, 405, 400) come without a body: give them one.
-    httplib::Server::HandlerWithResponse on_error = [this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      std::string message = "HTTP " + std::to_string(res.status);
-      if (res.status == 413)
-        message = "the body is larger than the limit of " + std::to_string(options.max_body_bytes) +
-                  " bytes (--max-body-bytes)";
-      else if (res.status == 404)
-        message = "no route " + req.method + " " + req.path + " (POST /v1/classify, GET /healthz /readyz /metrics)";
-      else if (res.status == 405)
-        message = "method not allowed";
-      reply_error(res, res.status, message);
-      return httplib::Server::HandlerResponse::Handled;
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return before_routing(req, res); });
+    const httplib::Server::HandlerWithResponse error_route = [this](const httplib::Request& req, httplib::Response& res) {
+      return on_error(req, res);
     };
-    server.set_error_handler(on_error);
+    server.set_error_handler(error_route);
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
       try {
@@ -234,8 +344,11 @@ struct HttpFrontend::Impl {
 };
 
 HttpFrontend::HttpFrontend(FrontendOptions options, MicroBatcher& batcher, ServeMetrics& metrics, Preprocessor preprocess,
-                           std::vector<std::string> class_names)
-    : impl_(std::make_unique<Impl>(std::move(options), batcher, metrics, std::move(preprocess), std::move(class_names))) {
+                           std::vector<std::string> class_names) {
+  check_timeout(options.header_timeout_ms, "--header-timeout-ms");
+  check_timeout(options.body_timeout_ms, "--body-timeout-ms");
+  check_timeout(options.idle_timeout_ms, "--idle-timeout-ms");
+  impl_ = std::make_unique<Impl>(std::move(options), batcher, metrics, std::move(preprocess), std::move(class_names));
   if (!impl_->options.image_root.empty()) {
     std::error_code ec;
     if (!fs::is_directory(impl_->options.image_root, ec))
@@ -251,7 +364,8 @@ int HttpFrontend::start() {
   const int threads = std::max(1, impl_->options.http_threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(impl_->options.max_body_bytes);
-  s.set_read_timeout(10, 0);
+  // Advertised in Keep-Alive: timeout=N (whole seconds); the idle deadline itself is exact.
+  s.set_keep_alive_timeout(static_cast<time_t>(std::ceil(impl_->options.idle_timeout_ms / 1000.0)));
   impl_->install_routes();
   int port = impl_->options.port;
   if (port == 0) {
@@ -273,6 +387,9 @@ void HttpFrontend::set_ready(bool ready) {
 void HttpFrontend::begin_drain() {
   impl_->draining = true;
   impl_->metrics.set_ready(false);
+  // Connections still waiting for or sending a request end within the grace: a slow client cannot
+  // hold the drain (nor the pool's threads, which stop() joins).
+  impl_->server.begin_drain(kDrainGrace);
   // Requests already admitted finish preprocessing and reach the queue before it is drained.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (impl_->admitting.load() > 0 && std::chrono::steady_clock::now() < until)
@@ -291,6 +408,7 @@ bool HttpFrontend::wait_idle(double timeout_s) {
 
 void HttpFrontend::stop() {
   if (!impl_) return;
+  impl_->server.begin_drain(std::chrono::milliseconds(0));  // no read outlives the stop
   if (impl_->server.is_running()) impl_->server.stop();
   if (impl_->listener.joinable()) impl_->listener.join();
 }

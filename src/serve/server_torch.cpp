@@ -132,6 +132,9 @@ int run_server(const ServeOptions& o) {
   fo.port = o.port;
   fo.image_root = o.image_root;
   fo.max_body_bytes = o.max_body_bytes;
+  fo.header_timeout_ms = o.header_timeout_ms;
+  fo.body_timeout_ms = o.body_timeout_ms;
+  fo.idle_timeout_ms = o.idle_timeout_ms;
   // Each waiting request holds an HTTP thread. With fewer threads than the queue can hold, excess
   // connections would wait unseen in the server's accept queue (latency, never a 503): enough
   // threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).

@@ -1,11 +1,36 @@
 // `shoplens serve`: online scoring over HTTP with a deadline-aware micro-batcher (docs/SERVING.md).
+#include <cmath>
+#include <string>
+
 #include "command.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/serve/http_frontend.h"
 #include "shoplens/serve/server.h"
 
 namespace shoplens::cli {
 namespace {
+
+// A number of milliseconds in [lo, hi]. NaN, infinities and trailing junk are refused too
+// (CLI::Range lets NaN through: every comparison with it is false).
+CLI::Validator milliseconds_between(double lo, double hi) {
+  const std::string range = "a number of milliseconds between " + std::to_string(static_cast<long long>(lo)) + " and " +
+                            std::to_string(static_cast<long long>(hi));
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double value = NAN;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(value) || value < lo || value > hi)
+          return "must be " + range + ", not '" + text + "'";
+        return "";
+      },
+      "MS in [" + std::to_string(static_cast<long long>(lo)) + ", " + std::to_string(static_cast<long long>(hi)) + "]");
+}
 
 class ServeCommand : public Command {
  public:
@@ -31,6 +56,15 @@ class ServeCommand : public Command {
         ->check(CLI::PositiveNumber);
     app.add_option("--max-body-bytes", o_.max_body_bytes, "largest request body; larger ones get 413")
         ->check(CLI::PositiveNumber);
+    app.add_option("--header-timeout-ms", o_.header_timeout_ms,
+                   "a request's headers must arrive within this from its first byte, else 408 and the connection closes")
+        ->check(milliseconds_between(1, serve::kMaxTimeoutMs));
+    app.add_option("--body-timeout-ms", o_.body_timeout_ms,
+                   "a request's body must arrive within this from the end of its headers, else 408 and the connection closes")
+        ->check(milliseconds_between(1, serve::kMaxTimeoutMs));
+    app.add_option("--idle-timeout-ms", o_.idle_timeout_ms,
+                   "a kept-alive connection with no new request for this long is closed")
+        ->check(milliseconds_between(1, serve::kMaxTimeoutMs));
     app.add_option("--http-threads", o_.http_threads,
                    "connections served at once (0: --max-queue + 2 x --max-batch + 8, so a full queue answers 503)")
         ->check(CLI::NonNegativeNumber);

@@ -18,6 +18,9 @@
 
 namespace shoplens::serve {
 
+// The longest read deadline accepted (one hour): anything longer is a typo or an attack's wish.
+constexpr double kMaxTimeoutMs = 3600000;
+
 struct FrontendOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                        // 0: the system picks a free port
@@ -25,6 +28,10 @@ struct FrontendOptions {
   std::size_t max_body_bytes = 16u << 20; // larger bodies: 413
   int http_threads = 64;                  // connections handled at once (each waits for its batch)
   double request_timeout_ms = 2000;       // the batcher's timeout; the handler waits a little longer
+  // Whole-phase read deadlines (a per-read timeout never ends a client that sends a byte a second):
+  double header_timeout_ms = 10000;       // a request's first byte to the end of its headers
+  double body_timeout_ms = 60000;         // the end of the headers to the end of the body
+  double idle_timeout_ms = 5000;          // a kept-alive connection waiting for its next request
 };
 
 // Image bytes -> the model's input (CHW floats). Throws DataError when they do not decode.
@@ -50,9 +57,5 @@ class HttpFrontend {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Resolves `requested` (relative to `root`, or absolute) and refuses anything outside `root`,
-// symbolic links included. UsageError with the reason.
-std::filesystem::path resolve_under_root(const std::filesystem::path& root, const std::string& requested);
 
 }  // namespace shoplens::serve

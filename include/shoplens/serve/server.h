@@ -24,6 +24,9 @@ struct ServeOptions {
   double p95_target_ms = 0;            // > 0: deadline-aware batching against this p95
   double request_timeout_ms = 2000;
   std::size_t max_body_bytes = 16u << 20;
+  double header_timeout_ms = 10000;    // read deadlines per request phase (FrontendOptions)
+  double body_timeout_ms = 60000;
+  double idle_timeout_ms = 5000;
   int http_threads = 0;                // 0: max_queue + 2 * max_batch + 8 (see server_torch.cpp)
   int warmup_reps = 7;                 // timed passes per batch size for the latency curve
 };
