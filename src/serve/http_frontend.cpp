@@ -13,6 +13,7 @@
 
 #include "serve/http_connection.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_limits.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/serve/image_root.h"
 
@@ -25,7 +26,6 @@ namespace {
 // A {"path": ...} request is a few hundred bytes; a larger JSON body is refused before parsing, as
 // parsing costs ~30x its size in memory (and a 16 MB body of nested arrays half a gigabyte).
 constexpr std::size_t kMaxJsonBodyBytes = 64 * 1024;
-constexpr int kMaxJsonDepth = 64;
 // Once a drain starts, connections still waiting for or sending a request get this much longer.
 constexpr std::chrono::milliseconds kDrainGrace{1000};
 // The one answer to a path that is missing, outside the root, not a regular file or unreadable: a
@@ -79,7 +79,7 @@ struct JsonTooDeep {};
 json parse_json_with_depth_limit(const std::string& text) {
   const json::parser_callback_t depth_guard = [](int depth, json::parse_event_t event, json&) {
     const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth) throw JsonTooDeep{};  // `depth` counts the enclosing containers
+    if (opens && depth >= kMaxJsonNesting) throw JsonTooDeep{};  // `depth` counts the enclosing containers
     return true;
   };
   return json::parse(text, depth_guard);
@@ -162,7 +162,7 @@ struct HttpFrontend::Impl {
     try {
       parsed = parse_json_with_depth_limit(body);
     } catch (const JsonTooDeep&) {
-      return refuse(res, 400, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return refuse(res, 400, "JSON nested deeper than " + std::to_string(kMaxJsonNesting) + " levels");
     } catch (const json::parse_error& e) {
       return refuse(res, 400, std::string("malformed JSON: ") + e.what());
     }

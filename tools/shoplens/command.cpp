@@ -59,9 +59,9 @@ CLI::Validator finite_number(double lo, double hi, bool open_below, const std::s
         try {
           std::size_t used = 0;
           value = std::stod(text, &used);
-          if (used != text.size()) return "'" + text + "' is not a number";
+          if (used != text.size()) return "'" + text + "' is not " + description;
         } catch (const std::exception&) {
-          return "'" + text + "' is not a number";
+          return "'" + text + "' is not " + description;
         }
         if (!std::isfinite(value) || value < lo || value > hi || (open_below && value == lo))
           return "'" + text + "' is not " + description;
@@ -74,6 +74,10 @@ CLI::Validator finite_number(double lo, double hi, bool open_below, const std::s
 
 CLI::Validator non_negative() { return finite_number(0, HUGE_VAL, false, "a finite number >= 0"); }
 CLI::Validator positive() { return finite_number(0, HUGE_VAL, true, "a finite number > 0"); }
+CLI::Validator finite_between(double lo, double hi) {
+  auto whole = [](double x) { return std::to_string(static_cast<long long>(x)); };
+  return finite_number(lo, hi, false, "a finite number between " + whole(lo) + " and " + whole(hi));
+}
 CLI::Validator thread_count() {
   return finite_number(0, kMaxThreads, false, "a thread count from 0 (all usable cores) to " + std::to_string(kMaxThreads));
 }

@@ -60,6 +60,7 @@ constexpr int kMaxThreads = 1024;
 CLI::Validator non_negative();
 CLI::Validator positive();
 CLI::Validator thread_count();  // 0 (all usable cores) to kMaxThreads
+CLI::Validator finite_between(double lo, double hi);
 
 // Common start of a verb: resolves the config, applies log level and threads,
 // prints the config and returns nullopt when --print-config was given.
