@@ -2,7 +2,7 @@
 
 namespace shoplens {
 
-std::vector<CsvRecord> parse_csv(std::string_view text) {
+std::vector<CsvRecord> parse_csv(std::string_view text, std::size_t max_record_bytes) {
   std::vector<CsvRecord> records;
   if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF && static_cast<unsigned char>(text[1]) == 0xBB &&
       static_cast<unsigned char>(text[2]) == 0xBF)
