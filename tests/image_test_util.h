@@ -58,5 +58,11 @@ Bytes jpeg_with_garbage_header(const Bytes& jpeg);
 // A JPEG whose first Huffman table declares more codes than a table can hold.
 Bytes jpeg_with_bogus_huffman_table(const Bytes& jpeg);
 Bytes text_bytes();  // an HTML error page
+// The file's first `keep` bytes (its signature, so it is still sniffed as its format) followed by
+// garbage where the rest of its header was (up to byte 64).
+Bytes with_garbage_header(const Bytes& bytes, std::size_t keep);
+// `flips` single-bit errors at positions drawn from `seed`, past the first `keep` bytes (storage
+// and transfer damage that leaves the signature alone).
+Bytes with_bit_flips(const Bytes& bytes, int flips, int seed, std::size_t keep);
 
 }  // namespace shoplens::testing

@@ -248,6 +248,8 @@ const std::vector<Field>& schema() {
                       in_range(1, 1 << 24)));
     f.push_back(field(&C::data, "data", &DataConfig::max_megapixels, "max_megapixels",
                       "originals above this are quarantined", in_range(0.001, 10000.0)));
+    f.push_back(field(&C::data, "data", &DataConfig::max_file_mb, "max_file_mb",
+                      "image files larger than this many MiB are quarantined without being read", in_range(1, 1 << 20)));
     f.push_back(field(&C::data, "data", &DataConfig::scaled_decode, "scaled_decode",
                       "decode JPEG originals at reduced scale when larger than needed"));
     // augment

@@ -10,6 +10,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/core/utf8.h"
 
 namespace shoplens {
 
@@ -29,7 +30,8 @@ std::filesystem::path open_run_dir(const Config& config, const std::string& comm
 
   nlohmann::json doc = config_to_json(config);
   doc["_run"] = {{"command", command}, {"version", shoplens_version()}, {"commit", build_commit()}};
-  write_file_atomic(dir / "config.json", doc.dump(2) + "\n");
+  // Paths from the command line may not be UTF-8: escaped, so config.json never fails the run.
+  write_file_atomic(dir / "config.json", dump_json_escaped(doc, 2) + "\n");
   add_log_file(dir / (command + ".log"));
   spdlog::debug("run directory {}", dir.string());
   return dir;

@@ -2,7 +2,37 @@
 
 namespace shoplens {
 
-std::vector<CsvRecord> parse_csv(std::string_view text) {
+namespace {
+
+// One record's scanner state. Past `max_bytes` the record keeps scanning to its end (quotes and
+// line numbers still count) but stores nothing more.
+struct RecordScan {
+  CsvRecord record;
+  std::string field;
+  std::size_t field_length = 0;  // also counts what an oversized record no longer stores
+  bool in_quotes = false, field_was_quoted = false, oversized = false;
+
+  void append(char c) {
+    ++field_length;
+    if (!oversized) field += c;
+  }
+  void end_field() {
+    if (!oversized) record.fields.push_back(std::move(field));
+    field.clear();
+    field_length = 0;
+    field_was_quoted = false;
+  }
+  void mark_oversized(std::size_t max_bytes) {
+    oversized = true;
+    record.error = "record longer than the limit of " + std::to_string(max_bytes) + " bytes";
+    record.fields = {};
+    field = {};
+  }
+};
+
+}  // namespace
+
+std::vector<CsvRecord> parse_csv(std::string_view text, std::size_t max_record_bytes) {
   std::vector<CsvRecord> records;
   if (text.size() >= 3 && static_cast<unsigned char>(text[0]) == 0xEF && static_cast<unsigned char>(text[1]) == 0xBB &&
       static_cast<unsigned char>(text[2]) == 0xBF)
@@ -10,70 +40,70 @@ std::vector<CsvRecord> parse_csv(std::string_view text) {
 
   std::size_t i = 0, line = 1;
   while (i < text.size()) {
-    CsvRecord record;
-    record.line = line;
-    std::string field;
-    bool in_quotes = false, field_was_quoted = false, done = false;
+    RecordScan scan;
+    scan.record.line = line;
+    const std::size_t start = i;
+    bool done = false;
     while (!done) {
+      if (!scan.oversized && i - start > max_record_bytes) scan.mark_oversized(max_record_bytes);
       if (i >= text.size()) {
-        if (in_quotes) record.error = "unterminated quoted field";
-        record.fields.push_back(std::move(field));
+        if (scan.in_quotes && !scan.oversized) scan.record.error = "unterminated quoted field";
+        scan.end_field();
         break;
       }
       char c = text[i];
-      if (in_quotes) {
+      if (scan.in_quotes) {
         if (c == '"') {
           if (i + 1 < text.size() && text[i + 1] == '"') {
-            field += '"';
+            scan.append('"');
             i += 2;
           } else {
-            in_quotes = false;
+            scan.in_quotes = false;
             ++i;
           }
         } else {
           if (c == '\n') ++line;
-          field += c;
+          scan.append(c);
           ++i;
         }
         continue;
       }
       switch (c) {
         case '"':
-          if (field.empty() && !field_was_quoted) {
-            in_quotes = field_was_quoted = true;
-          } else if (record.error.empty()) {
-            record.error = "stray quote inside an unquoted field";
+          if (scan.field_length == 0 && !scan.field_was_quoted) {
+            scan.in_quotes = scan.field_was_quoted = true;
+          } else if (scan.record.error.empty()) {
+            scan.record.error = "stray quote inside an unquoted field";
           }
           ++i;
           break;
         case ',':
-          record.fields.push_back(std::move(field));
-          field.clear();
-          field_was_quoted = false;
+          scan.end_field();
           ++i;
           break;
         case '\r':
           ++i;
           if (i < text.size() && text[i] == '\n') ++i;
           ++line;
-          record.fields.push_back(std::move(field));
+          scan.end_field();
           done = true;
           break;
         case '\n':
           ++i;
           ++line;
-          record.fields.push_back(std::move(field));
+          scan.end_field();
           done = true;
           break;
         default:
-          if (field_was_quoted && record.error.empty()) record.error = "text after a closing quote";
-          field += c;
+          if (scan.field_was_quoted && scan.record.error.empty()) scan.record.error = "text after a closing quote";
+          scan.append(c);
           ++i;
       }
     }
     // Blank lines are not records.
+    const CsvRecord& record = scan.record;
     bool blank = record.fields.size() == 1 && record.fields[0].empty() && record.error.empty();
-    if (!blank) records.push_back(std::move(record));
+    if (!blank) records.push_back(std::move(scan.record));
   }
   return records;
 }

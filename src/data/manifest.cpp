@@ -8,7 +8,9 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/core/utf8.h"
 #include "shoplens/data/csv.h"
+#include "shoplens/data/dataset_file.h"
 
 namespace shoplens {
 namespace {
@@ -89,6 +91,246 @@ void require_records(const Manifest& m) {
   }
 }
 
+// A field over its limit is cut in the reject's id and path, so it does not fill the reports.
+std::string clipped(const std::string& text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  return text.substr(0, 200) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+std::string too_long(const std::string& what, std::size_t size, std::size_t limit) {
+  return what + " longer than " + std::to_string(limit) + " bytes (" + std::to_string(size) + ")";
+}
+
+std::string not_utf8_label(const std::string& label) {
+  return "label is not valid UTF-8: '" + escape_invalid_utf8(label) + "'";
+}
+
+struct Columns {
+  std::size_t count = 0;  // in the header
+  std::size_t path = 0, label = 0;
+  std::optional<std::size_t> split, id;
+  std::vector<std::size_t> metadata;
+  std::vector<std::string> metadata_names;
+};
+
+// The header's names, each within kMaxColumnNameBytes and unique.
+std::unordered_map<std::string, std::size_t> header_columns(const CsvRecord& header, const std::string& source,
+                                                           std::vector<std::string>& names) {
+  if (!header.error.empty()) throw DataError(source + ":" + std::to_string(header.line) + ": bad header: " + header.error);
+  std::unordered_map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.fields.size(); ++i) {
+    std::string name(trim(header.fields[i]));
+    if (name.size() > kMaxColumnNameBytes)
+      throw DataError(source + ":1: column " + std::to_string(i + 1) + "'s name is longer than " +
+                      std::to_string(kMaxColumnNameBytes) + " bytes (" + std::to_string(name.size()) + ")");
+    if (col.count(name)) throw DataError(source + ":1: duplicate column '" + name + "'");
+    col[name] = i;
+    names.push_back(name);
+  }
+  return col;
+}
+
+Columns resolve_columns(const CsvRecord& header, const std::string& source, const ManifestOptions& options) {
+  std::vector<std::string> names;
+  const auto col = header_columns(header, source, names);
+  auto find_column = [&](const std::string& role, bool required) -> std::optional<std::size_t> {
+    std::string name = column_for(options, role);
+    auto it = col.find(name);
+    if (it != col.end()) return it->second;
+    if (required)
+      throw DataError(source + ":1: no '" + name + "' column for the image " + role + did_you_mean(name, names) +
+                      "; map it with data.columns." + role + " (columns are: " + join(names, ", ") + ")");
+    if (options.columns.count(role))
+      throw DataError(source + ":1: data.columns." + role + " names '" + name + "', which is not a column" +
+                      did_you_mean(name, names));
+    return std::nullopt;
+  };
+  Columns c;
+  c.count = names.size();
+  c.path = *find_column("path", true);
+  c.label = *find_column("label", true);
+  c.split = find_column("split", false);
+  c.id = find_column("id", false);
+  if (!options.metadata_fields.empty()) {
+    for (const auto& f : options.metadata_fields) {
+      auto it = col.find(f);
+      if (it == col.end()) throw DataError(source + ":1: metadata field '" + f + "' is not a column" + did_you_mean(f, names));
+      c.metadata.push_back(it->second);
+      c.metadata_names.push_back(f);
+    }
+    return c;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool role = i == c.path || i == c.label || (c.split && i == *c.split) || (c.id && i == *c.id);
+    if (!role) {
+      c.metadata.push_back(i);
+      c.metadata_names.push_back(names[i]);
+    }
+  }
+  return c;
+}
+
+// Turns CSV rows into records or rejects, one row at a time.
+class CsvRowReader {
+ public:
+  CsvRowReader(Manifest& m, Columns columns, const ManifestOptions& options, fs::path root)
+      : m_(m), columns_(std::move(columns)), labels_(options.classes), root_(std::move(root)) {
+    std::error_code ec;
+    fs::path real = fs::canonical(root_, ec);
+    if (!ec) real_root_ = real;
+  }
+
+  void add(const CsvRecord& row) {
+    ManifestRecord rec;
+    rec.line = row.line;
+    rec.path = field(row, columns_.path);
+    rec.id = columns_.id ? field(row, *columns_.id) : rec.path;
+    const std::string problem = check(row, rec);
+    if (problem.empty()) {
+      m_.records.push_back(std::move(rec));
+      return;
+    }
+    m_.rejected.push_back({row.line, clipped(rec.id, kMaxIdBytes), clipped(rec.path, kMaxPathBytes), problem});
+  }
+
+  LabelTable& labels() { return labels_; }
+
+ private:
+  static std::string field(const CsvRecord& row, std::size_t i) {
+    return i < row.fields.size() ? std::string(trim(row.fields[i])) : std::string();
+  }
+
+  // Why the row cannot be used, or "" (then `rec` is complete). Sizes come first, so the
+  // later checks and the reports never handle a runaway field.
+  std::string check(const CsvRecord& row, ManifestRecord& rec) {
+    if (!row.error.empty()) return "malformed CSV: " + row.error;
+    if (row.fields.size() != columns_.count)
+      return "expected " + std::to_string(columns_.count) + " fields, found " + std::to_string(row.fields.size());
+    if (rec.path.empty()) return "empty path";
+    if (rec.path.size() > kMaxPathBytes) return too_long("path", rec.path.size(), kMaxPathBytes);
+    if (rec.id.empty()) return "empty id";
+    if (rec.id.size() > kMaxIdBytes) return too_long("id", rec.id.size(), kMaxIdBytes);
+    if (rec.path.find('\0') != std::string::npos) return "path contains a NUL byte";
+    const std::string label = field(row, columns_.label);
+    if (label.empty()) return "empty label";
+    if (label.size() > kMaxLabelBytes) return too_long("label", label.size(), kMaxLabelBytes);
+    // A class name is the model's output name and a key of every JSON file about the dataset;
+    // an escaped form could collide with a real name, so such a row is not used.
+    if (!is_valid_utf8(label)) return not_utf8_label(label);
+    for (std::size_t k = 0; k < columns_.metadata.size(); ++k) {
+      rec.metadata.push_back(field(row, columns_.metadata[k]));
+      if (rec.metadata.back().size() > kMaxMetadataValueBytes)
+        return too_long("metadata '" + columns_.metadata_names[k] + "'", rec.metadata.back().size(), kMaxMetadataValueBytes);
+    }
+    const fs::path p(rec.path);
+    rec.file = (p.is_absolute() ? p : root_ / p).lexically_normal();
+    if (!inside_root(rec.file)) return "path escapes root: it is outside " + normalised_absolute(root_).string();
+    rec.label = labels_.lookup(label);
+    if (rec.label < 0) return "unknown label '" + label + "'" + did_you_mean(label, labels_.names());
+    if (columns_.split) {
+      auto split = parse_split(field(row, *columns_.split));
+      if (!split) return "unknown split '" + field(row, *columns_.split) + "' (expected train, val or test)";
+      rec.split = *split;
+    }
+    if (!seen_ids_.insert(rec.id).second) return "duplicate id '" + rec.id + "'";
+    return "";
+  }
+
+  // Lexically inside the root as spelled, or else inside its real path once symlinks are
+  // resolved (an absolute path through the real folder when the root is a symlink, or the
+  // reverse). The real path of every file is checked again when it is read (dataset_file.h).
+  bool inside_root(const fs::path& file) const {
+    if (path_within(root_, file)) return true;
+    if (!real_root_) return false;
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(file, ec);
+    return !ec && path_within(*real_root_, resolved);
+  }
+
+  Manifest& m_;
+  Columns columns_;
+  LabelTable labels_;
+  fs::path root_;
+  std::optional<fs::path> real_root_;
+  std::unordered_set<std::string> seen_ids_;
+};
+
+// Why an ImageFolder entry is not an image file to read, or "". Symlinks to files are followed
+// (their real path is checked when read); symlinks to folders are not, so no loop is walked.
+std::string entry_problem(const fs::directory_entry& e) {
+  std::error_code ec;
+  const fs::file_status own = e.symlink_status(ec);
+  if (ec) return "cannot read file: " + describe_errno(ec.value());
+  fs::file_status target = own;
+  if (fs::is_symlink(own)) {
+    target = fs::status(e.path(), ec);
+    if (ec) return "cannot read file: " + describe_errno(ec.value());
+    if (fs::is_directory(target)) return "symlink to a folder (not followed)";
+  }
+  if (!fs::is_regular_file(target)) return "not a regular file (" + file_type_name(target.type()) + ")";
+  if (!is_image_extension(e.path())) return "not an image file extension '" + e.path().extension().string() + "'";
+  return "";
+}
+
+// Walks root/<class>/... (or root/<split>/<class>/...) into records and rejects.
+class FolderScanner {
+ public:
+  FolderScanner(Manifest& m, const ManifestOptions& options, fs::path root)
+      : m_(m), labels_(options.classes), root_(std::move(root)) {}
+
+  void scan_level(const fs::path& dir, Split split) {
+    for (const auto& e : sorted_entries(dir)) {
+      std::error_code ec;
+      if (fs::is_directory(e, ec)) add_class_folder(e, split);
+      else reject(e, "file outside a class folder");
+    }
+  }
+
+  LabelTable& labels() { return labels_; }
+
+  static std::vector<fs::path> sorted_entries(const fs::path& dir) {
+    std::vector<fs::path> entries;
+    for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+    std::sort(entries.begin(), entries.end());
+    return entries;
+  }
+
+ private:
+  void reject(const fs::path& f, const std::string& reason) {
+    const std::string rel = f.lexically_relative(root_).string();
+    m_.rejected.push_back({0, rel, rel, reason});
+  }
+
+  void add_class_folder(const fs::path& class_dir, Split split) {
+    std::vector<fs::directory_entry> files;
+    for (const auto& e : fs::recursive_directory_iterator(class_dir)) {
+      std::error_code ec;
+      if (!e.is_directory(ec) || e.is_symlink(ec)) files.push_back(e);  // real folders are walked into
+    }
+    std::sort(files.begin(), files.end());
+    const std::string class_name = class_dir.filename().string();
+    for (const auto& e : files) {
+      std::string problem = entry_problem(e);
+      if (problem.empty() && !is_valid_utf8(class_name)) problem = not_utf8_label(class_name);
+      if (problem.empty() && labels_.lookup(class_name) < 0) problem = "class folder '" + class_name + "' is not in data.classes";
+      if (!problem.empty()) {
+        reject(e.path(), problem);
+        continue;
+      }
+      ManifestRecord rec;
+      rec.id = rec.path = e.path().lexically_relative(root_).string();
+      rec.file = e.path();
+      rec.label = labels_.lookup(class_name);
+      rec.split = split;
+      m_.records.push_back(std::move(rec));
+    }
+  }
+
+  Manifest& m_;
+  LabelTable labels_;
+  fs::path root_;
+};
+
 }  // namespace
 
 const char* split_name(Split split) {
@@ -121,101 +363,17 @@ bool path_within(const fs::path& root, const fs::path& candidate) {
 Manifest parse_manifest(std::string_view csv_text, const std::string& source, const ManifestOptions& options) {
   Manifest m;
   m.source = source;
-  m.root = options.root;
+  m.root = options.root.empty() ? fs::path(".") : options.root;
   auto rows = parse_csv(csv_text);
   if (rows.empty()) throw DataError(source + ": empty manifest (no header line)");
-  const CsvRecord& header = rows.front();
-  if (!header.error.empty()) throw DataError(source + ":" + std::to_string(header.line) + ": bad header: " + header.error);
+  Columns columns = resolve_columns(rows.front(), source, options);
+  m.had_split_column = columns.split.has_value();
+  m.metadata_fields = columns.metadata_names;
 
-  std::unordered_map<std::string, std::size_t> col;
-  std::vector<std::string> names;
-  for (std::size_t i = 0; i < header.fields.size(); ++i) {
-    std::string name(trim(header.fields[i]));
-    if (col.count(name)) throw DataError(source + ":1: duplicate column '" + name + "'");
-    col[name] = i;
-    names.push_back(name);
-  }
-  auto find_column = [&](const std::string& role, bool required) -> std::optional<std::size_t> {
-    std::string name = column_for(options, role);
-    auto it = col.find(name);
-    if (it != col.end()) return it->second;
-    if (required)
-      throw DataError(source + ":1: no '" + name + "' column for the image " + role + did_you_mean(name, names) +
-                      "; map it with data.columns." + role + " (columns are: " + join(names, ", ") + ")");
-    if (options.columns.count(role))
-      throw DataError(source + ":1: data.columns." + role + " names '" + name + "', which is not a column" +
-                      did_you_mean(name, names));
-    return std::nullopt;
-  };
-  const std::size_t path_col = *find_column("path", true);
-  const std::size_t label_col = *find_column("label", true);
-  const auto split_col = find_column("split", false);
-  const auto id_col = find_column("id", false);
-  m.had_split_column = split_col.has_value();
-
-  std::vector<std::size_t> meta_cols;
-  if (!options.metadata_fields.empty()) {
-    for (const auto& f : options.metadata_fields) {
-      auto it = col.find(f);
-      if (it == col.end())
-        throw DataError(source + ":1: metadata field '" + f + "' is not a column" + did_you_mean(f, names));
-      meta_cols.push_back(it->second);
-      m.metadata_fields.push_back(f);
-    }
-  } else {
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      bool role = i == path_col || i == label_col || (split_col && i == *split_col) || (id_col && i == *id_col);
-      if (!role) {
-        meta_cols.push_back(i);
-        m.metadata_fields.push_back(names[i]);
-      }
-    }
-  }
-
-  LabelTable labels(options.classes);
-  std::unordered_set<std::string> seen_ids;
-  const fs::path root = options.root.empty() ? fs::path(".") : options.root;
-  for (std::size_t r = 1; r < rows.size(); ++r) {
-    const CsvRecord& row = rows[r];
-    RejectedRow reject;
-    reject.line = row.line;
-    auto field = [&](std::size_t i) { return i < row.fields.size() ? std::string(trim(row.fields[i])) : std::string(); };
-    reject.path = field(path_col);
-    reject.id = id_col ? field(*id_col) : reject.path;
-    auto rejected = [&](std::string reason) {
-      reject.reason = std::move(reason);
-      m.rejected.push_back(reject);
-    };
-    if (!row.error.empty()) { rejected("malformed CSV: " + row.error); continue; }
-    if (row.fields.size() != header.fields.size()) {
-      rejected("expected " + std::to_string(header.fields.size()) + " fields, found " + std::to_string(row.fields.size()));
-      continue;
-    }
-    ManifestRecord rec;
-    rec.line = row.line;
-    rec.path = reject.path;
-    rec.id = reject.id;
-    if (rec.path.empty()) { rejected("empty path"); continue; }
-    if (rec.id.empty()) { rejected("empty id"); continue; }
-    if (rec.path.find('\0') != std::string::npos) { rejected("path contains a NUL byte"); continue; }
-    fs::path p(rec.path);
-    rec.file = (p.is_absolute() ? p : root / p).lexically_normal();
-    if (!path_within(root, rec.file)) { rejected("path escapes the dataset root " + normalised_absolute(root).string()); continue; }
-    std::string label = field(label_col);
-    if (label.empty()) { rejected("empty label"); continue; }
-    rec.label = labels.lookup(label);
-    if (rec.label < 0) { rejected("unknown label '" + label + "'" + did_you_mean(label, labels.names())); continue; }
-    if (split_col) {
-      auto split = parse_split(field(*split_col));
-      if (!split) { rejected("unknown split '" + field(*split_col) + "' (expected train, val or test)"); continue; }
-      rec.split = *split;
-    }
-    if (!seen_ids.insert(rec.id).second) { rejected("duplicate id '" + rec.id + "'"); continue; }
-    for (std::size_t c : meta_cols) rec.metadata.push_back(field(c));
-    m.records.push_back(std::move(rec));
-  }
-  m.classes = labels.names();
-  if (!labels.fixed()) sort_discovered_labels(m);
+  CsvRowReader reader(m, std::move(columns), options, m.root);
+  for (std::size_t r = 1; r < rows.size(); ++r) reader.add(rows[r]);
+  m.classes = reader.labels().names();
+  if (!reader.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
   if (!m.had_split_column) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
   return m;
@@ -235,66 +393,27 @@ Manifest scan_image_folder(const fs::path& root, const ManifestOptions& options)
   std::error_code ec;
   if (!fs::is_directory(root, ec)) throw DataError("'" + root.string() + "' is not a folder");
 
-  std::vector<fs::path> top;
-  for (const auto& e : fs::directory_iterator(root)) top.push_back(e.path());
-  std::sort(top.begin(), top.end());
+  const std::vector<fs::path> top = FolderScanner::sorted_entries(root);
   bool split_layout = !top.empty();
   for (const auto& t : top)
-    if (fs::is_directory(t) && !parse_split(t.filename().string())) split_layout = false;
+    if (fs::is_directory(t, ec) && !parse_split(t.filename().string())) split_layout = false;
   m.had_split_column = split_layout;
 
-  LabelTable labels(options.classes);
-  auto add_class_folder = [&](const fs::path& class_dir, Split split) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::recursive_directory_iterator(class_dir))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    const std::string class_name = class_dir.filename().string();
-    for (const auto& f : files) {
-      std::string rel = f.lexically_relative(root).string();
-      if (!is_image_extension(f)) {
-        m.rejected.push_back({0, rel, rel, "not an image file extension '" + f.extension().string() + "'"});
-        continue;
-      }
-      int label = labels.lookup(class_name);
-      if (label < 0) {
-        m.rejected.push_back({0, rel, rel, "class folder '" + class_name + "' is not in data.classes"});
-        continue;
-      }
-      ManifestRecord rec;
-      rec.id = rel;
-      rec.path = rel;
-      rec.file = f;
-      rec.label = label;
-      rec.split = split;
-      m.records.push_back(std::move(rec));
-    }
-  };
-  auto scan_level = [&](const fs::path& dir, Split split) {
-    std::vector<fs::path> entries;
-    for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
-    std::sort(entries.begin(), entries.end());
-    for (const auto& e : entries) {
-      if (fs::is_directory(e)) add_class_folder(e, split);
-      else {
-        std::string rel = e.lexically_relative(root).string();
-        m.rejected.push_back({0, rel, rel, "file outside a class folder"});
-      }
-    }
-  };
+  FolderScanner scanner(m, options, root);
   if (split_layout) {
     for (const auto& t : top) {
-      if (fs::is_directory(t)) scan_level(t, *parse_split(t.filename().string()));
-      else {
-        std::string rel = t.lexically_relative(root).string();
+      if (fs::is_directory(t, ec)) {
+        scanner.scan_level(t, *parse_split(t.filename().string()));
+      } else {
+        const std::string rel = t.lexically_relative(root).string();
         m.rejected.push_back({0, rel, rel, "file outside a class folder"});
       }
     }
   } else {
-    scan_level(root, Split::kTrain);
+    scanner.scan_level(root, Split::kTrain);
   }
-  m.classes = labels.names();
-  if (!labels.fixed()) sort_discovered_labels(m);
+  m.classes = scanner.labels().names();
+  if (!scanner.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
   if (!split_layout) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
   return m;

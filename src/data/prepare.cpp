@@ -22,7 +22,9 @@
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/core/utf8.h"
 #include "shoplens/data/csv.h"
+#include "shoplens/data/dataset_file.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/data/shards.h"
 
@@ -32,7 +34,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr int kPrepareFormat = 1;  // bump when the stored bytes for the same input would change
+// Bump when the stored bytes or the summary format for the same input would change. 2: summaries
+// name quarantined rows by sample id (their id and path come from the manifest, byte for byte).
+constexpr int kPrepareFormat = 2;
 
 struct ShardPlan {
   std::string name;
@@ -40,11 +44,18 @@ struct ShardPlan {
   std::vector<std::size_t> records;  // indices into manifest.records (= sample ids)
 };
 
+// A row of the shard that was not kept. Its id, path and line are the manifest's (sample id =
+// index into manifest.records): JSON cannot hold them byte for byte when they are not UTF-8.
+struct ShardReject {
+  std::uint64_t sample = 0;
+  std::string stage, reason;
+};
+
 // What one shard contributed; also its completion marker (<name>.summary.json).
 struct ShardSummary {
   std::string fingerprint;
   ShardInfo info;
-  std::vector<QuarantinedRow> quarantined;
+  std::vector<ShardReject> quarantined;
   std::vector<std::uint64_t> kept_ids;
   std::array<double, 3> pixel_sum{0, 0, 0};
   std::array<double, 3> pixel_sumsq{0, 0, 0};
@@ -55,7 +66,7 @@ struct ShardSummary {
 
 json summary_to_json(const ShardSummary& s) {
   json q = json::array();
-  for (const auto& r : s.quarantined) q.push_back({{"id", r.id}, {"path", r.path}, {"line", r.line}, {"stage", r.stage}, {"reason", r.reason}});
+  for (const auto& r : s.quarantined) q.push_back({{"sample", r.sample}, {"stage", r.stage}, {"reason", r.reason}});
   return {{"fingerprint", s.fingerprint},
           {"shard", {{"name", s.info.name}, {"split", split_name(s.info.split)}, {"count", s.info.count},
                      {"data_bytes", s.info.data_bytes}, {"data_crc32", s.info.data_crc32}, {"index_crc32", s.info.index_crc32}}},
@@ -69,7 +80,8 @@ json summary_to_json(const ShardSummary& s) {
 }
 
 // nullopt when the summary is missing, unreadable or stale: the shard is then rebuilt.
-std::optional<ShardSummary> load_summary(const fs::path& file, const std::string& fingerprint, Split split) {
+std::optional<ShardSummary> load_summary(const fs::path& file, const std::string& fingerprint, Split split,
+                                         std::size_t num_records) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   try {
@@ -84,8 +96,10 @@ std::optional<ShardSummary> load_summary(const fs::path& file, const std::string
     s.info.data_bytes = sh.at("data_bytes").get<std::uint64_t>();
     s.info.data_crc32 = sh.at("data_crc32").get<std::uint32_t>();
     s.info.index_crc32 = sh.at("index_crc32").get<std::uint32_t>();
-    for (const auto& q : doc.at("quarantined"))
-      s.quarantined.push_back({q.at("id"), q.at("path"), q.at("line"), q.at("stage"), q.at("reason")});
+    for (const auto& q : doc.at("quarantined")) {
+      s.quarantined.push_back({q.at("sample").get<std::uint64_t>(), q.at("stage"), q.at("reason")});
+      if (s.quarantined.back().sample >= num_records) throw DataError("sample id out of range");
+    }
     s.kept_ids = doc.at("kept_ids").get<std::vector<std::uint64_t>>();
     s.pixel_sum = doc.at("pixel_sum").get<std::array<double, 3>>();
     s.pixel_sumsq = doc.at("pixel_sumsq").get<std::array<double, 3>>();
@@ -166,10 +180,13 @@ struct ProcessedImage {
   cv::Scalar mean, stddev;
 };
 
-ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o) {
+// Never throws: whatever goes wrong with one image is that row's quarantine reason (an exception
+// escaping a worker thread would end the whole run). Reasons are made valid UTF-8 here, so the
+// shard summary (JSON) holds them exactly.
+ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o, const DatasetRoot& root) {
   ProcessedImage out;
   try {
-    std::vector<std::uint8_t> bytes = read_binary_file(r.file);
+    std::vector<std::uint8_t> bytes = root.read(r.file, o.max_file_bytes);
     out.input_bytes = bytes.size();
     DecodeOptions decode;
     decode.min_short_side = o.scaled_decode ? o.storage_size : 0;
@@ -190,14 +207,18 @@ ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o) {
     }
     out.ok = true;
   } catch (const DataError& e) {
-    out.reason = e.what();
+    out.reason = escape_invalid_utf8(e.what());
   } catch (const cv::Exception& e) {
-    out.reason = std::string("OpenCV: ") + e.what();
+    out.reason = escape_invalid_utf8(std::string("OpenCV: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    out.reason = "out of memory while decoding";
+  } catch (const std::exception& e) {
+    out.reason = escape_invalid_utf8(std::string("unexpected error: ") + e.what());
   }
   return out;
 }
 
-ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o,
+ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o, const DatasetRoot& root,
                          const std::vector<std::vector<std::string>>& vocab, Progress& progress) {
   std::vector<ProcessedImage> results(plan.records.size());
   std::atomic<std::size_t> next{0};
@@ -210,7 +231,7 @@ ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const Prepare
         stop = true;
         break;
       }
-      results[k] = process_image(m.records[plan.records[k]], o);
+      results[k] = process_image(m.records[plan.records[k]], o, root);
       progress.advance();
     }
   };
@@ -229,7 +250,7 @@ ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const Prepare
     auto& res = results[k];
     s.input_bytes += res.input_bytes;
     if (!res.ok) {
-      s.quarantined.push_back({r.id, r.path, r.line, "decode", res.reason});
+      s.quarantined.push_back({id, "decode", res.reason});
       continue;
     }
     if (res.extension_mismatch) ++s.extension_mismatches;
@@ -339,6 +360,7 @@ PrepareOptions prepare_options_from_config(const Config& config) {
   o.jpeg_quality = config.data.jpeg_quality;
   o.records_per_shard = config.data.records_per_shard;
   o.max_megapixels = config.data.max_megapixels;
+  o.max_file_bytes = static_cast<std::uint64_t>(config.data.max_file_mb) << 20;
   o.scaled_decode = config.data.scaled_decode;
   o.threads = resolve_threads(config.run.threads);
   return o;
@@ -349,6 +371,7 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   if (o.out_dir.empty()) throw UsageError("prepare needs an output folder (--out or data.shards)");
   const auto start = std::chrono::steady_clock::now();
   Manifest m = load_dataset_input(o.input, o.manifest);
+  const DatasetRoot root(m.root, o.manifest.root.empty() ? "the input's folder" : "data.root");
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw IoError("cannot create '" + o.out_dir.string() + "': " + ec.message());
@@ -372,16 +395,16 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   for (const auto& plan : plans) {
     const std::string fingerprint = shard_fingerprint(o, m, plan);
     const fs::path summary_file = o.out_dir / (plan.name + ".summary.json");
-    auto reused = load_summary(summary_file, fingerprint, plan.split);
+    auto reused = load_summary(summary_file, fingerprint, plan.split, m.records.size());
     if (reused && shard_files_intact(o.out_dir, reused->info)) {
       progress.advance(plan.records.size());
       ++report.shards_reused;
       summaries.push_back(std::move(*reused));
       continue;
     }
-    ShardSummary s = build_shard(plan, m, o, vocab, progress);
+    ShardSummary s = build_shard(plan, m, o, root, vocab, progress);
     s.fingerprint = fingerprint;
-    write_file_atomic(summary_file, summary_to_json(s).dump() + "\n");
+    write_file_atomic(summary_file, dump_json_escaped(summary_to_json(s)) + "\n");
     report.images_decoded += plan.records.size();
     ++report.shards_written;
     summaries.push_back(std::move(s));
@@ -400,7 +423,10 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   double pixels = 0;
   for (const auto& s : summaries) {
     info.shards.push_back(s.info);
-    report.quarantined.insert(report.quarantined.end(), s.quarantined.begin(), s.quarantined.end());
+    for (const auto& q : s.quarantined) {
+      const auto& r = m.records[q.sample];
+      report.quarantined.push_back({r.id, r.path, r.line, q.stage, q.reason});
+    }
     report.kept += s.kept_ids.size();
     report.extension_mismatches += s.extension_mismatches;
     report.input_bytes += s.input_bytes;
@@ -441,8 +467,8 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
                          {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
                          {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode}};
-  write_dataset_info(o.out_dir, info, prepare_params.dump());
-  write_file_atomic(o.out_dir / "report.json", report_to_json(report).dump(2) + "\n");
+  write_dataset_info(o.out_dir, info, dump_json_escaped(prepare_params));
+  write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report_to_json(report), 2) + "\n");
   write_file_atomic(o.out_dir / "report.md", format_prepare_report(report));
   for (const auto& w : report.warnings) spdlog::warn("prepare: {}", w);
   return report;

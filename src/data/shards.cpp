@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/utf8.h"
 
 namespace shoplens {
 
@@ -134,7 +135,7 @@ void write_dataset_info(const fs::path& dir, const DatasetInfo& info, const std:
   doc["shards"] = nlohmann::json::array();
   for (const auto& s : info.shards) doc["shards"].push_back(shard_to_json(s));
   if (!extra_json.empty()) doc["prepare"] = nlohmann::json::parse(extra_json);
-  write_file_atomic(dir / "dataset.json", doc.dump(2) + "\n");
+  write_file_atomic(dir / "dataset.json", dump_json_escaped(doc, 2) + "\n");
 }
 
 DatasetInfo read_dataset_info(const fs::path& dir) {

@@ -302,6 +302,24 @@ Bytes jpeg_with_bogus_huffman_table(const Bytes& jpeg) {
   return bytes;
 }
 
+Bytes with_garbage_header(const Bytes& bytes, std::size_t keep) {
+  Bytes damaged = bytes;
+  for (std::size_t i = keep; i < std::min<std::size_t>(64, damaged.size()); ++i)
+    damaged[i] = static_cast<std::uint8_t>((i * 37 + 11) & 0xFF);
+  return damaged;
+}
+
+Bytes with_bit_flips(const Bytes& bytes, int flips, int seed, std::size_t keep) {
+  Bytes damaged = bytes;
+  if (damaged.size() <= keep) return damaged;
+  cv::RNG rng(static_cast<std::uint64_t>(seed) * 104729 + 7);
+  for (int i = 0; i < flips; ++i) {
+    const std::size_t at = keep + static_cast<std::size_t>(rng.uniform(0, static_cast<int>(damaged.size() - keep)));
+    damaged[at] ^= static_cast<std::uint8_t>(1u << rng.uniform(0, 8));
+  }
+  return damaged;
+}
+
 Bytes text_bytes() {
   const std::string text = "<!DOCTYPE html>\n<html><body><h1>404 Not Found</h1></body></html>\n";
   return Bytes(text.begin(), text.end());

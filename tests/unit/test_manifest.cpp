@@ -80,8 +80,8 @@ TEST(Manifest, RejectsBadRowsWithLineAndReason) {
       if (r.line == line) return r.reason;
     return std::string("<none>");
   };
-  EXPECT_NE(reason_at(3).find("escapes the dataset root"), std::string::npos);
-  EXPECT_NE(reason_at(4).find("escapes the dataset root"), std::string::npos);
+  EXPECT_NE(reason_at(3).find("path escapes root"), std::string::npos);
+  EXPECT_NE(reason_at(4).find("path escapes root"), std::string::npos);
   EXPECT_NE(reason_at(5).find("empty label"), std::string::npos);
   EXPECT_NE(reason_at(6).find("empty path"), std::string::npos);
   EXPECT_NE(reason_at(7).find("unknown split 'holdout'"), std::string::npos);

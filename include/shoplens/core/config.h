@@ -34,6 +34,7 @@ struct DataConfig {
   int jpeg_quality = 90;
   int records_per_shard = 1024;
   double max_megapixels = 100;                  // larger originals are quarantined (decompression bombs)
+  int max_file_mb = 512;                        // larger files are quarantined without being read
   bool scaled_decode = true;                    // JPEG DCT-domain downscaling while decoding
 };
 

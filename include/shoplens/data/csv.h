@@ -15,8 +15,12 @@ struct CsvRecord {
   std::string error;                 // non-empty when the record is malformed (e.g. unterminated quote)
 };
 
+// The longest record (a line, or several for quoted line breaks) parse_csv keeps: a longer one
+// is a malformed record whose bytes are skipped, so one runaway field cannot take the memory.
+constexpr std::size_t kMaxCsvRecordBytes = std::size_t{1} << 20;
+
 // Never throws on content: malformed records carry `error`. A UTF-8 BOM is skipped.
-std::vector<CsvRecord> parse_csv(std::string_view text);
+std::vector<CsvRecord> parse_csv(std::string_view text, std::size_t max_record_bytes = kMaxCsvRecordBytes);
 
 // Quotes a field when it contains a comma, quote, CR or LF.
 std::string csv_escape(std::string_view field);

@@ -20,6 +20,15 @@ const char* split_name(Split split);
 // Accepts train, val, validation, valid, dev, test (any case).
 std::optional<Split> parse_split(std::string_view text);
 
+// Limits on one manifest row (docs/DATA.md, "what each bad input gets"). A data row with a longer
+// field is quarantined with the field named; a longer column name is a manifest error. The CSV
+// reader bounds a whole record (kMaxCsvRecordBytes, data/csv.h) before any field is looked at.
+constexpr std::size_t kMaxPathBytes = 4096;  // Linux's PATH_MAX
+constexpr std::size_t kMaxIdBytes = 4096;    // ids default to the path
+constexpr std::size_t kMaxLabelBytes = 256;
+constexpr std::size_t kMaxMetadataValueBytes = 1024;
+constexpr std::size_t kMaxColumnNameBytes = 256;
+
 struct ManifestRecord {
   std::string id;
   std::string path;                   // as written in the input
@@ -39,7 +48,7 @@ struct RejectedRow {
 
 struct Manifest {
   std::string source;                  // manifest file or folder, for messages
-  std::filesystem::path root;
+  std::filesystem::path root;          // as spelled; "." when the manifest is in the working folder
   std::vector<std::string> classes;    // label index -> name
   std::vector<std::string> metadata_fields;
   std::vector<ManifestRecord> records;
@@ -70,7 +79,8 @@ Manifest load_dataset_input(const std::filesystem::path& input, const ManifestOp
 // Deterministic, class-stratified split for inputs without a split column.
 void assign_splits(Manifest& manifest, double val_fraction, double test_fraction, std::uint64_t seed);
 
-// True when `candidate` (lexically normalised) lies inside `root`.
+// True when `candidate` (lexically normalised) lies inside `root`. Symlinks are not resolved here:
+// the real path of every file is checked when it is read (data/dataset_file.h).
 bool path_within(const std::filesystem::path& root, const std::filesystem::path& candidate);
 
 }  // namespace shoplens

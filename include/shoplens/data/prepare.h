@@ -26,6 +26,7 @@ struct PrepareOptions {
   int jpeg_quality = 90;
   int records_per_shard = 1024;
   double max_megapixels = 100;
+  std::uint64_t max_file_bytes = std::uint64_t{512} << 20;  // larger files are quarantined unread (data.max_file_mb)
   bool scaled_decode = true;
   int threads = 1;
 };
