@@ -69,13 +69,23 @@ at::Tensor logits_of(Classifier& model, int image_size) {
 }
 
 // Compares logits with the reference: fp32 must match within the tolerance, reduced precision
-// must keep every top-1 (its probability differences are reported).
+// must keep every top-1 that its own error cannot explain. A row whose two best reference logits
+// are closer than twice the largest logit difference is a near-tie that bf16 rounding may flip
+// (a briefly trained model has such rows); a flip elsewhere means the weights are wrong.
 json compare(const at::Tensor& logits, const at::Tensor& reference) {
   const double max_abs = (logits - reference).abs().max().item<double>();
   const double prob_diff =
       (torch::softmax(logits, 1) - torch::softmax(reference, 1)).abs().max().item<double>();
-  const double agreement = logits.argmax(1).eq(reference.argmax(1)).to(torch::kDouble).mean().item<double>();
-  return {{"max_abs_logit_diff", max_abs}, {"max_prob_diff", prob_diff}, {"top1_agreement", agreement}};
+  const at::Tensor same = logits.argmax(1).eq(reference.argmax(1));
+  const double agreement = same.to(torch::kDouble).mean().item<double>();
+  std::int64_t unexplained = 0;
+  if (reference.size(1) >= 2) {
+    const at::Tensor top2 = std::get<0>(reference.topk(2, 1));
+    const at::Tensor margin = top2.select(1, 0) - top2.select(1, 1);
+    unexplained = (same.logical_not() & margin.gt(2 * max_abs)).sum().item<std::int64_t>();
+  }
+  return {{"max_abs_logit_diff", max_abs}, {"max_prob_diff", prob_diff}, {"top1_agreement", agreement},
+          {"top1_flips_beyond_error", unexplained}};
 }
 
 ModelSpec spec_from_card(const json& arch) {
@@ -294,7 +304,7 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
       const json check = compare(logits_of(*loaded.model, spec.image_size), reference);
       const double tolerance = card.at("verification").value("tolerance", kFp32Tolerance);
       const bool ok = variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
-                                        : check["top1_agreement"].get<double>() == 1.0;
+                                        : check["top1_flips_beyond_error"].get<std::int64_t>() == 0;
       if (!ok)
         throw DataError(dir.string() + ": the " + variant + " weights do not reproduce the card's verification logits (" +
                         check.dump() + ")");

@@ -51,7 +51,9 @@ TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
   EXPECT_EQ(card["class_names"].size(), 12u);
   EXPECT_EQ(card["preprocessing"]["center_crop"], 32);
   EXPECT_EQ(card["verification"]["results"]["fp32"]["max_abs_logit_diff"], 0.0);
-  EXPECT_EQ(card["verification"]["results"]["bf16"]["top1_agreement"], 1.0);
+  // bf16 may flip a near-tie of this briefly trained model, never a decisive row.
+  EXPECT_EQ(card["verification"]["results"]["bf16"]["top1_flips_beyond_error"], 0) << card["verification"];
+  EXPECT_GE(card["verification"]["results"]["bf16"]["top1_agreement"].get<double>(), 0.5) << card["verification"];
   EXPECT_TRUE(card["training"]["test_macro_f1"].is_number());
   EXPECT_FALSE(card["fingerprint"]["data"].get<std::string>().empty());
 
