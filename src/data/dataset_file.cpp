@@ -10,25 +10,12 @@
 #include <memory>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/unique_fd.h"
 
 namespace shoplens {
 namespace {
 
 namespace fs = std::filesystem;
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Only regular files are read: a folder, FIFO, socket or device is never opened for its bytes.
 void require_regular(const struct stat& st) {

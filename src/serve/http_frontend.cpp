@@ -72,19 +72,6 @@ void check_timeout(double ms, const char* flag) {
                      " ms");
 }
 
-struct JsonTooDeep {};
-
-// nlohmann's parser keeps its own stack (no recursion), but every level costs memory: the callback
-// stops the parse at the first container nested deeper than the limit.
-json parse_json_with_depth_limit(const std::string& text) {
-  const json::parser_callback_t depth_guard = [](int depth, json::parse_event_t event, json&) {
-    const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonNesting) throw JsonTooDeep{};  // `depth` counts the enclosing containers
-    return true;
-  };
-  return json::parse(text, depth_guard);
-}
-
 }  // namespace
 
 struct HttpFrontend::Impl {
@@ -158,11 +145,11 @@ struct HttpFrontend::Impl {
   bool read_path_request(const std::string& body, std::vector<std::uint8_t>& bytes, httplib::Response& res) {
     if (body.size() > kMaxJsonBodyBytes)
       return refuse(res, 413, "a JSON request is larger than " + std::to_string(kMaxJsonBodyBytes) + " bytes");
+    if (json_nesting_exceeds(body))
+      return refuse(res, 400, "JSON nested deeper than " + std::to_string(kMaxJsonNesting) + " levels");
     json parsed;
     try {
-      parsed = parse_json_with_depth_limit(body);
-    } catch (const JsonTooDeep&) {
-      return refuse(res, 400, "JSON nested deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+      parsed = json::parse(body);
     } catch (const json::parse_error& e) {
       return refuse(res, 400, std::string("malformed JSON: ") + e.what());
     }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/unique_fd.h"
 
 namespace shoplens::serve {
 namespace fs = std::filesystem;
@@ -30,20 +31,6 @@ bool is_within(const fs::path& base, const fs::path& p) {
     if (q == p.end() || *q != *b) return false;
   return true;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 bool read_all(int fd, std::vector<std::uint8_t>& out) {
   std::size_t done = 0;
@@ -76,7 +63,7 @@ RootFile read_under_root(const fs::path& root, const std::string& requested, std
   const auto resolved = resolve_under_root(root, requested);
   if (!resolved) return file;
   // O_NONBLOCK: a FIFO swapped in after the check must not block the open.
-  const Fd fd(::open(resolved->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  const UniqueFd fd(::open(resolved->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return file;
   file.size = static_cast<std::uintmax_t>(st.st_size);
