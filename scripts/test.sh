@@ -13,7 +13,7 @@ run_preset() {
   shift
   local start=$SECONDS
   bash scripts/build.sh "$preset"
-  ctest --test-dir "build/$preset" --label-exclude gpu --output-on-failure -j"$(nproc)" "$@"
+  ctest --test-dir "build/$preset" --label-exclude gpu --output-on-failure --timeout 600 -j"$(nproc)" "$@"
   echo "test.sh: $preset built and tested in $(( SECONDS - start )) s"
 }
 

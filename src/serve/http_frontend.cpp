@@ -82,6 +82,7 @@ struct HttpFrontend::Impl {
   std::vector<std::string> class_names;
   DeadlineServer server;
   std::thread listener;
+  std::atomic<bool> listener_done{false};
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};     // classify handlers running
@@ -362,7 +363,10 @@ int HttpFrontend::start() {
   }
   if (port < 0)
     throw IoError("serve: cannot listen on " + impl_->options.host + ":" + std::to_string(impl_->options.port));
-  impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->listener = std::thread([this] {
+    impl_->server.listen_after_bind();
+    impl_->listener_done = true;
+  });
   return port;
 }
 
@@ -396,8 +400,13 @@ bool HttpFrontend::wait_idle(double timeout_s) {
 void HttpFrontend::stop() {
   if (!impl_) return;
   impl_->server.begin_drain(std::chrono::milliseconds(0));  // no read outlives the stop
+  if (!impl_->listener.joinable()) return;
+  // httplib's stop() does nothing until the listener thread has marked the server running: a stop
+  // that came first would leave the accept loop running and the join waiting on it forever.
+  while (!impl_->listener_done && !impl_->server.is_running())
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (impl_->server.is_running()) impl_->server.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->listener.join();
 }
 
 }  // namespace shoplens::serve

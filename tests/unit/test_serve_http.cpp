@@ -147,6 +147,14 @@ TEST_F(ServeHttpRoot, FilesInsideTheRootStillWork) {
   EXPECT_EQ(ask("notes.txt").status, 415);  // inside the root: the format may be told
 }
 
+// A server stopped right after it starts (a test that skips, a config error found late) must stop:
+// the listener thread may not have entered its accept loop yet when stop() runs.
+TEST(ServeHttp, AServerStoppedAtOnceAfterStartingStops) {
+  for (int i = 0; i < 200; ++i) {
+    InProcessServer server(small_limits());
+  }
+}
+
 TEST(ServeHttp, ChunkedBodyOverTheLimitGets413) {
   InProcessServer server(small_limits());  // 4096 bytes
   const std::string body = fake_png() + std::string(64 * 1024, 'x');
