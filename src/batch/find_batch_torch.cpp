@@ -42,6 +42,109 @@ const char* outcome_text(const ProbeResult& p) {
   return "ran";
 }
 
+int round_down(int micro, int round_to) { return round_to > 1 && micro >= round_to ? micro - micro % round_to : micro; }
+
+// The answer must itself have run verify_steps steps within the usable budget: verify it, stepping
+// down a little while it does not. Returns the verified micro-batch.
+int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, const FindBatchConfig& fb) {
+  for (int attempt = 0;; ++attempt) {
+    const ProbeResult* known = s.probe_at(micro);
+    if (known && known->fits && known->steps >= fb.verify_steps) return micro;
+    ProbeResult v = job.run(micro, fb.verify_steps);
+    v.batch = micro;
+    v.fits = v.outcome == ProbeResult::Outcome::kRan && v.peak_bytes <= s.usable_bytes;
+    spdlog::info("find-batch: verifying batch {} over {} steps: {}, peak {}", micro, fb.verify_steps,
+                 v.fits ? "fits" : outcome_text(v), format_bytes(static_cast<double>(v.peak_bytes)));
+    s.probes.push_back(v);
+    if (v.outcome == ProbeResult::Outcome::kFailed)
+      throw Error("find-batch: the verification at batch " + std::to_string(micro) + " failed: " + v.error);
+    if (v.fits) return micro;
+    if (attempt >= 3 || micro <= 1)
+      throw Error("find-batch: batch " + std::to_string(micro) +
+                  " did not stay within the budget over the verification steps; memory is too noisy to promise a "
+                  "batch: raise find_batch.headroom");
+    const int step_down = std::max(round_to, std::max(1, micro / 50));
+    s.warnings.push_back("batch " + std::to_string(micro) + " exceeded the usable budget during verification; stepped down");
+    micro = round_down(std::max(1, micro - step_down), round_to);
+  }
+}
+
+// Refuses a budget below the model's static memory (weights, gradients, optimizer state).
+void check_budget_covers_the_model(const Config& config, const JobProbe& job, std::int64_t budget) {
+  const std::int64_t static_bytes = job.static_bytes_estimate();
+  if (static_bytes < budget) return;
+  throw ConfigError(fmt::format(
+      "train.memory_budget {} is below the static memory of {} with {}: about {} for weights, gradients and "
+      "optimizer state before any batch; raise the budget or choose a smaller model or optimizer",
+      format_bytes(static_cast<double>(budget)), config.model.name, config.optim.name,
+      format_bytes(static_cast<double>(static_bytes))));
+}
+
+SearchResult search_with_probes(const Config& config, JobProbe& job, std::int64_t budget) {
+  const auto& fb = config.find_batch;
+  SearchOptions options;
+  options.strategy = fb.strategy;
+  options.budget_bytes = budget;
+  options.headroom_fraction = fb.headroom;
+  options.first_batch = fb.first_batch;
+  options.max_batch = fb.max_batch;
+  if (is_text_model(config.model.name)) options.input_size_key = "text.max_length";
+  int probe_number = 0;
+  const ProbeFn probe = [&](int batch) {
+    ProbeResult r = job.run(batch, fb.probe_steps);
+    spdlog::info("find-batch: probe {} at batch {}: {}, peak {}, {:.1f} s", ++probe_number, batch, outcome_text(r),
+                 r.peak_bytes > 0 ? format_bytes(static_cast<double>(r.peak_bytes)) : "-", r.seconds);
+    return r;
+  };
+  return search_batch(probe, options);
+}
+
+// Where the search ran and with what: the fields that make a cached answer reusable and a result
+// reproducible.
+void describe_search(json& doc, const Config& config, int num_classes, const MemoryProbe& memory, const JobProbe& job) {
+  doc["strategy"] = config.find_batch.strategy;
+  doc["device"] = memory.device_name();
+  doc["device_total_bytes"] = memory.device_total_bytes();
+  doc["model"] = config.model.name;
+  doc["num_classes"] = num_classes;
+  doc["precision"] = precision_name(parse_precision(config.train.precision));
+  doc["image_size"] = config.augment.image_size;
+  // Text: every probe ran at max_length with every token real (Classifier::example_batch).
+  if (is_text_model(config.model.name)) doc["sequence_length"] = config.text.max_length;
+  doc["channels_last"] = config.model.channels_last;
+  doc["optimizer"] = config.optim.name;
+  doc["static_bytes_estimate"] = job.static_bytes_estimate();
+  doc["loader_batches_held"] = job.loader_batches_held();
+  doc["probe_steps"] = config.find_batch.probe_steps;
+  doc["verify_steps"] = config.find_batch.verify_steps;
+  doc["threads"] = resolve_threads(config.run.threads);
+  doc["torch"] = torch_version();
+  doc["commit"] = build_commit();
+  doc["date"] = today_date();
+}
+
+// Probes, search, rounding and verification: the search document (cached under `fingerprint`).
+json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memory, std::int64_t budget, int round_to,
+                        const std::string& fingerprint, std::int64_t free_at_start) {
+  // The model is built before the cap so that a budget below its weights gets a clear message.
+  JobProbe job(config, num_classes, memory);
+  check_budget_covers_the_model(config, job, budget);
+  memory.set_budget(budget);  // the allocator refuses beyond it, as the real card would
+  SearchResult s = search_with_probes(config, job, budget);
+  int micro = round_down(s.batch, round_to);
+  if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
+  if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
+    s.measured_peak_bytes = at->peak_bytes;
+  if (s.fit.points >= 2) s.predicted_peak_bytes = static_cast<std::int64_t>(s.fit.predict(micro));
+  json doc = search_to_json(s);
+  doc["fingerprint"] = fingerprint;
+  doc["micro_batch"] = micro;
+  doc["round_to"] = round_to;
+  doc["device_free_bytes"] = free_at_start;
+  describe_search(doc, config, num_classes, memory, job);
+  return doc;
+}
+
 }  // namespace
 
 FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache) {
@@ -68,91 +171,9 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
                    fingerprint);
     }
   }
-
   if (!result.from_cache) {
-    // The model is built before the cap so that a budget below its weights gets the message below.
-    JobProbe job(config, num_classes, *memory);
-    const std::int64_t static_bytes = job.static_bytes_estimate();
-    if (static_bytes >= budget)
-      throw ConfigError(fmt::format(
-          "train.memory_budget {} is below the static memory of {} with {}: about {} for weights, gradients and "
-          "optimizer state before any batch; raise the budget or choose a smaller model or optimizer",
-          format_bytes(static_cast<double>(budget)), config.model.name, config.optim.name,
-          format_bytes(static_cast<double>(static_bytes))));
-    memory->set_budget(budget);  // the allocator refuses beyond it, as the real card would
-
-    SearchOptions options;
-    options.strategy = fb.strategy;
-    options.budget_bytes = budget;
-    options.headroom_fraction = fb.headroom;
-    options.first_batch = fb.first_batch;
-    options.max_batch = fb.max_batch;
-    if (is_text_model(config.model.name)) options.input_size_key = "text.max_length";
-    int probe_number = 0;
-    const ProbeFn probe = [&](int batch) {
-      ProbeResult r = job.run(batch, fb.probe_steps);
-      spdlog::info("find-batch: probe {} at batch {}: {}, peak {}, {:.1f} s", ++probe_number, batch, outcome_text(r),
-                   r.peak_bytes > 0 ? format_bytes(static_cast<double>(r.peak_bytes)) : "-", r.seconds);
-      return r;
-    };
-    SearchResult s = search_batch(probe, options);
-
-    int micro = s.batch;
-    if (round_to > 1 && micro >= round_to) micro -= micro % round_to;
-    // The answer must itself have run verify_steps steps within the usable budget.
-    if (fb.strategy == "fit") {
-      for (int attempt = 0;; ++attempt) {
-        const ProbeResult* known = s.probe_at(micro);
-        if (known && known->fits && known->steps >= fb.verify_steps) break;
-        ProbeResult v = job.run(micro, fb.verify_steps);
-        v.batch = micro;
-        v.fits = v.outcome == ProbeResult::Outcome::kRan && v.peak_bytes <= s.usable_bytes;
-        spdlog::info("find-batch: verifying batch {} over {} steps: {}, peak {}", micro, fb.verify_steps,
-                     v.fits ? "fits" : outcome_text(v), format_bytes(static_cast<double>(v.peak_bytes)));
-        s.probes.push_back(v);
-        if (v.outcome == ProbeResult::Outcome::kFailed)
-          throw Error("find-batch: the verification at batch " + std::to_string(micro) + " failed: " + v.error);
-        if (v.fits) break;
-        if (attempt >= 3 || micro <= 1)
-          throw Error("find-batch: batch " + std::to_string(micro) +
-                      " did not stay within the budget over the verification steps; memory is too noisy to promise a "
-                      "batch: raise find_batch.headroom");
-        const int step_down = std::max(round_to, std::max(1, micro / 50));
-        s.warnings.push_back("batch " + std::to_string(micro) + " exceeded the usable budget during verification; stepped down");
-        micro = std::max(1, micro - step_down);
-        if (round_to > 1 && micro >= round_to) micro -= micro % round_to;
-      }
-    }
-    if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
-      s.measured_peak_bytes = at->peak_bytes;
-    if (s.fit.points >= 2) s.predicted_peak_bytes = static_cast<std::int64_t>(s.fit.predict(micro));
-
-    result.search = search_to_json(s);
-    auto& doc = result.search;
-    doc["fingerprint"] = fingerprint;
-    doc["micro_batch"] = micro;
-    doc["round_to"] = round_to;
-    doc["strategy"] = fb.strategy;
-    doc["device"] = memory->device_name();
-    doc["device_total_bytes"] = memory->device_total_bytes();
-    doc["device_free_bytes"] = free_at_start;
-    doc["model"] = config.model.name;
-    doc["num_classes"] = num_classes;
-    doc["precision"] = precision_name(precision);
-    doc["image_size"] = config.augment.image_size;
-    // Text: every probe ran at max_length with every token real (Classifier::example_batch).
-    if (is_text_model(config.model.name)) doc["sequence_length"] = config.text.max_length;
-    doc["channels_last"] = config.model.channels_last;
-    doc["optimizer"] = config.optim.name;
-    doc["static_bytes_estimate"] = static_bytes;
-    doc["loader_batches_held"] = job.loader_batches_held();
-    doc["probe_steps"] = fb.probe_steps;
-    doc["verify_steps"] = fb.verify_steps;
-    doc["threads"] = resolve_threads(config.run.threads);
-    doc["torch"] = torch_version();
-    doc["commit"] = build_commit();
-    doc["date"] = today_date();
-    if (fb.cache) write_cached_search(config, fingerprint, doc);
+    result.search = search_micro_batch(config, num_classes, *memory, budget, round_to, fingerprint, free_at_start);
+    if (fb.cache) write_cached_search(config, fingerprint, result.search);
   }
 
   result.micro_batch = result.search.at("micro_batch").get<int>();

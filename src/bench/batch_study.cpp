@@ -149,16 +149,19 @@ StudyRun read_study_run(const fs::path& run_dir, const std::string& label) {
   return run;
 }
 
-std::string batch_study_html(const StudyRun& base, const StudyRun& cand, const json& find_batch,
-                             const BatchStudyOptions& o) {
-  const json& search = find_batch.contains("search") ? find_batch["search"] : find_batch;
+namespace {
+
+double images_per_second(const StudyRun& r) { return num_or(r.summary, "images_per_second", 0); }
+double peak_rss(const StudyRun& r) { return num_or(r.summary, "peak_rss_bytes", 0); }
+std::string format_or_na(double v, const char* spec) {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("n/a");
+}
+std::string run_label(const char* what, const StudyRun& r) { return fmt::format("{} b{}", what, r.micro_batch); }
+
+// Throughput and memory against batch (the probes, the fitted line, the two runs), and the two runs' curves.
+void write_charts(std::ostringstream& os, const StudyRun& base, const StudyRun& cand, const json& search) {
   const json probes = search.value("probes", json::array());
   const json fit = search.value("fit", json::object());
-  auto ips = [](const StudyRun& r) { return num_or(r.summary, "images_per_second", 0); };
-  auto rss = [](const StudyRun& r) { return num_or(r.summary, "peak_rss_bytes", 0); };
-  const double f1_diff_points = (cand.final_val_f1 - base.final_val_f1) * 100;
-  const double speedup = ips(base) > 0 ? ips(cand) / ips(base) : NAN;
-
   Series probe_ips{"find-batch probes", "#888", {}, false}, probe_mem{"find-batch probes (peak)", "#888", {}, false};
   double max_probe_batch = 0;
   for (const auto& p : probes) {
@@ -174,52 +177,45 @@ std::string batch_study_html(const StudyRun& base, const StudyRun& cand, const j
     const double top = std::max<double>(max_probe_batch, cand.micro_batch);
     for (double b : {1.0, top / 2, top}) fitted.points.emplace_back(b, (s0 + per * b) / (1024.0 * 1024.0));
   }
-  Series runs_ips{"training runs", "#c33", {{base.micro_batch, ips(base)}, {cand.micro_batch, ips(cand)}}, false};
+  Series runs_ips{"training runs", "#c33",
+                  {{base.micro_batch, images_per_second(base)}, {cand.micro_batch, images_per_second(cand)}}, false};
   Series runs_mem{"training runs (peak RSS)", "#c33",
-                  {{base.micro_batch, rss(base) / 1048576.0}, {cand.micro_batch, rss(cand) / 1048576.0}}, false};
-  const std::string bl = fmt::format("baseline b{}", base.micro_batch), cl = fmt::format("find-batch b{}", cand.micro_batch);
-
-  std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-        "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid #eee}</style>\n</head>\n<body>\n";
-  os << "<h1>Batch-size study</h1>\n";
-  os << fmt::format("<p>Shards <code>{}</code>, {} epochs each, memory budget {}; model {}, precision {}, {} threads. "
-                    "Both runs are <code>shoplens train</code> on the same data and seed; the find-batch run's learning "
-                    "rate is scaled from the baseline's for its batch ({}).</p>\n",
-                    xml_escape(o.shards), o.epochs, xml_escape(o.memory_budget),
-                    xml_escape(base.summary.value("model", "?")), xml_escape(base.summary.value("precision", "?")),
-                    base.summary.value("threads", 0), xml_escape(find_batch.value("plan", json::object()).value("lr_scaling", "linear")));
-  os << "<table>\n<tr><th></th><th>" << xml_escape(bl) << "</th><th>" << xml_escape(cl) << "</th></tr>\n";
-  auto row = [&](const std::string& name, const std::string& a, const std::string& b) {
-    os << "<tr><td>" << xml_escape(name) << "</td><td>" << xml_escape(a) << "</td><td>" << xml_escape(b) << "</td></tr>\n";
-  };
-  auto f = [](double v, const char* spec) { return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("n/a"); };
-  row("micro-batch x accumulation", fmt::format("{} x {}", base.micro_batch, base.summary.value("accumulation_steps", 1)),
-      fmt::format("{} x {}", cand.micro_batch, cand.summary.value("accumulation_steps", 1)));
-  row("learning rate", f(base.lr, "{:.4g}"), f(cand.lr, "{:.4g}"));
-  row("optimizer steps", std::to_string(base.summary.value("steps", 0)), std::to_string(cand.summary.value("steps", 0)));
-  row("images/s (training)", f(ips(base), "{:.1f}"), f(ips(cand), "{:.1f}"));
-  row("train time", f(num_or(base.summary, "train_seconds", NAN), "{:.1f} s"), f(num_or(cand.summary, "train_seconds", NAN), "{:.1f} s"));
-  row("peak memory (resident)", mib(rss(base)), mib(rss(cand)));
-  row("loss spikes (> 1.5x recent median)", std::to_string(base.loss_spikes), std::to_string(cand.loss_spikes));
-  row("skipped steps (non-finite)", std::to_string(base.summary.value("skipped_steps", 0)),
-      std::to_string(cand.summary.value("skipped_steps", 0)));
-  row("OOM retries", std::to_string(base.summary.value("oom_retries", 0)), std::to_string(cand.summary.value("oom_retries", 0)));
-  row("validation macro-F1 (last)", f(base.final_val_f1, "{:.4f}"), f(cand.final_val_f1, "{:.4f}"));
-  os << "</table>\n";
-  os << fmt::format("<p><b>Macro-F1 difference: {} points</b> (goal: within 1 point of the baseline: {}). "
-                    "Throughput: {}x the baseline's.</p>\n",
-                    f(f1_diff_points, "{:+.2f}"),
-                    std::isfinite(f1_diff_points) ? (std::fabs(f1_diff_points) <= 1 || f1_diff_points > 0 ? "met" : "not met") : "n/a",
-                    f(speedup, "{:.2f}"));
+                  {{base.micro_batch, peak_rss(base) / 1048576.0}, {cand.micro_batch, peak_rss(cand) / 1048576.0}}, false};
+  const std::string bl = run_label("baseline", base), cl = run_label("find-batch", cand);
   os << "<div class=\"charts\">\n";
   os << svg_chart("images/s against batch", "micro-batch", "images/s", {probe_ips, runs_ips});
   os << svg_chart("memory against batch", "micro-batch", "MiB", {probe_mem, fitted, runs_mem});
   os << svg_chart("training loss", "epoch", "loss", {{bl, "#36c", base.train_loss, true}, {cl, "#c33", cand.train_loss, true}});
   os << svg_chart("validation macro-F1", "epoch", "macro-F1", {{bl, "#36c", base.val_f1, true}, {cl, "#c33", cand.val_f1, true}});
-  os << "</div>\n<h2>Trade-offs</h2>\n<ul>\n";
+  os << "</div>\n";
+}
+
+void write_comparison_table(std::ostringstream& os, const StudyRun& base, const StudyRun& cand) {
+  os << "<table>\n<tr><th></th><th>" << xml_escape(run_label("baseline", base)) << "</th><th>"
+     << xml_escape(run_label("find-batch", cand)) << "</th></tr>\n";
+  auto row = [&](const std::string& name, const std::string& a, const std::string& b) {
+    os << "<tr><td>" << xml_escape(name) << "</td><td>" << xml_escape(a) << "</td><td>" << xml_escape(b) << "</td></tr>\n";
+  };
+  auto count = [](const StudyRun& r, const char* key, int fallback) { return std::to_string(r.summary.value(key, fallback)); };
+  const auto& f = format_or_na;
+  row("micro-batch x accumulation", fmt::format("{} x {}", base.micro_batch, base.summary.value("accumulation_steps", 1)),
+      fmt::format("{} x {}", cand.micro_batch, cand.summary.value("accumulation_steps", 1)));
+  row("learning rate", f(base.lr, "{:.4g}"), f(cand.lr, "{:.4g}"));
+  row("optimizer steps", count(base, "steps", 0), count(cand, "steps", 0));
+  row("images/s (training)", f(images_per_second(base), "{:.1f}"), f(images_per_second(cand), "{:.1f}"));
+  row("train time", f(num_or(base.summary, "train_seconds", NAN), "{:.1f} s"),
+      f(num_or(cand.summary, "train_seconds", NAN), "{:.1f} s"));
+  row("peak memory (resident)", mib(peak_rss(base)), mib(peak_rss(cand)));
+  row("loss spikes (> 1.5x recent median)", std::to_string(base.loss_spikes), std::to_string(cand.loss_spikes));
+  row("skipped steps (non-finite)", count(base, "skipped_steps", 0), count(cand, "skipped_steps", 0));
+  row("OOM retries", count(base, "oom_retries", 0), count(cand, "oom_retries", 0));
+  row("validation macro-F1 (last)", f(base.final_val_f1, "{:.4f}"), f(cand.final_val_f1, "{:.4f}"));
+  os << "</table>\n";
+}
+
+void write_tradeoffs(std::ostringstream& os, const StudyRun& base, const StudyRun& cand, double speedup,
+                     double f1_diff_points) {
+  os << "<h2>Trade-offs</h2>\n<ul>\n";
   os << "<li><b>Hardware efficiency.</b> "
      << (std::isfinite(speedup) && speedup >= 1.05
              ? fmt::format("The larger micro-batch trained {:.2f}x faster: per-step overhead was amortised over more images.", speedup)
@@ -244,7 +240,37 @@ std::string batch_study_html(const StudyRun& base, const StudyRun& cand, const j
                     base.loss_spikes, cand.loss_spikes, base.summary.value("skipped_steps", 0),
                     cand.summary.value("skipped_steps", 0), base.summary.value("oom_retries", 0),
                     cand.summary.value("oom_retries", 0));
-  os << "</ul>\n<p>Small runs on a shared machine are noisy: read differences of a few percent in images/s, and of "
+  os << "</ul>\n";
+}
+
+}  // namespace
+
+std::string batch_study_html(const StudyRun& base, const StudyRun& cand, const json& find_batch,
+                             const BatchStudyOptions& o) {
+  const json& search = find_batch.contains("search") ? find_batch["search"] : find_batch;
+  const double f1_diff_points = (cand.final_val_f1 - base.final_val_f1) * 100;
+  const double speedup = images_per_second(base) > 0 ? images_per_second(cand) / images_per_second(base) : NAN;
+  std::ostringstream os;
+  os << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+        "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid #eee}</style>\n</head>\n<body>\n";
+  os << "<h1>Batch-size study</h1>\n";
+  os << fmt::format("<p>Shards <code>{}</code>, {} epochs each, memory budget {}; model {}, precision {}, {} threads. "
+                    "Both runs are <code>shoplens train</code> on the same data and seed; the find-batch run's learning "
+                    "rate is scaled from the baseline's for its batch ({}).</p>\n",
+                    xml_escape(o.shards), o.epochs, xml_escape(o.memory_budget),
+                    xml_escape(base.summary.value("model", "?")), xml_escape(base.summary.value("precision", "?")),
+                    base.summary.value("threads", 0), xml_escape(find_batch.value("plan", json::object()).value("lr_scaling", "linear")));
+  write_comparison_table(os, base, cand);
+  os << fmt::format("<p><b>Macro-F1 difference: {} points</b> (goal: within 1 point of the baseline: {}). "
+                    "Throughput: {}x the baseline's.</p>\n",
+                    format_or_na(f1_diff_points, "{:+.2f}"),
+                    std::isfinite(f1_diff_points) ? (std::fabs(f1_diff_points) <= 1 || f1_diff_points > 0 ? "met" : "not met") : "n/a",
+                    format_or_na(speedup, "{:.2f}"));
+  write_charts(os, base, cand, search);
+  write_tradeoffs(os, base, cand, speedup, f1_diff_points);
+  os << "<p>Small runs on a shared machine are noisy: read differences of a few percent in images/s, and of "
         "a point of F1 on a small validation set, as ties.</p>\n</body>\n</html>\n";
   return os.str();
 }

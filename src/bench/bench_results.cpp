@@ -12,6 +12,7 @@
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/models/model_facts.h"
 
 namespace shoplens {
 namespace {
@@ -83,7 +84,7 @@ void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
 std::string cell_name(const BenchScenario& s) {
   std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision, s.batch_auto ? "auto" : std::to_string(s.batch),
                                  s.device, s.threads);
-  if (s.model.rfind("text_", 0) == 0) name += fmt::format("-L{}", s.seq_len);
+  if (is_text_model(s.model)) name += fmt::format("-L{}", s.seq_len);
   if (s.data == "shards") name += "-shards";
   return name;
 }

@@ -2,6 +2,7 @@
 #include "shoplens/bench/bench_results.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -165,10 +166,182 @@ double parse_hours(std::string_view text) {
   return v * scale;
 }
 
+namespace {
+
+using Records = std::vector<const ThroughputRecord*>;
+
+// Measured beats published; then the record closest to the wanted device count.
+bool better_record(const ThroughputRecord* a, const ThroughputRecord* b, int want) {
+  if (a->estimate != b->estimate) return !a->estimate;
+  return std::abs(a->devices - want) < std::abs(b->devices - want);
+}
+
+double per_device_rate(const ThroughputRecord& r, const ScalingModel& scaling) {
+  return r.images_per_second / (r.devices * scaling.efficiency(r.devices));
+}
+
+// Linear in cores: optimistic beyond the measured count, hence an estimate when it scales.
+void cpu_throughput(PlanOption& o, const PriceOffer& offer, const ThroughputRecord& best) {
+  o.images_per_second = best.images_per_second / best.vcpus * offer.vcpus;
+  o.estimate = best.estimate || offer.vcpus != best.vcpus;
+  o.confidence = offer.vcpus != best.vcpus ? 2 : best.estimate ? 1 : 0;
+  o.derivation = offer.vcpus == best.vcpus
+                     ? fmt::format("{} {:.1f} img/s on {} cores ({})", best.estimate ? "published" : "measured",
+                                   best.images_per_second, best.vcpus, best.origin)
+                     : fmt::format("{:.1f} img/s on {} cores scaled linearly to {} ({})", best.images_per_second,
+                                   best.vcpus, offer.vcpus, best.origin);
+}
+
+void accelerator_throughput(PlanOption& o, const ThroughputRecord& best, const ScalingModel& scaling) {
+  o.images_per_second = per_device_rate(best, scaling) * o.devices * scaling.efficiency(o.devices);
+  o.estimate = best.estimate;
+  o.confidence = best.estimate ? 1 : 0;
+  o.derivation = best.devices == o.devices
+                     ? fmt::format("{} {:.0f} img/s on {} x {} ({})", best.estimate ? "published" : "measured",
+                                   best.images_per_second, best.devices, best.hardware, best.origin)
+                     : fmt::format("{:.0f} img/s on {} x {} -> {} devices at efficiency {:.2f} ({})",
+                                   best.images_per_second, best.devices, best.hardware, o.devices,
+                                   scaling.efficiency(o.devices), best.origin);
+}
+
+// No figure for this hardware: another accelerator's, times the relative speed table. False
+// when there is no basis for an estimate.
+bool derived_throughput(PlanOption& o, const PriceOffer& offer, const Records& mine, const ScalingModel& scaling) {
+  const double rel = relative_speed(offer.accelerator);
+  const ThroughputRecord* ref = nullptr;
+  for (const ThroughputRecord* r : mine)
+    if (r->device != "cpu" && relative_speed(r->hardware) > 0 && (!ref || better_record(r, ref, 1))) ref = r;
+  if (rel <= 0 || !ref) return false;
+  o.images_per_second =
+      per_device_rate(*ref, scaling) * rel / relative_speed(ref->hardware) * o.devices * scaling.efficiency(o.devices);
+  o.estimate = true;
+  o.confidence = 2;
+  o.derivation = fmt::format("estimate: {} per-device rate x relative speed {:.2f}/{:.2f}{} ({})", ref->hardware, rel,
+                             relative_speed(ref->hardware),
+                             o.devices > 1 ? fmt::format(" x {} devices at efficiency {:.2f}", o.devices,
+                                                         scaling.efficiency(o.devices))
+                                           : "",
+                             ref->origin);
+  return true;
+}
+
+// One priced offer as an option, or the reason it is left out.
+std::optional<PlanOption> price_offer(const PriceOffer& offer, const Records& mine, const ScalingModel& scaling,
+                                      const PlanRequest& req, std::vector<std::string>& left_out) {
+  if (req.basis == PriceBasis::kSpot && !offer.spot_per_hour) return std::nullopt;
+  PlanOption o;
+  o.offer = offer.name;
+  o.kind = offer.kind;
+  o.hardware = offer.kind == "cpu" ? fmt::format("{} vCPU", offer.vcpus) : offer.accelerator;
+  o.devices = offer.devices();
+  o.price_per_hour = offer.per_hour(req.basis);
+  const ThroughputRecord* best = nullptr;
+  for (const ThroughputRecord* r : mine) {
+    const bool match = offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
+    if (match && (!best || better_record(r, best, o.devices))) best = r;
+  }
+  if (offer.kind == "cpu") {
+    if (!best || offer.vcpus < 1) {
+      left_out.push_back(fmt::format("{}: no CPU record for '{}'; left out", offer.name, req.scenario));
+      return std::nullopt;
+    }
+    cpu_throughput(o, offer, *best);
+  } else if (best) {
+    accelerator_throughput(o, *best, scaling);
+  } else if (!derived_throughput(o, offer, mine, scaling)) {
+    left_out.push_back(
+        fmt::format("{}: no throughput for {} and no basis to estimate one; left out", offer.name, offer.accelerator));
+    return std::nullopt;
+  }
+  const double images = req.dataset_size * req.epochs;
+  o.runnable = offer.kind != "tpu";
+  o.hours = images / o.images_per_second / 3600.0;
+  o.cost = o.hours * o.price_per_hour;
+  o.meets_deadline = req.deadline_hours <= 0 || o.hours <= req.deadline_hours;
+  o.meets_budget = req.budget <= 0 || o.cost <= req.budget;
+  return o;
+}
+
+void mark_pareto(std::vector<PlanOption>& options) {
+  for (auto& a : options) {
+    a.pareto = true;
+    for (const auto& b : options)
+      if (&a != &b && b.hours <= a.hours && b.cost <= a.cost && (b.hours < a.hours || b.cost < a.cost)) a.pareto = false;
+  }
+}
+
+// A TPU that would fit is named, then the offers left out: the end of the reasoning.
+void explain_the_rest(Plan& plan, const std::vector<std::string>& left_out) {
+  for (const auto& o : plan.options)
+    if (!o.runnable && o.meets_deadline && o.meets_budget) {
+      plan.reasoning.push_back(fmt::format("{} would fit ({}, {} per run, estimated) but TPUs have no LibTorch backend: it "
+                                           "needs a PyTorch/XLA or JAX port, so it is listed for comparison only",
+                                           o.offer, hours_text(o.hours), money(o.cost)));
+      break;
+    }
+  plan.reasoning.insert(plan.reasoning.end(), left_out.begin(), left_out.end());
+}
+
+void explain_nothing_fits(Plan& plan, const PlanRequest& req) {
+  const auto& opts = plan.options;
+  const auto fastest = std::min_element(opts.begin(), opts.end(), [](auto& a, auto& b) { return a.hours < b.hours; });
+  const auto cheapest = opts.begin();  // sorted by cost
+  plan.reasoning.push_back(fmt::format(
+      "nothing meets {}{}{}: the fastest option, {}, takes {} for {}; the cheapest, {}, costs {} and takes {}",
+      req.deadline_hours > 0 ? "the deadline of " + hours_text(req.deadline_hours) : "",
+      req.deadline_hours > 0 && req.budget > 0 ? " and " : "", req.budget > 0 ? "the budget of " + money(req.budget) : "",
+      fastest->offer, hours_text(fastest->hours), money(fastest->cost), cheapest->offer, money(cheapest->cost),
+      hours_text(cheapest->hours)));
+}
+
+// The cheapest feasible option, unless a better-founded one (measured over published over
+// derived) costs at most 25% more: a guessed throughput should not win a close call.
+int recommend(Plan& plan, const std::vector<int>& feasible) {
+  const auto& opts = plan.options;
+  const int cheapest = feasible.front();
+  int rec = cheapest;
+  for (int i : feasible)
+    if (opts[i].confidence < opts[rec].confidence && opts[i].cost <= 1.25 * opts[cheapest].cost) rec = i;
+  if (rec != cheapest)
+    plan.reasoning.push_back(fmt::format("{} is cheaper on paper ({}) but its throughput is {}; {} is {} and within 25%",
+                                         opts[cheapest].offer, money(opts[cheapest].cost),
+                                         opts[cheapest].confidence == 2 ? "derived from other hardware"
+                                                                        : "a published figure",
+                                         opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
+  const auto& r = opts[rec];
+  plan.reasoning.insert(plan.reasoning.begin(),
+                        fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
+                                    "meet the constraints{}",
+                                    r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
+                                    r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
+  return rec;
+}
+
+// The lightest other feasible instance (lowest price per hour), i.e. the one most likely to have
+// capacity when the recommended one does not. -1 when there is none.
+int choose_fallback(Plan& plan, const std::vector<int>& feasible, int rec) {
+  const auto& opts = plan.options;
+  int fb = -1;
+  for (int i : feasible)
+    if (i != rec && (fb < 0 || opts[i].price_per_hour < opts[fb].price_per_hour)) fb = i;
+  if (fb < 0) {
+    plan.reasoning.push_back("no fallback: only one option meets the constraints");
+    return fb;
+  }
+  plan.reasoning.push_back(fmt::format("fallback: {} ({} x {}): {} and {} per run; {}/h instead of {}/h, a smaller "
+                                       "instance to use when the recommended one has no capacity",
+                                       opts[fb].offer, opts[fb].devices, opts[fb].hardware, hours_text(opts[fb].hours),
+                                       money(opts[fb].cost), money(opts[fb].price_per_hour),
+                                       money(opts[rec].price_per_hour)));
+  return fb;
+}
+
+}  // namespace
+
 Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
                   const PlanRequest& req) {
   if (!(req.dataset_size > 0) || !(req.epochs > 0)) throw UsageError("recommend: --dataset-size and --epochs must be > 0");
-  std::vector<const ThroughputRecord*> mine;
+  Records mine;
   std::vector<std::string> scenarios;
   for (const auto& r : records) {
     if (r.scenario == req.scenario) mine.push_back(&r);
@@ -177,154 +350,29 @@ Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable
   if (mine.empty())
     throw DataError(fmt::format("recommend: no bench record for scenario '{}'{} (have: {})", req.scenario,
                                 did_you_mean(req.scenario, scenarios), join(scenarios, ", ")));
-
-  // Measured beats published; then the record closest to the wanted device count.
-  auto better = [](const ThroughputRecord* a, const ThroughputRecord* b, int want) {
-    if (a->estimate != b->estimate) return !a->estimate;
-    return std::abs(a->devices - want) < std::abs(b->devices - want);
-  };
-  auto per_device = [&](const ThroughputRecord& r) { return r.images_per_second / (r.devices * scaling.efficiency(r.devices)); };
-
   Plan plan;
   std::vector<std::string> left_out;  // reported after the decision
-  const double images = req.dataset_size * req.epochs;
-  for (const auto& offer : prices.offers) {
-    PlanOption o;
-    o.offer = offer.name;
-    o.kind = offer.kind;
-    o.hardware = offer.kind == "cpu" ? fmt::format("{} vCPU", offer.vcpus) : offer.accelerator;
-    o.devices = offer.devices();
-    if (req.basis == PriceBasis::kSpot && !offer.spot_per_hour) continue;
-    o.price_per_hour = offer.per_hour(req.basis);
-
-    const ThroughputRecord* best = nullptr;
-    for (const ThroughputRecord* r : mine) {
-      const bool match = offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
-      if (match && (!best || better(r, best, o.devices))) best = r;
-    }
-    if (offer.kind == "cpu") {
-      if (!best || offer.vcpus < 1) {
-        left_out.push_back(fmt::format("{}: no CPU record for '{}'; left out", offer.name, req.scenario));
-        continue;
-      }
-      // Linear in cores: optimistic beyond the measured count, hence an estimate when it scales.
-      o.images_per_second = best->images_per_second / best->vcpus * offer.vcpus;
-      o.estimate = best->estimate || offer.vcpus != best->vcpus;
-      o.confidence = offer.vcpus != best->vcpus ? 2 : best->estimate ? 1 : 0;
-      o.derivation = offer.vcpus == best->vcpus
-                         ? fmt::format("{} {:.1f} img/s on {} cores ({})", best->estimate ? "published" : "measured",
-                                       best->images_per_second, best->vcpus, best->origin)
-                         : fmt::format("{:.1f} img/s on {} cores scaled linearly to {} ({})", best->images_per_second,
-                                       best->vcpus, offer.vcpus, best->origin);
-    } else if (best) {
-      o.images_per_second = per_device(*best) * o.devices * scaling.efficiency(o.devices);
-      o.estimate = best->estimate;
-      o.confidence = best->estimate ? 1 : 0;
-      o.derivation = best->devices == o.devices
-                         ? fmt::format("{} {:.0f} img/s on {} x {} ({})", best->estimate ? "published" : "measured",
-                                       best->images_per_second, best->devices, best->hardware, best->origin)
-                         : fmt::format("{:.0f} img/s on {} x {} -> {} devices at efficiency {:.2f} ({})",
-                                       best->images_per_second, best->devices, best->hardware, o.devices,
-                                       scaling.efficiency(o.devices), best->origin);
-    } else {
-      // No figure for this hardware: another accelerator's, times the relative speed table.
-      const double rel = relative_speed(offer.accelerator);
-      const ThroughputRecord* ref = nullptr;
-      for (const ThroughputRecord* r : mine)
-        if (r->device != "cpu" && relative_speed(r->hardware) > 0 && (!ref || better(r, ref, 1))) ref = r;
-      if (rel <= 0 || !ref) {
-        left_out.push_back(fmt::format("{}: no throughput for {} and no basis to estimate one; left out", offer.name,
-                                       offer.accelerator));
-        continue;
-      }
-      o.images_per_second = per_device(*ref) * rel / relative_speed(ref->hardware) * o.devices * scaling.efficiency(o.devices);
-      o.estimate = true;
-      o.confidence = 2;
-      o.derivation = fmt::format("estimate: {} per-device rate x relative speed {:.2f}/{:.2f}{} ({})", ref->hardware, rel,
-                                 relative_speed(ref->hardware),
-                                 o.devices > 1 ? fmt::format(" x {} devices at efficiency {:.2f}", o.devices,
-                                                             scaling.efficiency(o.devices))
-                                               : "",
-                                 ref->origin);
-    }
-    o.runnable = offer.kind != "tpu";
-    o.hours = images / o.images_per_second / 3600.0;
-    o.cost = o.hours * o.price_per_hour;
-    o.meets_deadline = req.deadline_hours <= 0 || o.hours <= req.deadline_hours;
-    o.meets_budget = req.budget <= 0 || o.cost <= req.budget;
-    plan.options.push_back(std::move(o));
-  }
+  for (const auto& offer : prices.offers)
+    if (auto o = price_offer(offer, mine, scaling, req, left_out)) plan.options.push_back(std::move(*o));
   if (plan.options.empty()) throw DataError("recommend: no priced offer matches a bench record of '" + req.scenario + "'");
-
   std::sort(plan.options.begin(), plan.options.end(), [](const PlanOption& a, const PlanOption& b) {
     return a.cost != b.cost ? a.cost < b.cost : a.hours < b.hours;
   });
-  for (auto& a : plan.options) {
-    a.pareto = true;
-    for (const auto& b : plan.options)
-      if (&a != &b && b.hours <= a.hours && b.cost <= a.cost && (b.hours < a.hours || b.cost < a.cost)) a.pareto = false;
-  }
+  mark_pareto(plan.options);
 
   // Feasible: meets the deadline and the budget, and runs this program (a TPU does not).
   std::vector<int> feasible;
   for (int i = 0; i < static_cast<int>(plan.options.size()); ++i)
     if (plan.options[i].meets_deadline && plan.options[i].meets_budget && plan.options[i].runnable) feasible.push_back(i);
-  const auto& opts = plan.options;
-  auto finish = [&] {
-    for (const auto& o : opts)
-      if (!o.runnable && o.meets_deadline && o.meets_budget) {
-        plan.reasoning.push_back(fmt::format("{} would fit ({}, {} per run, estimated) but TPUs have no LibTorch backend: it "
-                                             "needs a PyTorch/XLA or JAX port, so it is listed for comparison only",
-                                             o.offer, hours_text(o.hours), money(o.cost)));
-        break;
-      }
-    plan.reasoning.insert(plan.reasoning.end(), left_out.begin(), left_out.end());
-  };
   if (feasible.empty()) {
-    const auto fastest = std::min_element(opts.begin(), opts.end(), [](auto& a, auto& b) { return a.hours < b.hours; });
-    const auto cheapest = opts.begin();  // sorted by cost
-    finish();
-    plan.reasoning.push_back(fmt::format(
-        "nothing meets {}{}{}: the fastest option, {}, takes {} for {}; the cheapest, {}, costs {} and takes {}",
-        req.deadline_hours > 0 ? "the deadline of " + hours_text(req.deadline_hours) : "",
-        req.deadline_hours > 0 && req.budget > 0 ? " and " : "",
-        req.budget > 0 ? "the budget of " + money(req.budget) : "", fastest->offer, hours_text(fastest->hours),
-        money(fastest->cost), cheapest->offer, money(cheapest->cost), hours_text(cheapest->hours)));
+    explain_the_rest(plan, left_out);
+    explain_nothing_fits(plan, req);
     return plan;
   }
-  // The cheapest feasible option, unless a better-founded one (measured over published over
-  // derived) costs at most 25% more: a guessed throughput should not win a close call.
-  int rec = feasible.front();
-  for (int i : feasible)
-    if (opts[i].confidence < opts[rec].confidence && opts[i].cost <= 1.25 * opts[feasible.front()].cost) rec = i;
-  if (rec != feasible.front())
-    plan.reasoning.push_back(fmt::format("{} is cheaper on paper ({}) but its throughput is {}; {} is {} and within 25%",
-                                         opts[feasible.front()].offer, money(opts[feasible.front()].cost),
-                                         opts[feasible.front()].confidence == 2 ? "derived from other hardware"
-                                                                                : "a published figure",
-                                         opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
-  plan.recommended = rec;
-  const auto& r = opts[rec];
-  plan.reasoning.insert(plan.reasoning.begin(),
-                        fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
-                                    "meet the constraints{}",
-                                    r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
-                                    r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
-  // Fallback: the lightest other feasible instance (lowest price per hour), i.e. the one most
-  // likely to have capacity when the recommended one does not.
-  int fb = -1;
-  for (int i : feasible)
-    if (i != rec && (fb < 0 || opts[i].price_per_hour < opts[fb].price_per_hour)) fb = i;
-  if (fb >= 0) {
-    plan.fallback = fb;
-    plan.reasoning.push_back(fmt::format("fallback: {} ({} x {}): {} and {} per run; {}/h instead of {}/h, a smaller "
-                                         "instance to use when the recommended one has no capacity",
-                                         opts[fb].offer, opts[fb].devices, opts[fb].hardware, hours_text(opts[fb].hours),
-                                         money(opts[fb].cost), money(opts[fb].price_per_hour), money(r.price_per_hour)));
-  } else {
-    plan.reasoning.push_back("no fallback: only one option meets the constraints");
-  }
-  finish();
+  plan.recommended = recommend(plan, feasible);
+  const int fallback = choose_fallback(plan, feasible, plan.recommended);
+  if (fallback >= 0) plan.fallback = fallback;
+  explain_the_rest(plan, left_out);
   return plan;
 }
 

@@ -286,7 +286,7 @@ const std::vector<Field>& schema() {
                       at_least<std::int64_t>(0)));
     // model
     f.push_back(field(&C::model, "model", &ModelConfig::name, "name",
-                      "small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base"));
+                      "the model (`shoplens train --help` and docs/MODELS.md list them)"));
     f.push_back(field(&C::model, "model", &ModelConfig::pretrained, "pretrained",
                       "weights to start from: .safetensors or torch.save state dict (empty: from scratch)"));
     f.push_back(field(&C::model, "model", &ModelConfig::new_head, "new_head",

@@ -63,6 +63,84 @@ const PriceOffer& PriceTable::find(std::string_view name) const {
   throw ConfigError(fmt::format("{}: no row named '{}'{}", origin, name, did_you_mean(name, names)));
 }
 
+namespace {
+
+// Reads one offers[] row's fields; every error names the row.
+class OfferRow {
+ public:
+  OfferRow(const json& row, const std::string& where) : row_(row), where_(where) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw ConfigError(where_ + ": " + what); }
+
+  std::string text(const char* key, bool required) const {
+    if (!row_.contains(key) || row_[key].is_null()) {
+      if (required) fail(std::string("missing \"") + key + "\"");
+      return std::string();
+    }
+    if (!row_[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
+    const std::string value(trim(row_[key].get<std::string>()));
+    if (required && value.empty()) fail(std::string("\"") + key + "\" is empty");
+    return value;
+  }
+
+  std::optional<double> number(const char* key) const {
+    if (!row_.contains(key) || row_[key].is_null()) return std::nullopt;
+    if (!row_[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
+    return row_[key].get<double>();
+  }
+
+  int whole_number(const char* key) const {
+    const double v = number(key).value_or(0);
+    if (v < 0 || v != std::floor(v)) fail(std::string("\"") + key + "\" must be a whole number >= 0");
+    return static_cast<int>(v);
+  }
+
+ private:
+  const json& row_;
+  const std::string& where_;
+};
+
+void read_prices(const OfferRow& row, PriceOffer& o) {
+  const auto on_demand = row.number("on_demand_per_hour");
+  if (!on_demand) row.fail("missing \"on_demand_per_hour\"");
+  if (!(*on_demand > 0) || !std::isfinite(*on_demand)) row.fail(fmt::format("on_demand_per_hour {} must be > 0", *on_demand));
+  o.on_demand_per_hour = *on_demand;
+  o.spot_per_hour = row.number("spot_per_hour");
+  if (!o.spot_per_hour) return;
+  if (!(*o.spot_per_hour > 0) || !std::isfinite(*o.spot_per_hour))
+    row.fail(fmt::format("spot_per_hour {} must be > 0 (leave it out or null where there is no spot price)", *o.spot_per_hour));
+  if (*o.spot_per_hour > o.on_demand_per_hour)
+    row.fail(fmt::format("spot_per_hour {} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour, o.on_demand_per_hour));
+}
+
+PriceOffer read_offer(const json& row, const std::string& where) {
+  const OfferRow r(row, where);
+  if (!row.is_object()) r.fail("expected an object");
+  for (const auto& [key, value] : row.items())
+    if (std::find(kRowKeys.begin(), kRowKeys.end(), key) == kRowKeys.end())
+      r.fail("unknown field '" + key + "'" + did_you_mean(key, kRowKeys));
+  PriceOffer o;
+  o.name = r.text("name", true);
+  o.provider = r.text("provider", true);
+  o.kind = r.text("kind", true);
+  o.accelerator = r.text("accelerator", false);
+  o.region = r.text("region", false);
+  o.note = r.text("note", false);
+  // Every figure must be traceable: where it was read and when.
+  o.source = r.text("source", true);
+  o.date = r.text("date", true);
+  if (!valid_date(o.date)) r.fail("\"date\" '" + o.date + "' is not YYYY-MM-DD or YYYY-MM");
+  if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu") r.fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
+  read_prices(r, o);
+  o.accelerators = r.whole_number("accelerators");
+  if (o.kind != "cpu" && o.accelerators < 1) r.fail("a " + o.kind + " offer needs \"accelerators\" >= 1");
+  if (o.kind == "cpu" && o.accelerators != 0) r.fail("a cpu offer has \"accelerators\" 0");
+  o.vcpus = r.whole_number("vcpus");
+  return o;
+}
+
+}  // namespace
+
 PriceTable parse_price_table(std::string_view text, const std::string& origin) {
   if (json_nesting_exceeds(text)) throw ConfigError(origin + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   json doc;
@@ -79,69 +157,14 @@ PriceTable parse_price_table(std::string_view text, const std::string& origin) {
   table.origin = origin;
   table.currency = doc.value("currency", "USD");
   if (doc["offers"].empty()) throw ConfigError(origin + ": \"offers\" is empty");
-
   std::set<std::string> seen;
   std::size_t index = 0;
   for (const json& row : doc["offers"]) {
+    const bool named = row.is_object() && row.contains("name") && row["name"].is_string();
     const std::string where =
-        fmt::format("{}: offers[{}]{}", origin, index,
-                    row.is_object() && row.contains("name") && row["name"].is_string()
-                        ? " ('" + row["name"].get<std::string>() + "')"
-                        : "");
-    auto fail = [&](const std::string& what) { throw ConfigError(where + ": " + what); };
-    if (!row.is_object()) fail("expected an object");
-    for (const auto& [key, value] : row.items())
-      if (std::find(kRowKeys.begin(), kRowKeys.end(), key) == kRowKeys.end())
-        fail("unknown field '" + key + "'" + did_you_mean(key, kRowKeys));
-    auto text_field = [&](const char* key, bool required) {
-      if (!row.contains(key) || row[key].is_null()) {
-        if (required) fail(std::string("missing \"") + key + "\"");
-        return std::string();
-      }
-      if (!row[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-      const std::string value(trim(row[key].get<std::string>()));
-      if (required && value.empty()) fail(std::string("\"") + key + "\" is empty");
-      return value;
-    };
-    auto number_field = [&](const char* key) -> std::optional<double> {
-      if (!row.contains(key) || row[key].is_null()) return std::nullopt;
-      if (!row[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
-      return row[key].get<double>();
-    };
-
-    PriceOffer o;
-    o.name = text_field("name", true);
-    o.provider = text_field("provider", true);
-    o.kind = text_field("kind", true);
-    o.accelerator = text_field("accelerator", false);
-    o.region = text_field("region", false);
-    o.note = text_field("note", false);
-    // Every figure must be traceable: where it was read and when.
-    o.source = text_field("source", true);
-    o.date = text_field("date", true);
-    if (!valid_date(o.date)) fail("\"date\" '" + o.date + "' is not YYYY-MM-DD or YYYY-MM");
-    if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu") fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
-
-    const auto on_demand = number_field("on_demand_per_hour");
-    if (!on_demand) fail("missing \"on_demand_per_hour\"");
-    if (!(*on_demand > 0) || !std::isfinite(*on_demand)) fail(fmt::format("on_demand_per_hour {} must be > 0", *on_demand));
-    o.on_demand_per_hour = *on_demand;
-    o.spot_per_hour = number_field("spot_per_hour");
-    if (o.spot_per_hour) {
-      if (!(*o.spot_per_hour > 0) || !std::isfinite(*o.spot_per_hour))
-        fail(fmt::format("spot_per_hour {} must be > 0 (leave it out or null where there is no spot price)", *o.spot_per_hour));
-      if (*o.spot_per_hour > o.on_demand_per_hour)
-        fail(fmt::format("spot_per_hour {} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour, o.on_demand_per_hour));
-    }
-    const auto count = number_field("accelerators").value_or(0);
-    if (count < 0 || count != std::floor(count)) fail("\"accelerators\" must be a whole number >= 0");
-    o.accelerators = static_cast<int>(count);
-    if (o.kind != "cpu" && o.accelerators < 1) fail("a " + o.kind + " offer needs \"accelerators\" >= 1");
-    if (o.kind == "cpu" && o.accelerators != 0) fail("a cpu offer has \"accelerators\" 0");
-    const auto vcpus = number_field("vcpus").value_or(0);
-    if (vcpus < 0 || vcpus != std::floor(vcpus)) fail("\"vcpus\" must be a whole number >= 0");
-    o.vcpus = static_cast<int>(vcpus);
-    if (!seen.insert(o.name).second) fail("duplicate name '" + o.name + "'");
+        fmt::format("{}: offers[{}]{}", origin, index, named ? " ('" + row["name"].get<std::string>() + "')" : "");
+    PriceOffer o = read_offer(row, where);
+    if (!seen.insert(o.name).second) throw ConfigError(where + ": duplicate name '" + o.name + "'");
     table.offers.push_back(std::move(o));
     ++index;
   }

@@ -42,12 +42,8 @@ std::vector<char*> g_argv;  // main's argv, for the one re-exec
 
 void remember_command_line(int argc, char** argv) { g_argv.assign(argv, argv + argc); }
 
-bool gemm_bound_model(const std::string& name) {
-  return name.rfind("text_", 0) == 0 || name.rfind("vit_", 0) == 0;
-}
-
-void prefer_passive_openmp(const std::string& model_name, int threads) {
-  if (threads <= 1 || !gemm_bound_model(model_name) || g_argv.empty()) return;
+void prefer_passive_openmp(bool gemm_bound, int threads, const std::string& model_name) {
+  if (threads <= 1 || !gemm_bound || g_argv.empty()) return;
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   if (const char* tuning = std::getenv("SHOPLENS_OPENMP_TUNING"); tuning && std::string(tuning) == "0") return;
   spdlog::info("{} is GEMM-bound: restarting with OMP_WAIT_POLICY=PASSIVE so OpenMP's idle threads leave the cores to "

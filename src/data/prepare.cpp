@@ -342,6 +342,104 @@ json report_to_json(const PrepareReport& r) {
           {"images_per_second", r.seconds > 0 ? r.images_decoded / r.seconds : 0.0}};
 }
 
+// Every shard of the plan, reused when its summary and files are intact, else built.
+std::vector<ShardSummary> build_or_reuse_shards(const PrepareOptions& o, const Manifest& m, const DatasetRoot& root,
+                                                const std::vector<std::vector<std::string>>& vocab, PrepareReport& report) {
+  const auto plans = plan_shards(m, o.records_per_shard);
+  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads", m.total_rows(),
+               m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
+  std::vector<ShardSummary> summaries;
+  Progress progress("prepare", m.records.size(), "img");
+  for (const auto& plan : plans) {
+    const std::string fingerprint = shard_fingerprint(o, m, plan);
+    const fs::path summary_file = o.out_dir / (plan.name + ".summary.json");
+    auto reused = load_summary(summary_file, fingerprint, plan.split, m.records.size());
+    if (reused && shard_files_intact(o.out_dir, reused->info)) {
+      progress.advance(plan.records.size());
+      ++report.shards_reused;
+      summaries.push_back(std::move(*reused));
+      continue;
+    }
+    ShardSummary s = build_shard(plan, m, o, root, vocab, progress);
+    s.fingerprint = fingerprint;
+    write_file_atomic(summary_file, dump_json_escaped(summary_to_json(s)) + "\n");
+    report.images_decoded += plan.records.size();
+    ++report.shards_written;
+    summaries.push_back(std::move(s));
+  }
+  progress.finish();
+  return summaries;
+}
+
+// Counts, per-class/split tallies and channel statistics from the shards' summaries.
+void tally_shards(const Manifest& m, const std::vector<ShardSummary>& summaries, PrepareReport& report) {
+  report.kept_per_class_split.assign(m.classes.size(), {0, 0, 0});
+  report.metadata_missing.assign(m.metadata_fields.size(), 0);
+  std::array<double, 3> sum{0, 0, 0}, sumsq{0, 0, 0};
+  double pixels = 0;
+  for (const auto& s : summaries) {
+    for (const auto& q : s.quarantined) {
+      const auto& r = m.records[q.sample];
+      report.quarantined.push_back({r.id, r.path, r.line, q.stage, q.reason});
+    }
+    report.kept += s.kept_ids.size();
+    report.extension_mismatches += s.extension_mismatches;
+    report.input_bytes += s.input_bytes;
+    report.output_bytes += s.info.data_bytes;
+    for (auto id : s.kept_ids) {
+      const auto& r = m.records[id];
+      report.kept_per_class_split[r.label][static_cast<int>(r.split)]++;
+      for (std::size_t f = 0; f < r.metadata.size(); ++f) report.metadata_missing[f] += r.metadata[f].empty();
+    }
+    for (int c = 0; c < 3; ++c) {
+      sum[c] += s.pixel_sum[c];
+      sumsq[c] += s.pixel_sumsq[c];
+    }
+    pixels += s.pixel_count;
+  }
+  for (int c = 0; c < 3; ++c) {
+    report.mean[c] = pixels > 0 ? sum[c] / pixels : 0.0;
+    report.std[c] = pixels > 0 ? std::sqrt(std::max(0.0, sumsq[c] / pixels - report.mean[c] * report.mean[c])) : 0.0;
+  }
+}
+
+// Warnings about the result, then the checks that nothing was lost.
+void check_outcome(const PrepareOptions& o, const Manifest& m, PrepareReport& report) {
+  for (std::size_t c = 0; c < m.classes.size(); ++c)
+    for (int split = 0; split < kNumSplits; ++split)
+      if (report.kept_per_class_split[c][split] == 0)
+        report.warnings.push_back("class '" + m.classes[c] + "' has no images in split '" +
+                                  split_name(static_cast<Split>(split)) + "'");
+  if (report.extension_mismatches)
+    report.warnings.push_back(std::to_string(report.extension_mismatches) +
+                              " files have content that does not match their extension (kept; decoded by content)");
+  if (report.kept == 0)
+    throw DataError(m.source + ": no image could be decoded (see " + (o.out_dir / "quarantine.csv").string() + ")");
+  if (report.kept + report.quarantined.size() != report.total_rows)
+    throw Error("internal accounting error: kept + quarantined != total rows");
+}
+
+void write_prepare_outputs(const PrepareOptions& o, const Manifest& m, const std::vector<std::vector<std::string>>& vocab,
+                           const std::vector<ShardSummary>& summaries, const PrepareReport& report) {
+  DatasetInfo info;
+  info.classes = m.classes;
+  info.metadata_fields = m.metadata_fields;
+  info.metadata_vocabulary = vocab;
+  info.storage_size = o.storage_size;
+  info.encoding = o.encoding == PayloadEncoding::kJpeg ? "jpeg" : "raw";
+  for (const auto& s : summaries) info.shards.push_back(s.info);
+  info.mean = report.mean;
+  info.std = report.std;
+  write_records_csv(o.out_dir, m, summaries);
+  write_quarantine_csv(o.out_dir, report.quarantined);
+  json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
+                         {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
+                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode}};
+  write_dataset_info(o.out_dir, info, dump_json_escaped(prepare_params));
+  write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report_to_json(report), 2) + "\n");
+  write_file_atomic(o.out_dir / "report.md", format_prepare_report(report));
+}
+
 }  // namespace
 
 PrepareOptions prepare_options_from_config(const Config& config) {
@@ -384,92 +482,12 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   if (m.metadata_fields.size() > kIndexMetadataSlots)
     report.warnings.push_back("only the first " + std::to_string(kIndexMetadataSlots) +
                               " metadata fields are coded in the shard index; all are in records.csv");
-
   const auto vocab = build_vocabulary(m);
-  const auto plans = plan_shards(m, o.records_per_shard);
-  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads", m.total_rows(),
-               m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
-
-  std::vector<ShardSummary> summaries;
-  Progress progress("prepare", m.records.size(), "img");
-  for (const auto& plan : plans) {
-    const std::string fingerprint = shard_fingerprint(o, m, plan);
-    const fs::path summary_file = o.out_dir / (plan.name + ".summary.json");
-    auto reused = load_summary(summary_file, fingerprint, plan.split, m.records.size());
-    if (reused && shard_files_intact(o.out_dir, reused->info)) {
-      progress.advance(plan.records.size());
-      ++report.shards_reused;
-      summaries.push_back(std::move(*reused));
-      continue;
-    }
-    ShardSummary s = build_shard(plan, m, o, root, vocab, progress);
-    s.fingerprint = fingerprint;
-    write_file_atomic(summary_file, dump_json_escaped(summary_to_json(s)) + "\n");
-    report.images_decoded += plan.records.size();
-    ++report.shards_written;
-    summaries.push_back(std::move(s));
-  }
-  progress.finish();
-
-  DatasetInfo info;
-  info.classes = m.classes;
-  info.metadata_fields = m.metadata_fields;
-  info.metadata_vocabulary = vocab;
-  info.storage_size = o.storage_size;
-  info.encoding = o.encoding == PayloadEncoding::kJpeg ? "jpeg" : "raw";
-  report.kept_per_class_split.assign(m.classes.size(), {0, 0, 0});
-  report.metadata_missing.assign(m.metadata_fields.size(), 0);
-  std::array<double, 3> sum{0, 0, 0}, sumsq{0, 0, 0};
-  double pixels = 0;
-  for (const auto& s : summaries) {
-    info.shards.push_back(s.info);
-    for (const auto& q : s.quarantined) {
-      const auto& r = m.records[q.sample];
-      report.quarantined.push_back({r.id, r.path, r.line, q.stage, q.reason});
-    }
-    report.kept += s.kept_ids.size();
-    report.extension_mismatches += s.extension_mismatches;
-    report.input_bytes += s.input_bytes;
-    report.output_bytes += s.info.data_bytes;
-    for (auto id : s.kept_ids) {
-      const auto& r = m.records[id];
-      report.kept_per_class_split[r.label][static_cast<int>(r.split)]++;
-      for (std::size_t f = 0; f < r.metadata.size(); ++f) report.metadata_missing[f] += r.metadata[f].empty();
-    }
-    for (int c = 0; c < 3; ++c) {
-      sum[c] += s.pixel_sum[c];
-      sumsq[c] += s.pixel_sumsq[c];
-    }
-    pixels += s.pixel_count;
-  }
-  for (int c = 0; c < 3; ++c) {
-    report.mean[c] = pixels > 0 ? sum[c] / pixels : 0.0;
-    report.std[c] = pixels > 0 ? std::sqrt(std::max(0.0, sumsq[c] / pixels - report.mean[c] * report.mean[c])) : 0.0;
-  }
-  info.mean = report.mean;
-  info.std = report.std;
-
-  for (std::size_t c = 0; c < m.classes.size(); ++c)
-    for (int split = 0; split < kNumSplits; ++split)
-      if (report.kept_per_class_split[c][split] == 0)
-        report.warnings.push_back("class '" + m.classes[c] + "' has no images in split '" +
-                                  split_name(static_cast<Split>(split)) + "'");
-  if (report.extension_mismatches)
-    report.warnings.push_back(std::to_string(report.extension_mismatches) +
-                              " files have content that does not match their extension (kept; decoded by content)");
-  if (report.kept == 0) throw DataError(m.source + ": no image could be decoded (see " + (o.out_dir / "quarantine.csv").string() + ")");
-  if (report.kept + report.quarantined.size() != report.total_rows)
-    throw Error("internal accounting error: kept + quarantined != total rows");
-
+  const std::vector<ShardSummary> summaries = build_or_reuse_shards(o, m, root, vocab, report);
+  tally_shards(m, summaries, report);
+  check_outcome(o, m, report);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_records_csv(o.out_dir, m, summaries);
-  write_quarantine_csv(o.out_dir, report.quarantined);
-  json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
-                         {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
-                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode}};
-  write_dataset_info(o.out_dir, info, dump_json_escaped(prepare_params));
-  write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report_to_json(report), 2) + "\n");
-  write_file_atomic(o.out_dir / "report.md", format_prepare_report(report));
+  write_prepare_outputs(o, m, vocab, summaries, report);
   for (const auto& w : report.warnings) spdlog::warn("prepare: {}", w);
   return report;
 }

@@ -198,15 +198,15 @@ std::vector<CategoricalField> synth_text_categorical_fields() {
 
 std::vector<std::string> synth_text_numeric_fields() { return {"prompt_length", "response_length"}; }
 
-SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
-  validate_synth_text_options(o);
-  const auto start = std::chrono::steady_clock::now();
-  std::filesystem::create_directories(o.out_dir);
-  const auto n = static_cast<std::uint64_t>(o.num_examples);
+namespace {
 
-  // Split by time: the latest test_fraction is test, the val_fraction before it val.
-  std::vector<std::int64_t> created(n);
-  for (std::uint64_t i = 0; i < n; ++i) created[i] = created_at_of(o, i);
+Split split_at(const TextSplitRule& rule, std::int64_t t) {
+  return t >= rule.test_from ? Split::kTest : t >= rule.val_from ? Split::kVal : Split::kTrain;
+}
+
+// Split by time: the latest test_fraction is test, the val_fraction before it val.
+TextSplitRule time_split_rule(const SynthTextOptions& o, const std::vector<std::int64_t>& created) {
+  const auto n = static_cast<std::uint64_t>(created.size());
   std::vector<std::int64_t> sorted = created;
   std::sort(sorted.begin(), sorted.end());
   const auto n_test = static_cast<std::uint64_t>(std::llround(o.test_fraction * double(n)));
@@ -216,20 +216,73 @@ SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
   rule.test_from = n_test > 0 ? sorted[n - n_test] : sorted.back() + 1;
   rule.val_from = n_val > 0 ? sorted[n_train] : rule.test_from;
   rule.description = "by created_at: train before val_from, val in [val_from, test_from), test from test_from on";
-  auto split_of = [&](std::int64_t t) { return t >= rule.test_from ? Split::kTest : t >= rule.val_from ? Split::kVal : Split::kTrain; };
+  return rule;
+}
 
-  // Observed labels: exactly round(positive_fraction * count) positives in each split, at seeded
-  // positions (the split is by time, which the label does not depend on).
-  std::vector<std::uint8_t> labels(n, 0);
+// Observed labels: exactly round(positive_fraction * count) positives in each split, at seeded
+// positions (the split is by time, which the label does not depend on).
+std::vector<std::uint8_t> split_balanced_labels(const SynthTextOptions& o, const std::vector<std::int64_t>& created,
+                                                const TextSplitRule& rule) {
+  std::vector<std::uint8_t> labels(created.size(), 0);
   for (Split split : {Split::kTrain, Split::kVal, Split::kTest}) {
     std::vector<std::uint32_t> members;
-    for (std::uint64_t i = 0; i < n; ++i)
-      if (split_of(created[i]) == split) members.push_back(static_cast<std::uint32_t>(i));
+    for (std::size_t i = 0; i < created.size(); ++i)
+      if (split_at(rule, created[i]) == split) members.push_back(static_cast<std::uint32_t>(i));
     Rng label_rng(mix_seed(o.seed, 0x1abe1, static_cast<std::uint64_t>(split)));
     label_rng.shuffle(members);
     const auto positives = static_cast<std::size_t>(std::llround(o.positive_fraction * double(members.size())));
     for (std::size_t k = 0; k < positives; ++k) labels[members[k]] = 1;
   }
+  return labels;
+}
+
+// Running totals of the generated examples.
+struct TextTally {
+  std::vector<std::uint64_t> missing;  // categorical fields, then numeric ones
+  std::vector<std::uint32_t> lengths;
+
+  void add(const Generated& g, int split, SynthTextSummary& s) {
+    s.per_split[split]++;
+    s.positives_per_split[split] += g.example.label;
+    s.truncated += g.truncated;
+    s.label_flips += g.flipped;
+    s.tokens += g.example.tokens.size();
+    lengths.push_back(static_cast<std::uint32_t>(g.example.tokens.size()));
+    const std::size_t n_categorical = g.example.categorical.size();
+    for (std::size_t k = 0; k < n_categorical; ++k) missing[k] += g.example.categorical[k] == 0;
+    for (std::size_t k = 0; k < g.example.numeric.size(); ++k) missing[n_categorical + k] += std::isnan(g.example.numeric[k]);
+  }
+};
+
+void summarize(const SynthTextOptions& o, const TextDatasetInfo& info, TextTally& tally, SynthTextSummary& s) {
+  const auto n = static_cast<std::uint64_t>(o.num_examples);
+  s.examples = n;
+  s.shards = info.shards;
+  for (const auto& sh : info.shards)
+    s.bytes_written += sh.tokens * token_dtype_size(token_dtype_for(o.vocab_size)) + 48 + sh.count * 88;
+  std::size_t k = 0;
+  for (const auto& f : info.categorical) s.missing_fraction.emplace_back(f.name, double(tally.missing[k++]) / double(n));
+  for (const auto& f : info.numeric) s.missing_fraction.emplace_back(f, double(tally.missing[k++]) / double(n));
+  auto& lengths = tally.lengths;
+  std::sort(lengths.begin(), lengths.end());
+  s.length_min = lengths.front();
+  s.length_p50 = percentile(lengths, 0.5);
+  s.length_p90 = percentile(lengths, 0.9);
+  s.length_p99 = percentile(lengths, 0.99);
+  s.length_max = lengths.back();
+}
+
+}  // namespace
+
+SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
+  validate_synth_text_options(o);
+  const auto start = std::chrono::steady_clock::now();
+  std::filesystem::create_directories(o.out_dir);
+  const auto n = static_cast<std::uint64_t>(o.num_examples);
+  std::vector<std::int64_t> created(n);
+  for (std::uint64_t i = 0; i < n; ++i) created[i] = created_at_of(o, i);
+  const TextSplitRule rule = time_split_rule(o, created);
+  const std::vector<std::uint8_t> labels = split_balanced_labels(o, created, rule);
 
   TextDatasetInfo info;
   info.vocab_size = o.vocab_size;
@@ -243,56 +296,32 @@ SynthTextSummary generate_synthetic_text(const SynthTextOptions& o) {
   const Lexicon lex(o.vocab_size, o.seed);
   SynthTextSummary s;
   s.split_rule = rule;
-  std::vector<std::uint64_t> missing(info.categorical.size() + info.numeric.size(), 0);
-  std::vector<std::uint32_t> lengths;
-  lengths.reserve(n);
+  TextTally tally;
+  tally.missing.assign(info.categorical.size() + info.numeric.size(), 0);
+  tally.lengths.reserve(n);
   for (Split split : {Split::kTrain, Split::kVal, Split::kTest}) {
     std::unique_ptr<TextShardWriter> writer;
     int shard_no = 0;
-    auto flush = [&] {
-      if (!writer) return;
-      info.shards.push_back(writer->finish());
-      writer.reset();
-    };
     for (std::uint64_t i = 0; i < n; ++i) {
-      if (split_of(created[i]) != split) continue;
+      if (split_at(rule, created[i]) != split) continue;
       if (!writer) {
         char name[32];
         std::snprintf(name, sizeof name, "%s-%05d", split_name(split), shard_no++);
         writer = std::make_unique<TextShardWriter>(o.out_dir, name, split, info.layout());
       }
-      Generated g = make_example(o, lex, i, labels[i], created[i], split);
+      const Generated g = make_example(o, lex, i, labels[i], created[i], split);
       writer->add(g.example);
-      const auto si = static_cast<int>(split);
-      s.per_split[si]++;
-      s.positives_per_split[si] += g.example.label;
-      s.truncated += g.truncated;
-      s.label_flips += g.flipped;
-      s.tokens += g.example.tokens.size();
-      lengths.push_back(static_cast<std::uint32_t>(g.example.tokens.size()));
-      for (std::size_t k = 0; k < g.example.categorical.size(); ++k) missing[k] += g.example.categorical[k] == 0;
-      for (std::size_t k = 0; k < g.example.numeric.size(); ++k)
-        missing[info.categorical.size() + k] += std::isnan(g.example.numeric[k]);
-      if (writer && writer->count() >= static_cast<std::size_t>(o.records_per_shard)) flush();
+      tally.add(g, static_cast<int>(split), s);
+      if (writer->count() >= static_cast<std::size_t>(o.records_per_shard)) {
+        info.shards.push_back(writer->finish());
+        writer.reset();
+      }
     }
-    flush();
+    if (writer) info.shards.push_back(writer->finish());
   }
   // The dataset file is written last: a folder without it was interrupted.
   write_text_dataset_info(o.out_dir, info);
-
-  s.examples = n;
-  s.shards = info.shards;
-  for (const auto& sh : info.shards)
-    s.bytes_written += sh.tokens * token_dtype_size(token_dtype_for(o.vocab_size)) + 48 + sh.count * 88;
-  std::size_t k = 0;
-  for (const auto& f : info.categorical) s.missing_fraction.emplace_back(f.name, double(missing[k++]) / double(n));
-  for (const auto& f : info.numeric) s.missing_fraction.emplace_back(f, double(missing[k++]) / double(n));
-  std::sort(lengths.begin(), lengths.end());
-  s.length_min = lengths.front();
-  s.length_p50 = percentile(lengths, 0.5);
-  s.length_p90 = percentile(lengths, 0.9);
-  s.length_p99 = percentile(lengths, 0.99);
-  s.length_max = lengths.back();
+  summarize(o, info, tally, s);
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }

@@ -109,67 +109,70 @@ std::string preview(const std::vector<std::uint64_t>& ids) {
   return out;
 }
 
-}  // namespace
-
-LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids) {
-  LedgerReport report;
+// What the ledger files say, before the segments are replayed.
+struct ParsedLedger {
   std::map<std::string, Segment> segments;
   std::map<std::int64_t, json> epoch_headers;
-  for (const auto& file : files) {
-    std::istringstream in(file.content);
-    std::string line;
-    std::int64_t number = 0;
-    std::string segment_id;
-    while (std::getline(in, line)) {
-      ++number;
-      const bool has_newline = !in.eof();  // before peek(), which sets eof at the end
-      const bool last = in.peek() == std::char_traits<char>::eof();
-      json record;
-      try {
-        record = json::parse(line);
-      } catch (const std::exception&) {
-        if (last && !has_newline) {
-          report.torn_lines.push_back(fmt::format("{}:{}", file.name, number));
-          break;
-        }
-        throw DataError(fmt::format("ledger {}:{}: not a JSON record", file.name, number));
-      }
-      if (last && !has_newline) {  // complete JSON but no newline: the write was cut after the brace
-        report.torn_lines.push_back(fmt::format("{}:{}", file.name, number));
-        break;
-      }
-      try {
-        const std::string type = record.at("type");
-        if (type == "segment") {
-          segment_id = record.at("segment");
-          auto& seg = segments[segment_id];
-          seg.id = segment_id;
-          seg.start_step = record.at("start_step");
-          const std::int64_t at = record.at("started_at_ms");
-          if (seg.started_at_ms == 0 || at < seg.started_at_ms) seg.started_at_ms = at;
-        } else if (type == "epoch") {
-          epoch_headers[record.at("epoch").get<std::int64_t>()] = record;
-        } else if (type == "step") {
-          if (segment_id.empty()) throw DataError("a step before the segment record");
-          StepRecord s;
-          s.epoch = record.at("epoch");
-          s.step = record.at("step");
-          s.ids = record.at("ids").get<std::vector<std::uint64_t>>();
-          const auto rank_pos = file.name.rfind(".rank-");
-          s.rank = rank_pos == std::string::npos ? 0 : std::atoi(file.name.c_str() + rank_pos + 6);
-          segments[segment_id].steps.push_back(std::move(s));
-          report.records++;
-        }
-      } catch (const DataError& e) {
-        throw DataError(fmt::format("ledger {}:{}: {}", file.name, number, e.what()));
-      } catch (const std::exception& e) {
-        throw DataError(fmt::format("ledger {}:{}: malformed record: {}", file.name, number, e.what()));
-      }
+};
+
+// One record of `file`; `segment_id` is the file's current segment (set by its segment record).
+void read_record(const json& record, const LedgerFile& file, std::string& segment_id, ParsedLedger& parsed,
+                 LedgerReport& report) {
+  const std::string type = record.at("type");
+  if (type == "segment") {
+    segment_id = record.at("segment");
+    auto& seg = parsed.segments[segment_id];
+    seg.id = segment_id;
+    seg.start_step = record.at("start_step");
+    const std::int64_t at = record.at("started_at_ms");
+    if (seg.started_at_ms == 0 || at < seg.started_at_ms) seg.started_at_ms = at;
+  } else if (type == "epoch") {
+    parsed.epoch_headers[record.at("epoch").get<std::int64_t>()] = record;
+  } else if (type == "step") {
+    if (segment_id.empty()) throw DataError("a step before the segment record");
+    StepRecord s;
+    s.epoch = record.at("epoch");
+    s.step = record.at("step");
+    s.ids = record.at("ids").get<std::vector<std::uint64_t>>();
+    const auto rank_pos = file.name.rfind(".rank-");
+    s.rank = rank_pos == std::string::npos ? 0 : std::atoi(file.name.c_str() + rank_pos + 6);
+    parsed.segments[segment_id].steps.push_back(std::move(s));
+    report.records++;
+  }
+}
+
+// Reads one file's JSON lines. A last line without its newline is a write cut short (torn), not an error.
+void read_ledger_file(const LedgerFile& file, ParsedLedger& parsed, LedgerReport& report) {
+  std::istringstream in(file.content);
+  std::string line;
+  std::int64_t number = 0;
+  std::string segment_id;
+  while (std::getline(in, line)) {
+    ++number;
+    const bool has_newline = !in.eof();  // before peek(), which sets eof at the end
+    const bool torn = in.peek() == std::char_traits<char>::eof() && !has_newline;
+    json record;
+    try {
+      record = json::parse(line);
+    } catch (const std::exception&) {
+      if (!torn) throw DataError(fmt::format("ledger {}:{}: not a JSON record", file.name, number));
+    }
+    if (torn) {  // even complete JSON without its newline: the write was cut after the brace
+      report.torn_lines.push_back(fmt::format("{}:{}", file.name, number));
+      break;
+    }
+    try {
+      read_record(record, file, segment_id, parsed, report);
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("ledger {}:{}: {}", file.name, number, e.what()));
+    } catch (const std::exception& e) {
+      throw DataError(fmt::format("ledger {}:{}: malformed record: {}", file.name, number, e.what()));
     }
   }
-  report.segments = static_cast<std::int64_t>(segments.size());
+}
 
-  // Replay the segments in the order they started: each one redoes everything after its start.
+// Replays the segments in the order they started: each one redoes everything after its start.
+std::vector<StepRecord> replay_segments(const std::map<std::string, Segment>& segments, LedgerReport& report) {
   std::vector<const Segment*> ordered;
   for (const auto& [id, seg] : segments) ordered.push_back(&seg);
   std::sort(ordered.begin(), ordered.end(), [](const Segment* a, const Segment* b) {
@@ -188,40 +191,59 @@ LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vect
       kept.push_back(r);
     }
   }
+  return kept;
+}
 
+// One epoch's verdict from the steps that count and the epoch's header (expected steps, unread ids).
+LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepRecord*>& records, const json* header,
+                               const std::vector<std::uint64_t>& train_ids,
+                               const std::unordered_set<std::uint64_t>& train_set) {
+  LedgerEpochReport e;
+  e.epoch = epoch;
+  std::set<std::int64_t> steps;
+  std::unordered_map<std::uint64_t, int> uses;
+  for (const auto* r : records) {
+    steps.insert(r->step);
+    for (auto id : r->ids) uses[id]++;
+  }
+  e.steps_recorded = static_cast<std::int64_t>(steps.size());
+  std::unordered_set<std::uint64_t> unread;
+  if (header) {
+    e.steps_expected = header->at("steps");
+    e.with_replacement = header->value("with_replacement", false);
+    for (auto id : header->at("unread").get<std::vector<std::uint64_t>>()) unread.insert(id);
+  }
+  e.unread = static_cast<std::int64_t>(unread.size());
+  e.complete = e.steps_expected > 0 && e.steps_recorded == e.steps_expected;
+  for (const auto& [id, count] : uses) {
+    if (!train_set.count(id)) e.unknown.push_back(id);
+    // Read twice, or read although the epoch's order left it for a later epoch.
+    if (!e.with_replacement && (count > 1 || unread.count(id))) e.duplicated.push_back(id);
+  }
+  e.used = static_cast<std::int64_t>(uses.size());
+  if (e.complete && !e.with_replacement)
+    for (auto id : train_ids)
+      if (!uses.count(id) && !unread.count(id)) e.missing.push_back(id);
+  std::sort(e.duplicated.begin(), e.duplicated.end());
+  std::sort(e.unknown.begin(), e.unknown.end());
+  return e;
+}
+
+}  // namespace
+
+LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids) {
+  LedgerReport report;
+  ParsedLedger parsed;
+  for (const auto& file : files) read_ledger_file(file, parsed, report);
+  report.segments = static_cast<std::int64_t>(parsed.segments.size());
+  const std::vector<StepRecord> kept = replay_segments(parsed.segments, report);
   const std::unordered_set<std::uint64_t> train_set(train_ids.begin(), train_ids.end());
   std::map<std::int64_t, std::vector<const StepRecord*>> by_epoch;
   for (const auto& r : kept) by_epoch[r.epoch].push_back(&r);
   for (const auto& [epoch, records] : by_epoch) {
-    LedgerEpochReport e;
-    e.epoch = epoch;
-    std::set<std::int64_t> steps;
-    std::unordered_map<std::uint64_t, int> uses;
-    for (const auto* r : records) {
-      steps.insert(r->step);
-      for (auto id : r->ids) uses[id]++;
-    }
-    e.steps_recorded = static_cast<std::int64_t>(steps.size());
-    std::unordered_set<std::uint64_t> unread;
-    if (auto h = epoch_headers.find(epoch); h != epoch_headers.end()) {
-      e.steps_expected = h->second.at("steps");
-      e.with_replacement = h->second.value("with_replacement", false);
-      for (auto id : h->second.at("unread").get<std::vector<std::uint64_t>>()) unread.insert(id);
-    }
-    e.unread = static_cast<std::int64_t>(unread.size());
-    e.complete = e.steps_expected > 0 && e.steps_recorded == e.steps_expected;
-    for (const auto& [id, count] : uses) {
-      if (!train_set.count(id)) e.unknown.push_back(id);
-      // Read twice, or read although the epoch's order left it for a later epoch.
-      if (!e.with_replacement && (count > 1 || unread.count(id))) e.duplicated.push_back(id);
-    }
-    e.used = static_cast<std::int64_t>(uses.size());
-    if (e.complete && !e.with_replacement)
-      for (auto id : train_ids)
-        if (!uses.count(id) && !unread.count(id)) e.missing.push_back(id);
-    std::sort(e.duplicated.begin(), e.duplicated.end());
-    std::sort(e.unknown.begin(), e.unknown.end());
-    report.epochs.push_back(std::move(e));
+    const auto h = parsed.epoch_headers.find(epoch);
+    const json* header = h == parsed.epoch_headers.end() ? nullptr : &h->second;
+    report.epochs.push_back(verify_epoch(epoch, records, header, train_ids, train_set));
   }
   return report;
 }

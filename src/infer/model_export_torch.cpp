@@ -141,6 +141,113 @@ std::string data_fingerprint(const Config& config) {
   return Fingerprint().add(read_file(info)).hex();
 }
 
+// The checkpoint's model, config and classes, with the checkpoint's weights.
+struct TrainedModel {
+  fs::path checkpoint;
+  json state;
+  Config config;
+  std::vector<std::string> classes;
+  ModelSpec spec;
+  std::shared_ptr<Classifier> model;
+};
+
+TrainedModel load_trained_model(const ExportOptions& o) {
+  TrainedModel t;
+  t.checkpoint = pick_checkpoint(o);
+  Checkpoint ckpt = read_checkpoint(t.checkpoint);
+  t.state = std::move(ckpt.state);
+  try {
+    t.config = config_from_json(t.state.at("config"), t.checkpoint.string() + " (saved config)");
+    t.classes = t.state.at("classes").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw DataError("export: " + t.checkpoint.string() + " lacks its config or classes: " + e.what());
+  }
+  t.spec = model_spec_from_config(t.config, static_cast<int>(t.classes.size()));
+  if (is_text_model(t.spec.name))
+    throw UsageError("export: " + t.checkpoint.string() + " holds the text model " + t.spec.name +
+                     "; export and score package image models only (docs/TEXT.md: the checkpoint itself is the text artifact)");
+  t.model = make_model(t.spec);
+  restore_model_weights(*t.model, ckpt.tensors);
+  return t;
+}
+
+// Writes the fp32 weights and each reduced-precision variant into `staging`, each read back into a
+// fresh model that must reproduce `reference` (load-and-verify). Fills the card's files and results.
+void write_verified_weights(const TrainedModel& t, const std::vector<std::string>& reduced_variants,
+                            const fs::path& staging, const at::Tensor& reference, json& files, json& variants) {
+  const StateDict weights = model_state_dict(*t.model);
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"shoplens.model", t.spec.name}, {"shoplens.classes", json(t.classes).dump()}};
+  auto reload = [&](const std::string& variant) {
+    auto fresh = make_model(t.spec);
+    const auto report = load_weights(*fresh, read_safetensors(staging / weights_file(variant)), false);
+    if (!report.complete())
+      throw Error("export: the written " + weights_file(variant) + " did not load whole:\n" + report.summary());
+    return compare(logits_of(*fresh, t.spec.image_size), reference);
+  };
+  write_safetensors(staging / weights_file("fp32"), weights, metadata);
+  files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), "float32");
+  const json fp32_check = reload("fp32");
+  if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
+    throw Error("export: the written weights give different logits (max diff " + fp32_check["max_abs_logit_diff"].dump() + ")");
+  variants["fp32"] = fp32_check;
+  for (const auto& v : reduced_variants) {
+    StateDict reduced;
+    for (const auto& [name, tensor] : weights)
+      reduced.emplace_back(name, tensor.is_floating_point() ? tensor.to(variant_dtype(v)) : tensor);
+    write_safetensors(staging / weights_file(v), reduced, metadata);
+    files[weights_file(v)] = file_entry(staging / weights_file(v), v == "bf16" ? "bfloat16" : "float16");
+    variants[v] = reload(v);
+    spdlog::info("export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input",
+                 v, variants[v]["top1_agreement"].get<double>(), variants[v]["max_prob_diff"].get<double>());
+  }
+}
+
+json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor& reference, const json& files,
+                const json& variants) {
+  const ModelSpec& spec = t.spec;
+  std::int64_t parameters = 0;
+  for (const auto& p : t.model->parameters()) parameters += p.numel();
+  const int resized = static_cast<int>(std::lround(spec.image_size / 0.875));
+  return {
+      {"format", "shoplens-model"},
+      {"format_version", kModelCardVersion},
+      {"architecture", {{"name", spec.name}, {"num_classes", spec.num_classes}, {"image_size", spec.image_size},
+                        {"dropout", spec.dropout}, {"channels_last", spec.channels_last}, {"parameters", parameters},
+                        {"parameter_names", parameter_naming_name(model_facts(spec.name).naming)}}},
+      {"class_names", t.classes},
+      {"preprocessing", {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
+                         {"resize_short_side", resized}, {"center_crop", spec.image_size},
+                         {"mean", t.config.augment.mean}, {"std", t.config.augment.std}}},
+      {"training", training_summary(o.run_dir, t.state)},
+      {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()}}},
+      {"fingerprint", {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
+                       {"data", data_fingerprint(t.config)},
+                       {"weights_crc32", files.at(weights_file("fp32")).at("crc32")}}},
+      {"files", files},
+      {"verification", {{"input", {{"shape", {2, 3, spec.image_size, spec.image_size}},
+                                   {"formula", "x[i] = sin(0.007 * i + 0.3) over the flattened index, float32"}}},
+                        {"logits", tensor_to_json(reference)},
+                        {"tolerance", kFp32Tolerance},
+                        {"results", variants}}},
+      {"exported_by", {{"version", shoplens_version()}, {"commit", build_commit()}, {"torch", torch_version()},
+                       {"date", today_date()}}},
+  };
+}
+
+// Into place: a folder named `out` is only ever a complete, verified export.
+void move_into_place(const fs::path& staging, const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) {
+    fs::rename(staging, out);
+    return;
+  }
+  const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
+  fs::rename(out, old);
+  fs::rename(staging, out);
+  fs::remove_all(old, ec);
+}
+
 }  // namespace
 
 at::Tensor verification_input(int image_size) {
@@ -154,101 +261,22 @@ ExportResult export_model(const ExportOptions& o) {
   if (fs::exists(o.out_dir, ec) && !o.force)
     throw UsageError("export: " + o.out_dir.string() + " already exists; choose another --out or pass --force to replace it");
   for (const auto& v : o.variants) variant_dtype(v);
-
-  const fs::path ckpt_path = pick_checkpoint(o);
-  const Checkpoint ckpt = read_checkpoint(ckpt_path);
-  const json& state = ckpt.state;
-  Config config;
-  std::vector<std::string> classes;
-  try {
-    config = config_from_json(state.at("config"), ckpt_path.string() + " (saved config)");
-    classes = state.at("classes").get<std::vector<std::string>>();
-  } catch (const json::exception& e) {
-    throw DataError("export: " + ckpt_path.string() + " lacks its config or classes: " + e.what());
-  }
-  const ModelSpec spec = model_spec_from_config(config, static_cast<int>(classes.size()));
-  if (is_text_model(spec.name))
-    throw UsageError("export: " + ckpt_path.string() + " holds the text model " + spec.name +
-                     "; export and score package image models only (docs/TEXT.md: the checkpoint itself is the text artifact)");
-  auto model = make_model(spec);
-  restore_model_weights(*model, ckpt.tensors);
-  const at::Tensor reference = logits_of(*model, spec.image_size);
+  const TrainedModel trained = load_trained_model(o);
+  const at::Tensor reference = logits_of(*trained.model, trained.spec.image_size);
 
   const fs::path out = fs::absolute(o.out_dir);
   const fs::path staging = out.parent_path() / ("." + out.filename().string() + ".tmp-" + std::to_string(::getpid()));
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
   try {
-    const StateDict weights = model_state_dict(*model);
-    std::int64_t parameters = 0;
-    for (const auto& p : model->parameters()) parameters += p.numel();
-    const std::map<std::string, std::string> metadata = {
-        {"format", "pt"}, {"shoplens.model", spec.name}, {"shoplens.classes", json(classes).dump()}};
-    write_safetensors(staging / weights_file("fp32"), weights, metadata);
-
     json files = json::object();
-    files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), "float32");
     json variants = json::object();
-    // Load-and-verify: the written files, read back into fresh models, must reproduce the logits.
-    auto reload = [&](const std::string& variant) {
-      auto fresh = make_model(spec);
-      const auto report = load_weights(*fresh, read_safetensors(staging / weights_file(variant)), false);
-      if (!report.complete()) throw Error("export: the written " + weights_file(variant) + " did not load whole:\n" + report.summary());
-      return compare(logits_of(*fresh, spec.image_size), reference);
-    };
-    const json fp32_check = reload("fp32");
-    if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
-      throw Error("export: the written weights give different logits (max diff " + fp32_check["max_abs_logit_diff"].dump() + ")");
-    variants["fp32"] = fp32_check;
-    for (const auto& v : o.variants) {
-      StateDict reduced;
-      for (const auto& [name, t] : weights)
-        reduced.emplace_back(name, t.is_floating_point() ? t.to(variant_dtype(v)) : t);
-      write_safetensors(staging / weights_file(v), reduced, metadata);
-      files[weights_file(v)] = file_entry(staging / weights_file(v), v == "bf16" ? "bfloat16" : "float16");
-      variants[v] = reload(v);
-      spdlog::info("export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input",
-                   v, variants[v]["top1_agreement"].get<double>(), variants[v]["max_prob_diff"].get<double>());
-    }
-
-    const int resized = static_cast<int>(std::lround(spec.image_size / 0.875));
-    json card = {
-        {"format", "shoplens-model"},
-        {"format_version", kModelCardVersion},
-        {"architecture", {{"name", spec.name}, {"num_classes", spec.num_classes}, {"image_size", spec.image_size},
-                          {"dropout", spec.dropout}, {"channels_last", spec.channels_last}, {"parameters", parameters},
-                          {"parameter_names", spec.name.rfind("resnet", 0) == 0 ? "torchvision" : spec.name.rfind("vit", 0) == 0 ? "timm" : "shoplens (= scripts/bench/difficulty.py SmallCNN)"}}},
-        {"class_names", classes},
-        {"preprocessing", {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
-                           {"resize_short_side", resized}, {"center_crop", spec.image_size},
-                           {"mean", config.augment.mean}, {"std", config.augment.std}}},
-        {"training", training_summary(o.run_dir, state)},
-        {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(ckpt_path).string()}}},
-        {"fingerprint", {{"config", Fingerprint().add(state.at("config").dump()).hex()},
-                         {"data", data_fingerprint(config)},
-                         {"weights_crc32", files[weights_file("fp32")]["crc32"]}}},
-        {"files", files},
-        {"verification", {{"input", {{"shape", {2, 3, spec.image_size, spec.image_size}},
-                                     {"formula", "x[i] = sin(0.007 * i + 0.3) over the flattened index, float32"}}},
-                          {"logits", tensor_to_json(reference)},
-                          {"tolerance", kFp32Tolerance},
-                          {"results", variants}}},
-        {"exported_by", {{"version", shoplens_version()}, {"commit", build_commit()}, {"torch", torch_version()},
-                         {"date", today_date()}}},
-    };
+    write_verified_weights(trained, o.variants, staging, reference, files, variants);
+    const json card = model_card(o, trained, reference, files, variants);
     write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
-
-    // Into place: a folder named MODEL_DIR is only ever a complete, verified export.
-    if (fs::exists(out, ec)) {
-      const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
-      fs::rename(out, old);
-      fs::rename(staging, out);
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(staging, out);
-    }
-    spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", spec.name, classes.size(), parameters,
-                 ckpt_path.string(), out.string());
+    move_into_place(staging, out);
+    spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
+                 card["architecture"]["parameters"].get<std::int64_t>(), trained.checkpoint.string(), out.string());
     return {out, card};
   } catch (...) {
     fs::remove_all(staging, ec);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -114,6 +115,80 @@ struct Timing {
   std::int64_t images = 0;
 };
 
+// Batches 0..n-1 prepared by worker threads at most `ahead` batches in front of the consumer,
+// taken in order. A worker's exception is rethrown by take(). The destructor stops and joins the
+// workers, so an exception in the consumer cannot leave them running.
+class DecodeAhead {
+ public:
+  DecodeAhead(std::size_t n_batches, std::size_t ahead, int workers, std::function<Prepared(std::size_t)> prepare)
+      : n_batches_(n_batches), ahead_(ahead), prepare_(std::move(prepare)) {
+    for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
+  }
+  ~DecodeAhead() { stop(); }
+  DecodeAhead(const DecodeAhead&) = delete;
+  DecodeAhead& operator=(const DecodeAhead&) = delete;
+
+  // Batch k; without `wait`, only if it is already prepared. Records the queue length it saw.
+  std::optional<Prepared> take(std::size_t k, bool wait, Timing& timing) {
+    std::optional<Prepared> p;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wait) ready_cv_.wait(lock, [&] { return failure_ || ready_.count(k); });
+      if (failure_) std::rethrow_exception(failure_);
+      if (!ready_.count(k)) return p;
+      timing.queue_lengths.push_back(static_cast<double>(ready_.size() - 1));
+      p = std::move(ready_.at(k));
+      ready_.erase(k);
+      consumed_ = k + 1;
+    }
+    room_cv_.notify_all();
+    return p;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    room_cv_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::size_t k;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        room_cv_.wait(lock, [&] { return stop_ || next_job_ < consumed_ + ahead_; });
+        if (stop_) return;
+        k = next_job_++;
+      }
+      if (k >= n_batches_) return;
+      try {
+        Prepared p = prepare_(k);
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.emplace(k, std::move(p));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failure_ = std::current_exception();
+      }
+      ready_cv_.notify_all();
+    }
+  }
+
+  const std::size_t n_batches_, ahead_;
+  std::function<Prepared(std::size_t)> prepare_;
+  std::mutex mutex_;
+  std::condition_variable ready_cv_, room_cv_;
+  std::map<std::size_t, Prepared> ready_;
+  std::exception_ptr failure_;
+  std::size_t next_job_ = 0, consumed_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
 class Job {
  public:
   Job(const ScoreOptions& o, LoadedModel model, const ScoreRows& rows)
@@ -179,62 +254,9 @@ class Job {
   std::vector<RowResult> score_range(std::size_t begin, std::size_t end, int batch, Timing& timing) {
     const auto start = Clock::now();
     const std::size_t n_batches = (end - begin + batch - 1) / batch;
-    const std::size_t ahead = static_cast<std::size_t>(2 * workers_);
-    std::mutex mutex;
-    std::condition_variable ready_cv, room_cv;
-    std::map<std::size_t, Prepared> ready;
-    std::exception_ptr failure;
-    std::atomic<std::size_t> next_job{0};
-    std::size_t consumed = 0;
-    bool stop = false;
-    auto worker = [&] {
-      for (;;) {
-        std::size_t k;
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          room_cv.wait(lock, [&] { return stop || next_job.load() < consumed + ahead; });
-          if (stop) return;
-          k = next_job++;
-        }
-        if (k >= n_batches) return;
-        try {
-          Prepared p = prepare(begin + k * batch, std::min(end, begin + (k + 1) * batch));
-          std::lock_guard<std::mutex> lock(mutex);
-          ready.emplace(k, std::move(p));
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mutex);
-          failure = std::current_exception();
-        }
-        ready_cv.notify_all();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int w = 0; w < workers_; ++w) threads.emplace_back(worker);
-    auto join = [&] {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        stop = true;
-      }
-      room_cv.notify_all();
-      for (auto& t : threads) t.join();
-    };
-
-    // Takes batch k off the ready queue; without `wait`, only if it is already there.
-    auto take = [&](std::size_t k, bool wait) -> std::optional<Prepared> {
-      std::optional<Prepared> p;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        if (wait) ready_cv.wait(lock, [&] { return failure || ready.count(k); });
-        if (failure) std::rethrow_exception(failure);
-        if (!ready.count(k)) return p;
-        timing.queue_lengths.push_back(static_cast<double>(ready.size() - 1));
-        p = std::move(ready.at(k));
-        ready.erase(k);
-        consumed = k + 1;
-      }
-      room_cv.notify_all();
-      return p;
-    };
+    DecodeAhead decoded(n_batches, static_cast<std::size_t>(2 * workers_), workers_, [&](std::size_t k) {
+      return prepare(begin + k * batch, std::min(end, begin + (k + 1) * batch));
+    });
     struct Staged {
       Prepared p;
       DeviceBatch device;
@@ -244,48 +266,45 @@ class Job {
       if (!s.p.rows.empty()) s.device = upload(s.p.images);
       return s;
     };
-
     std::vector<RowResult> results;
     results.reserve(end - begin);
-    try {
-      std::optional<Staged> next;  // CUDA: batch k+1, already copying while batch k computes
-      for (std::size_t k = 0; k < n_batches; ++k) {
-        Staged cur = next ? std::move(*next) : stage(std::move(*take(k, /*wait=*/true)));
-        next.reset();
-        if (cuda_ && k + 1 < n_batches)
-          if (auto p = take(k + 1, /*wait=*/false)) next = stage(std::move(*p));
-        for (auto& e : cur.p.errors) results.push_back(std::move(e));
-        if (!cur.p.rows.empty()) {
-          const auto& rows = cur.p.rows;
-          const auto t0 = Clock::now();
-          const at::Tensor probs = probabilities(cur.device, precision_).contiguous();
-          const double secs = seconds_since(t0);
-          timing.batch_ms.push_back(secs * 1e3);
-          timing.batch_sizes[static_cast<int>(rows.size())]++;
-          timing.compute_seconds += secs;
-          timing.images += static_cast<std::int64_t>(rows.size());
-          const auto top = probs.argmax(1);
-          const float* data = probs.data_ptr<float>();
-          const auto classes = static_cast<std::size_t>(probs.size(1));
-          for (std::size_t i = 0; i < rows.size(); ++i) {
-            RowResult r;
-            r.row = rows[i];
-            r.ok = true;
-            r.label = static_cast<int>(top[static_cast<std::int64_t>(i)].item<std::int64_t>());
-            r.probs.assign(data + i * classes, data + (i + 1) * classes);
-            results.push_back(std::move(r));
-          }
-        }
-        if (interrupt_requested()) break;
-      }
-    } catch (...) {
-      join();
-      throw;
+    std::optional<Staged> next;  // CUDA: batch k+1, already copying while batch k computes
+    for (std::size_t k = 0; k < n_batches; ++k) {
+      Staged cur = next ? std::move(*next) : stage(std::move(*decoded.take(k, /*wait=*/true, timing)));
+      next.reset();
+      if (cuda_ && k + 1 < n_batches)
+        if (auto p = decoded.take(k + 1, /*wait=*/false, timing)) next = stage(std::move(*p));
+      for (auto& e : cur.p.errors) results.push_back(std::move(e));
+      if (!cur.p.rows.empty()) score_batch(cur.p.rows, cur.device, timing, results);
+      if (interrupt_requested()) break;
     }
-    join();
+    decoded.stop();
     std::sort(results.begin(), results.end(), [](const RowResult& a, const RowResult& b) { return a.row < b.row; });
     timing.wall_seconds += seconds_since(start);
     return results;
+  }
+
+  // The model on one uploaded batch; one result per row.
+  void score_batch(const std::vector<std::size_t>& rows, DeviceBatch& device, Timing& timing,
+                   std::vector<RowResult>& results) {
+    const auto t0 = Clock::now();
+    const at::Tensor probs = probabilities(device, precision_).contiguous();
+    const double secs = seconds_since(t0);
+    timing.batch_ms.push_back(secs * 1e3);
+    timing.batch_sizes[static_cast<int>(rows.size())]++;
+    timing.compute_seconds += secs;
+    timing.images += static_cast<std::int64_t>(rows.size());
+    const auto top = probs.argmax(1);
+    const float* data = probs.data_ptr<float>();
+    const auto classes = static_cast<std::size_t>(probs.size(1));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      RowResult r;
+      r.row = rows[i];
+      r.ok = true;
+      r.label = static_cast<int>(top[static_cast<std::int64_t>(i)].item<std::int64_t>());
+      r.probs.assign(data + i * classes, data + (i + 1) * classes);
+      results.push_back(std::move(r));
+    }
   }
 
   // Compute alone (no decoding running) on synthetic input: `reps` timed passes after a warm-up.
@@ -378,35 +397,18 @@ std::string chunk_csv(const std::vector<RowResult>& results, const ScoreRows& ro
   return out;
 }
 
-}  // namespace
+// The price is resolved before any work, so a bad table or instance name costs nothing.
+std::optional<PriceOffer> resolve_offer(const ScoreOptions& o, PriceBasis basis) {
+  if (o.prices.empty() && o.instance.empty()) return std::nullopt;
+  if (o.prices.empty() || o.instance.empty()) throw UsageError("score: --prices FILE and --instance NAME go together");
+  if (o.price_per_hour > 0) throw UsageError("score: give --price-per-hour or --prices/--instance, not both");
+  PriceOffer offer = load_price_table(o.prices).find(o.instance);
+  offer.per_hour(basis);  // UsageError now if the row has no spot price
+  return offer;
+}
 
-json run_score_job(const ScoreOptions& o) {
-  const auto job_start = Clock::now();
-  if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
-  if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
-    throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
-  // The price is resolved before any work, so a bad table or instance name costs nothing.
-  std::optional<PriceOffer> offer;
-  const PriceBasis basis = parse_price_basis(o.price_basis);
-  if (!o.prices.empty() || !o.instance.empty()) {
-    if (o.prices.empty() || o.instance.empty())
-      throw UsageError("score: --prices FILE and --instance NAME go together");
-    if (o.price_per_hour > 0) throw UsageError("score: give --price-per-hour or --prices/--instance, not both");
-    offer = load_price_table(o.prices).find(o.instance);
-    offer->per_hour(basis);  // UsageError now if the row has no spot price
-  }
-  LoadedModel loaded = load_exported_model(o.model_dir, o.variant, /*verify=*/true);
-  const auto rows = open_score_rows(o.input, o.split, loaded.card.at("preprocessing").at("resize_short_side").get<int>());
-  const std::size_t n = rows->size();
-  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
-
-  // The out folder belongs to one job: same model weights, input, chunking and precision.
-  const json job = {{"model_weights_crc32", loaded.card.at("fingerprint").at("weights_crc32")},
-                    {"variant", o.variant},
-                    {"precision", o.precision},
-                    {"input", rows->describe()},
-                    {"rows", n},
-                    {"chunk_rows", o.chunk_rows}};
+// The out folder belongs to one job: same model weights, input, chunking and precision.
+void claim_out_dir(const ScoreOptions& o, const json& job) {
   fs::create_directories(o.out_dir / "chunks");
   const fs::path job_file = o.out_dir / "score_job.json";
   std::error_code ec;
@@ -423,58 +425,50 @@ json run_score_job(const ScoreOptions& o) {
   } else {
     write_file_atomic(job_file, job.dump(2) + "\n");
   }
-
   remove_stale_temporaries(o.out_dir);
   remove_stale_temporaries(o.out_dir / "chunks");
+}
 
-  Job scorer(o, std::move(loaded), *rows);
-  const auto& classes = scorer.class_names();
-  json report = {{"rows", n}, {"chunks", n_chunks}, {"model", o.model_dir.string()}, {"input", rows->describe()},
-                 {"precision", o.precision}, {"variant", o.variant}, {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
-                 {"threads", at::get_num_threads()}, {"workers", o.workers > 0 ? o.workers : usable_cores()}, {"commit", build_commit()}, {"torch", torch_version()}};
-
-  int batch = o.batch_size;
-  if (o.max_latency_ms > 0) {
-    report["latency_curve"] = scorer.choose_batch(o.max_latency_ms, o.max_batch, batch);
-    spdlog::info("score: batch {} is the largest whose measured p95 fits {} ms", batch, o.max_latency_ms);
+// Reduced precision is checked against fp32 on the first real rows before the job runs in it.
+json measure_drift(const ScoreOptions& o, Job& scorer, const ScoreRows& rows, int batch) {
+  Timing scratch;
+  const std::size_t sample = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(o.drift_sample));
+  const auto reduced = scorer.score_range(0, sample, batch, scratch);
+  ScoreOptions fp32 = o;
+  fp32.precision = "fp32";
+  Job reference(fp32, load_exported_model(o.model_dir, o.variant, false), rows);
+  const auto exact = reference.score_range(0, sample, batch, scratch);
+  std::int64_t compared = 0, agree = 0;
+  double max_diff = 0;
+  for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
+    if (!reduced[i].ok || !exact[i].ok) continue;
+    ++compared;
+    agree += reduced[i].label == exact[i].label;
+    for (std::size_t c = 0; c < reduced[i].probs.size(); ++c)
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
   }
-  report["batch_size"] = batch;
-  // What the device does alone: end-to-end throughput is judged against it (overlap_efficiency).
-  const double compute_only_ms = percentile(scorer.time_compute(batch, 7), 0.5);
-  const double compute_only = batch / (compute_only_ms / 1e3);
+  const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
+  spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
+               compared, agreement, max_diff);
+  return {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
+}
 
-  // Reduced precision is checked against fp32 on real rows before the job runs in it.
-  if (scorer.precision() != Precision::kFp32 && o.drift_sample > 0) {
-    Timing scratch;
-    const std::size_t sample = std::min<std::size_t>(n, static_cast<std::size_t>(o.drift_sample));
-    const auto reduced = scorer.score_range(0, sample, batch, scratch);
-    ScoreOptions fp32 = o;
-    fp32.precision = "fp32";
-    Job reference(fp32, load_exported_model(o.model_dir, o.variant, false), *rows);
-    const auto exact = reference.score_range(0, sample, batch, scratch);
-    std::int64_t compared = 0, agree = 0;
-    double max_diff = 0;
-    for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
-      if (!reduced[i].ok || !exact[i].ok) continue;
-      ++compared;
-      agree += reduced[i].label == exact[i].label;
-      for (std::size_t c = 0; c < classes.size(); ++c)
-        max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
-    }
-    const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
-    report["drift"] = {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
-    spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
-                 compared, agreement, max_diff);
-  }
-
-  Timing timing;
+struct ChunkCounts {
   std::size_t reused = 0, written = 0;
+};
+
+// Scores every chunk not already on disk; each chunk file is written atomically, so present means complete.
+ChunkCounts score_chunks(const ScoreOptions& o, Job& scorer, const ScoreRows& rows, int batch, Timing& timing) {
+  const std::size_t n = rows.size();
+  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
+  ChunkCounts counts;
   Progress progress("score", n, "img");
+  std::error_code ec;
   for (std::size_t c = 0; c < n_chunks; ++c) {
     const fs::path file = o.out_dir / "chunks" / chunk_name(c);
     const std::size_t begin = c * o.chunk_rows, end = std::min(n, begin + o.chunk_rows);
-    if (fs::exists(file, ec)) {  // written atomically: present means complete
-      ++reused;
+    if (fs::exists(file, ec)) {
+      ++counts.reused;
       progress.advance(end - begin);
       continue;
     }
@@ -484,32 +478,42 @@ json run_score_job(const ScoreOptions& o) {
       throw InterruptedError();
     }
     try {
-      write_file_atomic(file, chunk_csv(results, *rows, classes));
+      write_file_atomic(file, chunk_csv(results, rows, scorer.class_names()));
     } catch (const IoError& e) {
       // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
       throw IoError(fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
                                 "and rerun the same command to resume",
                                 c, n_chunks, e.what(), c));
     }
-    ++written;
+    ++counts.written;
     progress.advance(end - begin);
   }
   progress.finish();
+  return counts;
+}
 
-  // Every row exactly once, in order: the chunks are checked while they are joined.
+struct JoinedRows {
+  std::size_t errors = 0;
+  std::map<std::string, std::int64_t> error_reasons;  // first 80 bytes of the reason -> rows
+};
+
+// Every row exactly once, in order: the chunks are checked while they are joined into predictions.csv.
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, std::size_t n) {
+  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
   std::string all = csv_line(csv_header(classes)) + "\n";
-  std::size_t expected_row = 0, errors = 0;
-  std::map<std::string, std::int64_t> error_reasons;
+  std::size_t expected_row = 0;
+  JoinedRows joined;
   for (std::size_t c = 0; c < n_chunks; ++c) {
-    const std::string text = read_file(o.out_dir / "chunks" / chunk_name(c));
+    const fs::path file = o.out_dir / "chunks" / chunk_name(c);
+    const std::string text = read_file(file);
     for (const auto& rec : parse_csv(text)) {
       if (!rec.error.empty() || rec.fields.size() != classes.size() + 6 || rec.fields[0] != std::to_string(expected_row))
-        throw DataError("score: " + (o.out_dir / "chunks" / chunk_name(c)).string() + " line " + std::to_string(rec.line) +
-                        " is not row " + std::to_string(expected_row) + "; remove the chunk and rerun");
+        throw DataError("score: " + file.string() + " line " + std::to_string(rec.line) + " is not row " +
+                        std::to_string(expected_row) + "; remove the chunk and rerun");
       if (rec.fields[2] == "error") {
-        ++errors;
-        const std::string reason = rec.fields.back();
-        error_reasons[reason.substr(0, std::min<std::size_t>(reason.size(), 80))]++;
+        ++joined.errors;
+        const std::string& reason = rec.fields.back();
+        joined.error_reasons[reason.substr(0, std::min<std::size_t>(reason.size(), 80))]++;
       }
       ++expected_row;
     }
@@ -524,13 +528,12 @@ json run_score_job(const ScoreOptions& o) {
                               "the same command to join them",
                               e.what(), n_chunks));
   }
+  return joined;
+}
 
+// Throughput, latency and queue figures of this run's scoring.
+void add_timing(json& report, const Timing& timing, double compute_only) {
   const double images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
-  report["rows_ok"] = n - errors;
-  report["rows_error"] = errors;
-  report["error_reasons"] = error_reasons;
-  report["chunks_reused"] = reused;
-  report["chunks_written"] = written;
   report["images_scored_this_run"] = timing.images;
   report["images_per_second"] = images_per_second;
   report["compute_images_per_second"] = timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0;
@@ -541,32 +544,84 @@ json run_score_job(const ScoreOptions& o) {
   json sizes = json::object();
   for (const auto& [size, count] : timing.batch_sizes) sizes[std::to_string(size)] = count;
   report["batch_sizes"] = sizes;
-  report["queue_length"] = {{"median", percentile(timing.queue_lengths, 0.5)},
-                            {"max", timing.queue_lengths.empty() ? 0.0 : *std::max_element(timing.queue_lengths.begin(),
-                                                                                            timing.queue_lengths.end())}};
-  if (o.price_per_hour > 0 && images_per_second > 0)
+  const double longest_queue =
+      timing.queue_lengths.empty() ? 0.0 : *std::max_element(timing.queue_lengths.begin(), timing.queue_lengths.end());
+  report["queue_length"] = {{"median", percentile(timing.queue_lengths, 0.5)}, {"max", longest_queue}};
+}
+
+void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffer>& offer, PriceBasis basis,
+              double images_per_second) {
+  if (images_per_second <= 0) return;
+  if (o.price_per_hour > 0)
     report["cost_per_million_images"] = cost_per_million_images(o.price_per_hour, images_per_second);
-  if (offer && images_per_second > 0) {
-    // One job drives one device: an instance with N accelerators runs N such jobs side by side.
-    const double per_device = offer->per_hour(basis) / offer->devices();
-    const std::string measured_on = wants_cuda(o.device) ? "gpu" : "cpu";
-    report["cost_per_million_images"] = cost_per_million_images(per_device, images_per_second);
-    report["cost"] = {{"instance", offer->name}, {"basis", to_string(basis)}, {"price_per_hour", offer->per_hour(basis)},
-                      {"devices_per_instance", offer->devices()}, {"price_per_device_hour", per_device},
-                      {"measured_on", measured_on}, {"offer_kind", offer->kind}, {"source", offer->source},
-                      {"date", offer->date}, {"prices", o.prices.string()}};
-    if (measured_on != offer->kind)
-      spdlog::warn("score: throughput measured on {} but priced as {} ({}): the cost assumes this rate there", measured_on,
-                   offer->name, offer->kind);
-    spdlog::info("score: {:.4f} per million images on {} ({}, {:.4f}/h per device; prices of {} from {})",
-                 report["cost_per_million_images"].get<double>(), offer->name, to_string(basis), per_device, offer->date,
-                 offer->source);
+  if (!offer) return;
+  // One job drives one device: an instance with N accelerators runs N such jobs side by side.
+  const double per_device = offer->per_hour(basis) / offer->devices();
+  const std::string measured_on = wants_cuda(o.device) ? "gpu" : "cpu";
+  report["cost_per_million_images"] = cost_per_million_images(per_device, images_per_second);
+  report["cost"] = {{"instance", offer->name}, {"basis", to_string(basis)}, {"price_per_hour", offer->per_hour(basis)},
+                    {"devices_per_instance", offer->devices()}, {"price_per_device_hour", per_device},
+                    {"measured_on", measured_on}, {"offer_kind", offer->kind}, {"source", offer->source},
+                    {"date", offer->date}, {"prices", o.prices.string()}};
+  if (measured_on != offer->kind)
+    spdlog::warn("score: throughput measured on {} but priced as {} ({}): the cost assumes this rate there", measured_on,
+                 offer->name, offer->kind);
+  spdlog::info("score: {:.4f} per million images on {} ({}, {:.4f}/h per device; prices of {} from {})",
+               report["cost_per_million_images"].get<double>(), offer->name, to_string(basis), per_device, offer->date,
+               offer->source);
+}
+
+}  // namespace
+
+json run_score_job(const ScoreOptions& o) {
+  const auto job_start = Clock::now();
+  if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
+  if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
+    throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
+  const PriceBasis basis = parse_price_basis(o.price_basis);
+  const std::optional<PriceOffer> offer = resolve_offer(o, basis);
+  LoadedModel loaded = load_exported_model(o.model_dir, o.variant, /*verify=*/true);
+  const auto rows = open_score_rows(o.input, o.split, loaded.card.at("preprocessing").at("resize_short_side").get<int>());
+  const std::size_t n = rows->size();
+  claim_out_dir(o, {{"model_weights_crc32", loaded.card.at("fingerprint").at("weights_crc32")},
+                    {"variant", o.variant},
+                    {"precision", o.precision},
+                    {"input", rows->describe()},
+                    {"rows", n},
+                    {"chunk_rows", o.chunk_rows}});
+
+  Job scorer(o, std::move(loaded), *rows);
+  json report = {{"rows", n}, {"chunks", (n + o.chunk_rows - 1) / o.chunk_rows}, {"model", o.model_dir.string()},
+                 {"input", rows->describe()}, {"precision", o.precision}, {"variant", o.variant},
+                 {"device", wants_cuda(o.device) ? "cuda" : "cpu"}, {"threads", at::get_num_threads()},
+                 {"workers", o.workers > 0 ? o.workers : usable_cores()}, {"commit", build_commit()},
+                 {"torch", torch_version()}};
+  int batch = o.batch_size;
+  if (o.max_latency_ms > 0) {
+    report["latency_curve"] = scorer.choose_batch(o.max_latency_ms, o.max_batch, batch);
+    spdlog::info("score: batch {} is the largest whose measured p95 fits {} ms", batch, o.max_latency_ms);
   }
+  report["batch_size"] = batch;
+  // What the device does alone: end-to-end throughput is judged against it (overlap_efficiency).
+  const double compute_only = batch / (percentile(scorer.time_compute(batch, 7), 0.5) / 1e3);
+  if (scorer.precision() != Precision::kFp32 && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, batch);
+
+  Timing timing;
+  const ChunkCounts chunks = score_chunks(o, scorer, *rows, batch, timing);
+  const JoinedRows joined = join_chunks(o, scorer.class_names(), n);
+  report["rows_ok"] = n - joined.errors;
+  report["rows_error"] = joined.errors;
+  report["error_reasons"] = joined.error_reasons;
+  report["chunks_reused"] = chunks.reused;
+  report["chunks_written"] = chunks.written;
+  add_timing(report, timing, compute_only);
+  const double images_per_second = report["images_per_second"].get<double>();
+  add_cost(report, o, offer, basis, images_per_second);
   report["wall_seconds"] = seconds_since(job_start);
   write_file_atomic(o.out_dir / "report.json", report.dump(2) + "\n");
-  spdlog::info("score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}", n, errors,
+  spdlog::info("score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}", n, joined.errors,
                (o.out_dir / "predictions.csv").string(), images_per_second, percentile(timing.batch_ms, 0.95),
-               reused ? fmt::format(", {} chunks reused from an earlier run", reused) : "");
+               chunks.reused ? fmt::format(", {} chunks reused from an earlier run", chunks.reused) : "");
   return report;
 }
 

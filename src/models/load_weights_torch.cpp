@@ -116,16 +116,17 @@ nlohmann::json WeightLoadReport::to_json() const {
           {"model_num_classes", model_num_classes}};
 }
 
-WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool new_head_on_mismatch) {
-  WeightLoadReport report;
-  report.model_num_classes = model.num_classes();
-  const StateDict target = model_state_dict(model);
-  report.model_tensors = target.size();
-  std::map<std::string, at::Tensor> wanted(target.begin(), target.end());
+namespace {
 
-  // File names -> model names: a wrapper prefix is stripped only where that yields a model name.
+// File names mapped to model names: a wrapper prefix is stripped only where that yields a model name.
+struct MappedWeights {
   std::map<std::string, at::Tensor> source;
-  std::vector<std::string> mapped_names;  // file order, for the report
+  std::vector<std::string> names;  // file order, for the report
+};
+
+MappedWeights map_to_model_names(const StateDict& weights, const std::map<std::string, at::Tensor>& wanted,
+                                 WeightLoadReport& report) {
+  MappedWeights mapped;
   std::set<std::string> stripped;
   for (const auto& [name, tensor] : weights) {
     std::string n = name;
@@ -142,17 +143,21 @@ WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool 
       n = name;
       used.clear();
     }
-    if (!source.emplace(n, tensor).second) {
+    if (!mapped.source.emplace(n, tensor).second) {
       report.unexpected.push_back(name);  // a second tensor for the same model name
       continue;
     }
-    mapped_names.push_back(n);
+    mapped.names.push_back(n);
     stripped.insert(used.begin(), used.end());
   }
   report.stripped_prefixes.assign(stripped.begin(), stripped.end());
+  return mapped;
+}
 
-  // The head first: a different class count is either a new head or a config mistake.
-  const std::string head = model.head_prefix();
+// The head first: a different class count is either a new head (allowed) or a config mistake.
+// Returns the head tensors whose shapes differ.
+std::vector<ShapeMismatch> check_head(const StateDict& target, const std::map<std::string, at::Tensor>& source,
+                                      const std::string& head, bool new_head_on_mismatch, WeightLoadReport& report) {
   if (auto it = source.find(head + "weight"); it != source.end() && it->second.dim() >= 1)
     report.weights_num_classes = static_cast<int>(it->second.size(0));
   std::vector<ShapeMismatch> head_mismatch;
@@ -161,15 +166,19 @@ WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool 
     if (starts_with(name, head) && it != source.end() && it->second.sizes() != dst.sizes())
       head_mismatch.push_back({name, dst.sizes().vec(), it->second.sizes().vec()});
   }
-  if (!head_mismatch.empty() && !new_head_on_mismatch) {
-    if (report.weights_num_classes != report.model_num_classes)
-      throw ConfigError("the weights have " + std::to_string(report.weights_num_classes) +
-                        " classes and the config has " + std::to_string(report.model_num_classes) +
-                        " (model.num_classes); allow a new head to fine-tune on these classes");
-    throw ConfigError("the weights' head does not fit the model: " + show_mismatch(head_mismatch.front()) +
-                      " (weights of another architecture?)");
-  }
+  if (head_mismatch.empty() || new_head_on_mismatch) return head_mismatch;
+  if (report.weights_num_classes != report.model_num_classes)
+    throw ConfigError("the weights have " + std::to_string(report.weights_num_classes) + " classes and the config has " +
+                      std::to_string(report.model_num_classes) +
+                      " (model.num_classes); allow a new head to fine-tune on these classes");
+  throw ConfigError("the weights' head does not fit the model: " + show_mismatch(head_mismatch.front()) +
+                    " (weights of another architecture?)");
+}
 
+// Copies every tensor that fits (a ViT's position embedding is resampled to the model's grid);
+// records what was missing, mismatched or converted. A mismatched head is skipped whole.
+void copy_matching(const StateDict& target, const std::map<std::string, at::Tensor>& source, const std::string& head,
+                   bool skip_head, WeightLoadReport& report) {
   torch::NoGradGuard no_grad;
   std::map<std::string, int> conversions;
   for (const auto& [name, dst] : target) {
@@ -181,7 +190,7 @@ WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool 
       continue;
     }
     const at::Tensor& src = it->second;
-    if (starts_with(name, head) && !head_mismatch.empty()) continue;  // the whole head starts afresh
+    if (skip_head && starts_with(name, head)) continue;  // the whole head starts afresh
     at::Tensor value = src;
     if (src.sizes() != dst.sizes()) {
       auto resampled = name == "pos_embed" ? detail::resample_pos_embed(src, dst.sizes()) : std::nullopt;
@@ -197,9 +206,24 @@ WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool 
     at::Tensor(dst).copy_(value);
     report.loaded.push_back(name);
   }
-  for (const auto& name : mapped_names)
+  for (const auto& [what, count] : conversions)
+    report.converted_dtypes.push_back(what + " (" + std::to_string(count) + " tensors)");
+}
+
+}  // namespace
+
+WeightLoadReport load_weights(Classifier& model, const StateDict& weights, bool new_head_on_mismatch) {
+  WeightLoadReport report;
+  report.model_num_classes = model.num_classes();
+  const StateDict target = model_state_dict(model);
+  report.model_tensors = target.size();
+  const std::map<std::string, at::Tensor> wanted(target.begin(), target.end());
+  const MappedWeights mapped = map_to_model_names(weights, wanted, report);
+  const std::string head = model.head_prefix();
+  const auto head_mismatch = check_head(target, mapped.source, head, new_head_on_mismatch, report);
+  copy_matching(target, mapped.source, head, !head_mismatch.empty(), report);
+  for (const auto& name : mapped.names)
     if (!wanted.count(name)) report.unexpected.push_back(name);
-  for (const auto& [what, count] : conversions) report.converted_dtypes.push_back(what + " (" + std::to_string(count) + " tensors)");
   if (!head_mismatch.empty()) {
     model.reset_head(model.num_classes());
     report.head_reset = true;

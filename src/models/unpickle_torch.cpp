@@ -55,125 +55,150 @@ class Unpickler {
     while (true) {
       const std::size_t at = pos_;
       const auto op = static_cast<unsigned char>(byte());
-      switch (op) {
-        case 0x80: byte(); break;                     // PROTO
-        case 0x95: bytes(8); break;                   // FRAME: a length hint only
-        case '(': marks_.push_back(stack_.size()); break;  // MARK
-        case '.':                                      // STOP
-          if (stack_.size() != 1) fail("STOP with " + std::to_string(stack_.size()) + " values on the stack", at);
-          if (has_cycle()) fail("a container that contains itself (no state dict does)", at);
-          done_ = true;
-          return stack_.back();
-        case '0': pop(); break;                        // POP
-        case '1': pop_mark(); break;                   // POP_MARK
-        case '2': push(top());  break;                 // DUP
-        case 'N': push(make(Kind::kNone)); break;
-        case 0x88: push_bool(true); break;             // NEWTRUE
-        case 0x89: push_bool(false); break;            // NEWFALSE
-        case 'J': push_int(static_cast<std::int32_t>(uint_le(4))); break;  // BININT
-        case 'K': push_int(static_cast<std::int64_t>(uint_le(1))); break;  // BININT1
-        case 'M': push_int(static_cast<std::int64_t>(uint_le(2))); break;  // BININT2
-        case 0x8a: push_long(uint_le(1), at); break;   // LONG1
-        case 0x8b: push_long(uint_le(4), at); break;   // LONG4
-        case 'G': push_float(); break;                 // BINFLOAT
-        case 'X': push_text(Kind::kString, uint_le(4)); break;  // BINUNICODE
-        case 0x8c: push_text(Kind::kString, uint_le(1)); break; // SHORT_BINUNICODE
-        case 0x8d: push_text(Kind::kString, uint_le(8)); break; // BINUNICODE8
-        case 'T': push_text(Kind::kString, uint_le(4)); break;  // BINSTRING (Python 2 str)
-        case 'U': push_text(Kind::kString, uint_le(1)); break;  // SHORT_BINSTRING
-        case 'B': push_text(Kind::kBytes, uint_le(4)); break;   // BINBYTES
-        case 'C': push_text(Kind::kBytes, uint_le(1)); break;   // SHORT_BINBYTES
-        case 0x8e: push_text(Kind::kBytes, uint_le(8)); break;  // BINBYTES8
-        case ']': push(make(Kind::kList)); break;      // EMPTY_LIST
-        case 0x8f: push(make(Kind::kList)); break;     // EMPTY_SET: kept as a list
-        case ')': push(make(Kind::kTuple)); break;     // EMPTY_TUPLE
-        case '}': push(make(Kind::kDict)); break;      // EMPTY_DICT
-        case 'l': push(sequence(Kind::kList, pop_mark())); break;    // LIST
-        case 't': push(sequence(Kind::kTuple, pop_mark())); break;   // TUPLE
-        case 0x91: push(sequence(Kind::kList, pop_mark())); break;   // FROZENSET
-        case 0x85: push(sequence(Kind::kTuple, pop_n(1))); break;    // TUPLE1
-        case 0x86: push(sequence(Kind::kTuple, pop_n(2))); break;    // TUPLE2
-        case 0x87: push(sequence(Kind::kTuple, pop_n(3))); break;    // TUPLE3
-        case 'a': {                                    // APPEND
-          auto v = pop();
-          expect(top(), Kind::kList, "APPEND", at)->items.push_back(v);
-          break;
-        }
-        case 'e': case 0x90: {                         // APPENDS, ADDITEMS
-          auto values = pop_mark();
-          auto& items = expect(top(), Kind::kList, "APPENDS", at)->items;
-          items.insert(items.end(), values.begin(), values.end());
-          break;
-        }
-        case 'd': {                                    // DICT
-          auto dict = make(Kind::kDict);
-          set_items(*dict, pop_mark(), at);
-          push(dict);
-          break;
-        }
-        case 's': {                                    // SETITEM
-          auto value = pop();
-          auto key = pop();
-          set_items(*expect(top(), Kind::kDict, "SETITEM", at), {key, value}, at);
-          break;
-        }
-        case 'u': {                                    // SETITEMS
-          auto values = pop_mark();
-          set_items(*expect(top(), Kind::kDict, "SETITEMS", at), values, at);
-          break;
-        }
-        case 'c': {                                    // GLOBAL "module\nname\n"
-          auto module = line();
-          push_global(module + "." + line());
-          break;
-        }
-        case 0x93: {                                   // STACK_GLOBAL
-          auto name = pop();
-          auto module = pop();
-          if (module->kind != Kind::kString || name->kind != Kind::kString) fail("STACK_GLOBAL needs two strings", at);
-          push_global(module->text + "." + name->text);
-          break;
-        }
-        case 'R': {                                    // REDUCE
-          auto args = pop();
-          auto callable = pop();
-          push(reduce(*callable, *args, at));
-          break;
-        }
-        case 0x81: {                                   // NEWOBJ: cls.__new__(cls, *args)
-          pop();
-          push(object_of(*pop()));
-          break;
-        }
-        case 0x92: {                                   // NEWOBJ_EX
-          pop();
-          pop();
-          push(object_of(*pop()));
-          break;
-        }
-        case 'b': pop(); break;                        // BUILD: __setstate__ / attributes, not needed
-        case 'Q': {                                    // BINPERSID
-          auto pid = pop();
-          push(persistent_load(*pid, at));
-          break;
-        }
-        case 'q': memo_[uint_le(1)] = top(); break;    // BINPUT
-        case 'r': memo_[uint_le(4)] = top(); break;    // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break; // MEMOIZE
-        case 'h': push(memo(uint_le(1), at)); break;   // BINGET
-        case 'j': push(memo(uint_le(4), at)); break;   // LONG_BINGET
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", op);
-          fail(std::string("unsupported pickle opcode ") + hex +
-                   " (only the binary opcodes torch.save writes are read; re-save with torch.save)",
-               at);
-        }
-      }
+      if (op == '.') return stop(at);  // STOP
+      if (!(scalar_op(op, at) || container_op(op, at) || object_op(op, at) || memo_op(op, at))) unsupported(op, at);
     }
   }
 
  private:
+  PickleValuePtr stop(std::size_t at) {
+    if (stack_.size() != 1) fail("STOP with " + std::to_string(stack_.size()) + " values on the stack", at);
+    if (has_cycle()) fail("a container that contains itself (no state dict does)", at);
+    done_ = true;
+    return stack_.back();
+  }
+
+  [[noreturn]] void unsupported(unsigned char op, std::size_t at) const {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", op);
+    fail(std::string("unsupported pickle opcode ") + hex +
+             " (only the binary opcodes torch.save writes are read; re-save with torch.save)",
+         at);
+  }
+
+  // Framing, stack and scalar opcodes. False: not one of them.
+  bool scalar_op(unsigned char op, std::size_t at) {
+    switch (op) {
+      case 0x80: byte(); return true;                      // PROTO
+      case 0x95: bytes(8); return true;                    // FRAME: a length hint only
+      case '(': marks_.push_back(stack_.size()); return true;  // MARK
+      case '0': pop(); return true;                        // POP
+      case '1': pop_mark(); return true;                   // POP_MARK
+      case '2': push(top()); return true;                  // DUP
+      case 'N': push(make(Kind::kNone)); return true;
+      case 0x88: push_bool(true); return true;             // NEWTRUE
+      case 0x89: push_bool(false); return true;            // NEWFALSE
+      case 'J': push_int(static_cast<std::int32_t>(uint_le(4))); return true;  // BININT
+      case 'K': push_int(static_cast<std::int64_t>(uint_le(1))); return true;  // BININT1
+      case 'M': push_int(static_cast<std::int64_t>(uint_le(2))); return true;  // BININT2
+      case 0x8a: push_long(uint_le(1), at); return true;   // LONG1
+      case 0x8b: push_long(uint_le(4), at); return true;   // LONG4
+      case 'G': push_float(); return true;                 // BINFLOAT
+      case 'X': push_text(Kind::kString, uint_le(4)); return true;  // BINUNICODE
+      case 0x8c: push_text(Kind::kString, uint_le(1)); return true; // SHORT_BINUNICODE
+      case 0x8d: push_text(Kind::kString, uint_le(8)); return true; // BINUNICODE8
+      case 'T': push_text(Kind::kString, uint_le(4)); return true;  // BINSTRING (Python 2 str)
+      case 'U': push_text(Kind::kString, uint_le(1)); return true;  // SHORT_BINSTRING
+      case 'B': push_text(Kind::kBytes, uint_le(4)); return true;   // BINBYTES
+      case 'C': push_text(Kind::kBytes, uint_le(1)); return true;   // SHORT_BINBYTES
+      case 0x8e: push_text(Kind::kBytes, uint_le(8)); return true;  // BINBYTES8
+      default: return false;
+    }
+  }
+
+  // Lists, tuples, dicts. False: not one of them.
+  bool container_op(unsigned char op, std::size_t at) {
+    switch (op) {
+      case ']': push(make(Kind::kList)); return true;      // EMPTY_LIST
+      case 0x8f: push(make(Kind::kList)); return true;     // EMPTY_SET: kept as a list
+      case ')': push(make(Kind::kTuple)); return true;     // EMPTY_TUPLE
+      case '}': push(make(Kind::kDict)); return true;      // EMPTY_DICT
+      case 'l': push(sequence(Kind::kList, pop_mark())); return true;    // LIST
+      case 't': push(sequence(Kind::kTuple, pop_mark())); return true;   // TUPLE
+      case 0x91: push(sequence(Kind::kList, pop_mark())); return true;   // FROZENSET
+      case 0x85: push(sequence(Kind::kTuple, pop_n(1))); return true;    // TUPLE1
+      case 0x86: push(sequence(Kind::kTuple, pop_n(2))); return true;    // TUPLE2
+      case 0x87: push(sequence(Kind::kTuple, pop_n(3))); return true;    // TUPLE3
+      case 'a': {                                          // APPEND
+        auto v = pop();
+        expect(top(), Kind::kList, "APPEND", at)->items.push_back(v);
+        return true;
+      }
+      case 'e': case 0x90: {                               // APPENDS, ADDITEMS
+        auto values = pop_mark();
+        auto& items = expect(top(), Kind::kList, "APPENDS", at)->items;
+        items.insert(items.end(), values.begin(), values.end());
+        return true;
+      }
+      case 'd': {                                          // DICT
+        auto dict = make(Kind::kDict);
+        set_items(*dict, pop_mark(), at);
+        push(dict);
+        return true;
+      }
+      case 's': {                                          // SETITEM
+        auto value = pop();
+        auto key = pop();
+        set_items(*expect(top(), Kind::kDict, "SETITEM", at), {key, value}, at);
+        return true;
+      }
+      case 'u': {                                          // SETITEMS
+        auto values = pop_mark();
+        set_items(*expect(top(), Kind::kDict, "SETITEMS", at), values, at);
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+  // Globals, calls, objects and persistent ids. False: not one of them.
+  bool object_op(unsigned char op, std::size_t at) {
+    switch (op) {
+      case 'c': {                                          // GLOBAL "module\nname\n"
+        auto module = line();
+        push_global(module + "." + line());
+        return true;
+      }
+      case 0x93: {                                         // STACK_GLOBAL
+        auto name = pop();
+        auto module = pop();
+        if (module->kind != Kind::kString || name->kind != Kind::kString) fail("STACK_GLOBAL needs two strings", at);
+        push_global(module->text + "." + name->text);
+        return true;
+      }
+      case 'R': {                                          // REDUCE
+        auto args = pop();
+        auto callable = pop();
+        push(reduce(*callable, *args, at));
+        return true;
+      }
+      case 0x81:                                           // NEWOBJ: cls.__new__(cls, *args)
+        pop();
+        push(object_of(*pop()));
+        return true;
+      case 0x92:                                           // NEWOBJ_EX
+        pop();
+        pop();
+        push(object_of(*pop()));
+        return true;
+      case 'b': pop(); return true;                        // BUILD: __setstate__ / attributes, not needed
+      case 'Q': push(persistent_load(*pop(), at)); return true;  // BINPERSID
+      default: return false;
+    }
+  }
+
+  // The memo. False: not a memo opcode.
+  bool memo_op(unsigned char op, std::size_t at) {
+    switch (op) {
+      case 'q': memo_[uint_le(1)] = top(); return true;    // BINPUT
+      case 'r': memo_[uint_le(4)] = top(); return true;    // LONG_BINPUT
+      case 0x94: memo_[memo_.size()] = top(); return true; // MEMOIZE
+      case 'h': push(memo(uint_le(1), at)); return true;   // BINGET
+      case 'j': push(memo(uint_le(4), at)); return true;   // LONG_BINGET
+      default: return false;
+    }
+  }
+
   [[noreturn]] void fail(const std::string& what, std::size_t at) const {
     throw DataError(source_ + ": " + what + " at byte " + std::to_string(at) + " of data.pkl");
   }

@@ -46,78 +46,104 @@ TrainStep::TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, Trai
   if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only
 }
 
-StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
-  StepResult result;
-  for (const auto& b : micro_batches) result.samples += b.size();
-  if (result.samples == 0) throw Error("TrainStep::run: no samples in the step");
-  const auto device = options_.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+namespace {
 
-  model_.train();
-  // Gradients start undefined (PyTorch's set_to_none): backward then writes instead of adding to
-  // zeros, and frozen parameters keep no stale gradient for the optimizer to apply.
-  const auto parameters = model_.parameters();
-  for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+// What the forward and backward passes of one step left behind on this rank.
+struct LocalPasses {
   at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
-  bool local_oom = false;
+  bool oom = false;
   std::string oom_message;
+};
+
+void drop_gradients(const std::vector<at::Tensor>& parameters) {
+  for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+}
+
+// Forward and backward over the micro-batches, gradients accumulating. An out-of-memory error is
+// caught and reported (its partial gradients dropped) so that the ranks can agree on a retry.
+LocalPasses forward_backward(Classifier& model, const TrainStepOptions& options, LossScaler& scaler,
+                             const std::vector<Batch>& micro_batches, std::int64_t samples,
+                             const std::vector<at::Tensor>& parameters) {
+  const auto device = options.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  LocalPasses passes;
   try {
     for (std::size_t i = 0; i < micro_batches.size(); ++i) {
       const auto& batch = micro_batches[i];
       at::Tensor loss;
       {
-        AutocastScope autocast(options_.cuda, options_.precision);
-        auto logits = model_.forward_batch(batch, device);
+        AutocastScope autocast(options.cuda, options.precision);
+        auto logits = model.forward_batch(batch, device);
         auto losses = per_sample_loss(logits, batch.labels, batch.mixed ? batch.targets : at::Tensor(),
-                                      options_.class_weights, options_.label_smoothing);
+                                      options.class_weights, options.label_smoothing);
         // Dividing by the step's total sample count makes accumulation equal one big batch.
-        loss = losses.sum() / static_cast<double>(result.samples);
+        loss = losses.sum() / static_cast<double>(samples);
       }
-      loss_sum = loss_sum.defined() ? loss_sum + loss.detach() : loss.detach();
+      passes.loss_sum = passes.loss_sum.defined() ? passes.loss_sum + loss.detach() : loss.detach();
       // Only the last micro-batch's backward communicates (DDP's no_sync for the others).
-      if (options_.reducer && i + 1 == micro_batches.size()) options_.reducer->arm();
-      scaler_.scale_loss(loss).backward();
+      if (options.reducer && i + 1 == micro_batches.size()) options.reducer->arm();
+      scaler.scale_loss(loss).backward();
     }
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
     // Nothing of the step was applied: drop its partial gradients so a smaller retry starts clean.
-    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
-    local_oom = true;
-    oom_message = error_message(e);
+    drop_gradients(parameters);
+    passes.oom = true;
+    passes.oom_message = error_message(e);
   }
+  return passes;
+}
+
+// One small all-reduce carries the step's outcome (loss, samples, non-finite, out of memory, stop);
+// every rank then makes the same decision. Returns whether any rank ran out of memory.
+bool agree_on_outcome(ProcessGroup& group, StepResult& result, double local_loss, bool local_oom) {
+  auto outcome = torch::tensor({local_loss * static_cast<double>(result.samples), static_cast<double>(result.samples),
+                                std::isfinite(local_loss) ? 0.0 : 1.0, local_oom ? 1.0 : 0.0,
+                                result.stop_requested ? 1.0 : 0.0},
+                               torch::kDouble);
+  std::vector<at::Tensor> tensors{outcome};
+  group.allreduce_sum(tensors);
+  const auto* o = outcome.data_ptr<double>();
+  result.samples = static_cast<std::int64_t>(o[1]);
+  result.loss = o[2] > 0 ? std::nan("") : o[0] / std::max(1.0, o[1]);
+  result.stop_requested = o[4] > 0;
+  return o[3] > 0;
+}
+
+}  // namespace
+
+StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
+  StepResult result;
+  for (const auto& b : micro_batches) result.samples += b.size();
+  if (result.samples == 0) throw Error("TrainStep::run: no samples in the step");
+  model_.train();
+  // Gradients start undefined (PyTorch's set_to_none): backward then writes instead of adding to
+  // zeros, and frozen parameters keep no stale gradient for the optimizer to apply.
+  const auto parameters = model_.parameters();
+  drop_gradients(parameters);
+  const LocalPasses passes = forward_backward(model_, options_, scaler_, micro_batches, result.samples, parameters);
   // The other ranks are in (or on their way to) the same collectives: a rank that failed still
   // takes part, so nobody waits for a peer that will never come.
   if (options_.reducer) options_.reducer->finish();
-  const double local_loss = loss_sum.defined() && !local_oom ? loss_sum.item<double>() : 0.0;
+  const double local_loss = passes.loss_sum.defined() && !passes.oom ? passes.loss_sum.item<double>() : 0.0;
   const std::int64_t local_samples = result.samples;
   result.loss = local_loss;
-  bool any_oom = local_oom;
   result.stop_requested = interrupt_requested();
-  if (options_.group) {
-    // One small all-reduce carries the step's outcome; every rank then makes the same decision.
-    auto outcome = torch::tensor({local_loss * static_cast<double>(local_samples), static_cast<double>(local_samples),
-                                  std::isfinite(local_loss) ? 0.0 : 1.0, local_oom ? 1.0 : 0.0,
-                                  result.stop_requested ? 1.0 : 0.0},
-                                 torch::kDouble);
-    std::vector<at::Tensor> tensors{outcome};
-    options_.group->allreduce_sum(tensors);
-    const auto* o = outcome.data_ptr<double>();
-    result.samples = static_cast<std::int64_t>(o[1]);
-    result.loss = o[2] > 0 ? std::nan("") : o[0] / std::max(1.0, o[1]);
-    any_oom = o[3] > 0;
-    result.stop_requested = o[4] > 0;
-  }
+  const bool any_oom = options_.group ? agree_on_outcome(*options_.group, result, local_loss, passes.oom) : passes.oom;
   if (any_oom) {
-    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
-    throw OutOfMemoryError(local_oom ? "out of memory in the forward/backward pass of a step of " +
-                                           std::to_string(local_samples) + " samples: " + oom_message
-                                     : "another rank ran out of memory in this step; every rank retries it smaller");
+    drop_gradients(parameters);
+    throw OutOfMemoryError(passes.oom ? "out of memory in the forward/backward pass of a step of " +
+                                            std::to_string(local_samples) + " samples: " + passes.oom_message
+                                      : "another rank ran out of memory in this step; every rank retries it smaller");
   }
-  const bool finite_loss = std::isfinite(result.loss);
+  apply_or_skip(result, parameters);
+  return result;
+}
 
-  // Without loss scaling a finite loss is taken to mean finite gradients: checking every
-  // gradient costs a pass over all of them each step. Non-finite weights then show up as a
-  // non-finite loss on the next step, which the trainer counts toward max_bad_steps.
-  bool found_inf = !finite_loss;
+// Without loss scaling a finite loss is taken to mean finite gradients: checking every gradient
+// costs a pass over all of them each step. Non-finite weights then show up as a non-finite loss on
+// the next step, which the trainer counts toward max_bad_steps.
+void TrainStep::apply_or_skip(StepResult& result, const std::vector<at::Tensor>& parameters) {
+  bool found_inf = !std::isfinite(result.loss);
   if (!found_inf && scaler_.enabled()) {
     std::vector<at::Tensor> grads;  // undefined ones (frozen parameters) are skipped by the scaler
     grads.reserve(parameters.size());
@@ -135,10 +161,9 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   } else {
     result.grad_norm = std::nan("");
     result.non_finite = true;
-    for (const auto& p : parameters) p.mutable_grad() = at::Tensor();
+    drop_gradients(parameters);
   }
   scaler_.update(found_inf);
-  return result;
 }
 
 }  // namespace shoplens

@@ -262,8 +262,17 @@ struct Trainer::Impl {
     }
   }
 
+  // What an evaluation has counted so far (this rank's share until merge_ranks).
+  struct EvalTally {
+    explicit EvalTally(int classes) : confusion(classes) {}
+    ConfusionMatrix confusion;
+    std::vector<double> scores;  // two classes: the probability of class 1, with its label
+    std::vector<int> score_labels;
+    double loss_sum = 0;
+    std::int64_t samples = 0;
+  };
+
   EvalResult evaluate_at(const std::shared_ptr<const SampleSource>& source, const std::string& what, int batch) {
-    EvalResult result;
     const auto start = std::chrono::steady_clock::now();
     auto options = loader_options_from_config(config, /*train=*/false);
     options.batch_size = batch;
@@ -278,75 +287,85 @@ struct Trainer::Impl {
       loader = make_loader(source, options);
       loader->start_epoch(0);
     }
-    const int k = model->num_classes();
-    const bool binary = k == 2;
-    ConfusionMatrix confusion(k);
-    std::vector<double> scores;  // two classes: the probability of class 1, with its label
-    std::vector<int> score_labels;
-    double loss_sum = 0;
-    std::int64_t samples = 0;
-    const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    EvalTally tally(model->num_classes());
     model->eval();
-    torch::NoGradGuard no_grad;
-    while (loader) {
-      auto next = loader->next();
-      if (!next) break;
-      if (interrupt_requested()) break;  // the caller checkpoints and stops
-      at::Tensor logits;
-      {
-        AutocastScope autocast(cuda, precision);
-        logits = model->forward_batch(*next, device);
+    {
+      torch::NoGradGuard no_grad;
+      while (loader) {
+        auto next = loader->next();
+        if (!next) break;
+        if (interrupt_requested()) break;  // the caller checkpoints and stops
+        tally_batch(tally, *next);
       }
-      auto losses = per_sample_loss(logits, next->labels, at::Tensor(), at::Tensor(), 0.0);
-      loss_sum += losses.sum().item<double>();
-      at::Tensor predicted;
-      if (binary) {
-        const auto p1 = torch::softmax(logits.to(torch::kFloat), 1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
-        predicted = p1.ge(config.train.threshold).to(torch::kLong);
-        scores.insert(scores.end(), p1.data_ptr<double>(), p1.data_ptr<double>() + p1.numel());
-      } else {
-        predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
-      }
-      auto labels = next->labels.contiguous();
-      confusion.add_batch(labels.data_ptr<std::int64_t>(), predicted.data_ptr<std::int64_t>(),
-                          static_cast<std::size_t>(labels.size(0)));
-      if (binary)
-        for (std::int64_t i = 0; i < labels.size(0); ++i) score_labels.push_back(static_cast<int>(labels.data_ptr<std::int64_t>()[i]));
-      samples += labels.size(0);
     }
     model->train();
-    if (group) {
-      // Sum the ranks' confusion matrices and losses; the stop flag rides along so every rank
-      // agrees on whether to stop after this evaluation.
-      const auto& counts = confusion.counts();
-      auto totals = torch::empty({static_cast<std::int64_t>(counts.size()) + 3}, torch::kDouble);
-      auto* t = totals.data_ptr<double>();
-      for (std::size_t i = 0; i < counts.size(); ++i) t[i] = static_cast<double>(counts[i]);
-      t[counts.size()] = loss_sum;
-      t[counts.size() + 1] = static_cast<double>(samples);
-      t[counts.size() + 2] = interrupt_requested() ? 1.0 : 0.0;
-      std::vector<at::Tensor> tensors{totals};
-      group->allreduce_sum(tensors);
-      ConfusionMatrix merged(k);
-      for (int label = 0; label < k; ++label)
-        for (int predicted = 0; predicted < k; ++predicted)
-          merged.add(label, predicted, static_cast<std::int64_t>(t[label * k + predicted]));
-      confusion = merged;
-      loss_sum = t[counts.size()];
-      samples = static_cast<std::int64_t>(t[counts.size() + 1]);
-      stop_agreed = stop_agreed || t[counts.size() + 2] > 0;
-      if (binary) gather_scores(source->size(), scores, score_labels);
+    if (group) merge_ranks(tally, source->size());
+    return eval_result(tally, what, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
+  void tally_batch(EvalTally& tally, const Batch& batch) {
+    const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    const bool binary = model->num_classes() == 2;
+    at::Tensor logits;
+    {
+      AutocastScope autocast(cuda, precision);
+      logits = model->forward_batch(batch, device);
     }
-    result.report = classification_report(confusion);
-    if (binary && !scores.empty()) result.binary = binary_metrics(scores, score_labels, config.train.threshold);
-    result.loss = samples ? loss_sum / samples : std::nan("");
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto losses = per_sample_loss(logits, batch.labels, at::Tensor(), at::Tensor(), 0.0);
+    tally.loss_sum += losses.sum().item<double>();
+    at::Tensor predicted;
+    if (binary) {
+      const auto p1 = torch::softmax(logits.to(torch::kFloat), 1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
+      predicted = p1.ge(config.train.threshold).to(torch::kLong);
+      tally.scores.insert(tally.scores.end(), p1.data_ptr<double>(), p1.data_ptr<double>() + p1.numel());
+    } else {
+      predicted = logits.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
+    }
+    auto labels = batch.labels.contiguous();
+    const std::int64_t* label_data = labels.data_ptr<std::int64_t>();
+    tally.confusion.add_batch(label_data, predicted.data_ptr<std::int64_t>(), static_cast<std::size_t>(labels.size(0)));
+    if (binary)
+      for (std::int64_t i = 0; i < labels.size(0); ++i) tally.score_labels.push_back(static_cast<int>(label_data[i]));
+    tally.samples += labels.size(0);
+  }
+
+  // Sums the ranks' confusion matrices and losses; the stop flag rides along so every rank
+  // agrees on whether to stop after this evaluation.
+  void merge_ranks(EvalTally& tally, std::size_t split_size) {
+    const int k = model->num_classes();
+    const auto& counts = tally.confusion.counts();
+    auto totals = torch::empty({static_cast<std::int64_t>(counts.size()) + 3}, torch::kDouble);
+    auto* t = totals.data_ptr<double>();
+    for (std::size_t i = 0; i < counts.size(); ++i) t[i] = static_cast<double>(counts[i]);
+    t[counts.size()] = tally.loss_sum;
+    t[counts.size() + 1] = static_cast<double>(tally.samples);
+    t[counts.size() + 2] = interrupt_requested() ? 1.0 : 0.0;
+    std::vector<at::Tensor> tensors{totals};
+    group->allreduce_sum(tensors);
+    ConfusionMatrix merged(k);
+    for (int label = 0; label < k; ++label)
+      for (int predicted = 0; predicted < k; ++predicted)
+        merged.add(label, predicted, static_cast<std::int64_t>(t[label * k + predicted]));
+    tally.loss_sum = t[counts.size()];
+    tally.samples = static_cast<std::int64_t>(t[counts.size() + 1]);
+    stop_agreed = stop_agreed || t[counts.size() + 2] > 0;
+    tally.confusion = merged;
+    if (k == 2) gather_scores(split_size, tally.scores, tally.score_labels);
+  }
+
+  EvalResult eval_result(const EvalTally& tally, const std::string& what, double seconds) const {
+    EvalResult result;
+    result.report = classification_report(tally.confusion);
+    if (model->num_classes() == 2 && !tally.scores.empty())
+      result.binary = binary_metrics(tally.scores, tally.score_labels, config.train.threshold);
+    result.loss = tally.samples ? tally.loss_sum / tally.samples : std::nan("");
+    result.seconds = seconds;
     spdlog::info("{}: step {}: loss {} accuracy {} macro-F1 {}{} ({} samples, {:.1f} s)", what, state.step,
                  fmt_metric(result.loss), fmt_metric(result.report.accuracy), fmt_metric(result.report.macro_f1),
                  result.binary ? fmt::format(" ROC AUC {} PR AUC {}", fmt_metric(result.binary->roc_auc),
                                              fmt_metric(result.binary->pr_auc))
                                : std::string(),
-                 samples, result.seconds);
+                 tally.samples, result.seconds);
     return result;
   }
 
@@ -474,16 +493,42 @@ struct Trainer::Impl {
         state.last_finite_step, where.empty() ? "" : " Last good checkpoint: " + where));
   }
 
+  // Losses and throughput since the last line of the metric log.
+  struct Interval {
+    double loss = 0;
+    std::int64_t steps = 0, images = 0;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  };
+  Interval interval;
+  std::optional<Progress> progress;
+  std::string stop_reason = "completed";
+
   json fit() {
     const auto wall_start = std::chrono::steady_clock::now();
+    const bool sync_buffers = begin_fit();
+    train_epochs(sync_buffers);
+    if (progress) progress->finish();
+    if (last_checkpoint_step != state.step) checkpoint(!has_samples(data.val));
+    if (!has_samples(data.val) && !state.best_step) state.best_step = state.step;
+    const json test_json = test_with_best_weights();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    json summary = summary_record(test_json, wall);
+    if (is_main()) write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
+    log_summary(summary, test_json);
+    return summary;
+  }
+
+  // Checks the resume point, announces the run, syncs the ranks' weights. Returns whether buffers
+  // (BatchNorm statistics) are broadcast before every step.
+  bool begin_fit() {
     train_seconds_at_start = state.train_seconds;
     if (!resumed && log) log->truncate_after(-1);  // a fresh run owns its log from step 0
-    const int accumulation = config.train.accumulation_steps;
     spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
                  "{} steps/epoch, {} steps in all{}",
                  config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
-                 config.loader.batch_size, accumulation, world > 1 ? fmt::format(" x {} ranks", world) : "", global_batch,
-                 steps_per_epoch, total_steps, state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
+                 config.loader.batch_size, config.train.accumulation_steps,
+                 world > 1 ? fmt::format(" x {} ranks", world) : "", global_batch, steps_per_epoch, total_steps,
+                 state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
     if (state.epoch_samples % global_batch != 0)
       throw ConfigError(fmt::format("the checkpoint stopped {} samples into epoch {}, not a whole number of global batches "
                                     "of {}: resume with the global batch it was trained with ({})",
@@ -491,150 +536,170 @@ struct Trainer::Impl {
     state.global_batch = global_batch;
     state.world_size = world;
     broadcast_model(/*buffers_only=*/false);
-    if (config.dist.ledger) ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
-    const bool sync_buffers = group && config.dist.broadcast_buffers && !model->buffers().empty();
+    if (config.dist.ledger)
+      ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
-
-    std::string stop_reason = "completed";
-    std::optional<Progress> progress;
     if (is_main()) {
       progress.emplace("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
       progress->advance(static_cast<std::uint64_t>(state.step));
     }
-    double interval_loss = 0;
-    std::int64_t interval_steps = 0, interval_images = 0;
-    auto interval_start = std::chrono::steady_clock::now();
-    bool stop = state.step >= total_steps;
+    interval = Interval{};
+    return group && config.dist.broadcast_buffers && !model->buffers().empty();
+  }
 
+  void train_epochs(bool sync_buffers) {
+    bool stop = state.step >= total_steps;
     while (!stop && state.epoch < config.train.epochs) {
       // Resuming mid-epoch continues at the next unread global batch of the same order; this rank
       // skips its share of the steps already taken (whatever world size took them).
-      const std::int64_t skip = state.epoch_samples / global_batch * accumulation;
+      const std::int64_t skip = state.epoch_samples / global_batch * config.train.accumulation_steps;
       train_loader->start_epoch(state.epoch, skip);
       if (ledger && is_main())
         ledger->epoch(state.epoch, steps_per_epoch, global_batch, train_loader->unread_sample_ids(),
                       config.train.class_balance == "sampler");
       while (!stop) {
         apply_freeze_plan();
-        std::vector<Batch> micro;
-        while (static_cast<int>(micro.size()) < accumulation) {
-          auto batch = train_loader->next();
-          if (!batch) break;
-          micro.push_back(std::move(*batch));
-        }
+        const std::vector<Batch> micro = next_global_batch();
         if (micro.empty()) break;
-        optim->set_lr_factor(schedule->factor(state.step));
-        const auto step_start = std::chrono::steady_clock::now();
-        if (sync_buffers) broadcast_model(/*buffers_only=*/true);
-        StepResult r = run_step(micro);
-        state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-        state.step++;
-        state.epoch_samples += r.samples;
-        state.images_trained += r.samples;
-        if (progress) progress->advance();
-        if (ledger) {
-          std::vector<std::uint64_t> ids;
-          for (const auto& b : micro) ids.insert(ids.end(), b.sample_ids.begin(), b.sample_ids.end());
-          ledger->step(state.epoch, state.step, ids);
-        }
-        if (group) stop_agreed = stop_agreed || r.stop_requested;
-        if (after_step) after_step(state.step);
-
-        const bool bad_loss = !std::isfinite(r.loss);
-        if (!r.applied) {
-          // Under fp16 an overflow in the gradients is routine (the scaler backs off); a non-finite
-          // loss, or any non-finite step without scaling, counts toward divergence.
-          if (bad_loss || !step_runner->scaler().enabled()) state.bad_steps++;
-          spdlog::debug("train: step {} skipped (non-finite {})", state.step, bad_loss ? "loss" : "gradients");
-          if (state.bad_steps >= config.train.max_bad_steps) diverged(r);
-        } else {
-          state.bad_steps = 0;
-          state.last_finite_loss = r.loss;
-          state.last_finite_step = state.step;
-          interval_loss += r.loss;
-          interval_steps++;
-        }
-        interval_images += r.samples;
-        if (state.step % config.train.log_every_steps == 0 || state.step == total_steps) {
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_start).count();
-          const double mean_loss = interval_steps ? interval_loss / interval_steps : std::nan("");
-          std::vector<std::pair<std::string, double>> values{
-              {"loss", mean_loss}, {"lr", optim->head_lr()}, {"images_per_second", secs > 0 ? interval_images / secs : 0.0},
-              {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
-              {"data_wait_seconds", train_loader->stats().wait_seconds}};
-          if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
-          if (train_loader->stats().padded_tokens > 0)
-            values.emplace_back("padding_fraction", train_loader->stats().padding_fraction());
-          if (state.oom_retries > 0) {
-            values.emplace_back("oom_retries", static_cast<double>(state.oom_retries));
-            values.emplace_back("micro_batch", static_cast<double>(effective_micro_batch()));
-          }
-          if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
-          if (log) log->record(state.step, epoch_progress(), "train", values);
-          if (progress) progress->set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
-          interval_loss = 0;
-          interval_steps = interval_images = 0;
-          interval_start = std::chrono::steady_clock::now();
-        }
-
-        if (should_stop()) stop_for_interrupt();
-        const bool eval_now = config.train.eval_every_steps > 0 && state.step % config.train.eval_every_steps == 0;
-        bool best = false;
-        if (eval_now) {
-          best = validate();
-          if (should_stop()) stop_for_interrupt();
-        }
-        const bool ckpt_now = (config.train.checkpoint_every_steps > 0 && state.step % config.train.checkpoint_every_steps == 0) ||
-                              (config.train.checkpoint_every_steps == 0 && eval_now);
-        if (ckpt_now || best) checkpoint(best);
-        if (config.train.patience > 0 && state.evals_without_improvement >= config.train.patience) {
-          stop_reason = "early_stopped";
-          stop = true;
-        }
-        if (state.step >= total_steps) {
-          if (config.train.max_steps > 0 && state.step >= config.train.max_steps) stop_reason = "max_steps";
-          stop = true;
-        }
+        const StepResult r = train_step(micro, sync_buffers);
+        account_step(r);
+        stop = after_step_checks();
       }
       // The epoch is over when every micro-batch of it was consumed (a stop can land exactly there).
-      const bool epoch_done = skip + static_cast<std::int64_t>(train_loader->stats().batches) >= micro_batches_per_epoch;
-      if (epoch_done) {
-        state.epoch++;
-        state.epoch_samples = 0;
-        if (config.train.eval_every_steps == 0 && stop_reason != "early_stopped") {
-          const bool best = validate();
-          if (should_stop()) stop_for_interrupt();
-          checkpoint(best);
-          if (config.train.patience > 0 && state.evals_without_improvement >= config.train.patience) {
-            stop_reason = "early_stopped";
-            stop = true;
-          }
-        }
-      }
+      if (skip + static_cast<std::int64_t>(train_loader->stats().batches) >= micro_batches_per_epoch)
+        stop = finish_epoch() || stop;
     }
-    if (progress) progress->finish();
-    if (last_checkpoint_step != state.step) checkpoint(!has_samples(data.val));
-    if (!has_samples(data.val) && !state.best_step) state.best_step = state.step;
+  }
 
-    // The test split is scored with the best weights, as a user would deploy them.
-    json test_json = nullptr;
-    if (has_samples(data.test)) {
-      // Training is over: its gradients only take memory the best weights are about to need.
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      if (state.best_step && *state.best_step != state.step) {
-        // Rank 0 reads the best checkpoint and hands the weights on: other nodes may not share its disk.
-        if (is_main() && fs::exists(store->best_path())) restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
-        broadcast_model(/*buffers_only=*/false);
-        spdlog::info("test: using the best weights (step {})", *state.best_step);
-      }
-      EvalResult r = evaluate(data.test, "test");
-      if (should_stop()) throw InterruptedError();
-      log_eval(r, "test");
-      test_json = eval_record(r, "test");
-      if (is_main()) write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
+  // This rank's micro-batches of the next global batch; empty at the end of the epoch.
+  std::vector<Batch> next_global_batch() {
+    std::vector<Batch> micro;
+    while (static_cast<int>(micro.size()) < config.train.accumulation_steps) {
+      auto batch = train_loader->next();
+      if (!batch) break;
+      micro.push_back(std::move(*batch));
     }
+    return micro;
+  }
 
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  StepResult train_step(const std::vector<Batch>& micro, bool sync_buffers) {
+    optim->set_lr_factor(schedule->factor(state.step));
+    const auto step_start = std::chrono::steady_clock::now();
+    if (sync_buffers) broadcast_model(/*buffers_only=*/true);
+    StepResult r = run_step(micro);
+    state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    state.step++;
+    state.epoch_samples += r.samples;
+    state.images_trained += r.samples;
+    if (progress) progress->advance();
+    if (ledger) {
+      std::vector<std::uint64_t> ids;
+      for (const auto& b : micro) ids.insert(ids.end(), b.sample_ids.begin(), b.sample_ids.end());
+      ledger->step(state.epoch, state.step, ids);
+    }
+    if (group) stop_agreed = stop_agreed || r.stop_requested;
+    if (after_step) after_step(state.step);
+    return r;
+  }
+
+  // Divergence bookkeeping and the periodic line of the metric log.
+  void account_step(const StepResult& r) {
+    const bool bad_loss = !std::isfinite(r.loss);
+    if (!r.applied) {
+      // Under fp16 an overflow in the gradients is routine (the scaler backs off); a non-finite
+      // loss, or any non-finite step without scaling, counts toward divergence.
+      if (bad_loss || !step_runner->scaler().enabled()) state.bad_steps++;
+      spdlog::debug("train: step {} skipped (non-finite {})", state.step, bad_loss ? "loss" : "gradients");
+      if (state.bad_steps >= config.train.max_bad_steps) diverged(r);
+    } else {
+      state.bad_steps = 0;
+      state.last_finite_loss = r.loss;
+      state.last_finite_step = state.step;
+      interval.loss += r.loss;
+      interval.steps++;
+    }
+    interval.images += r.samples;
+    if (state.step % config.train.log_every_steps == 0 || state.step == total_steps) log_interval(r);
+  }
+
+  void log_interval(const StepResult& r) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval.start).count();
+    const double mean_loss = interval.steps ? interval.loss / interval.steps : std::nan("");
+    std::vector<std::pair<std::string, double>> values{
+        {"loss", mean_loss}, {"lr", optim->head_lr()}, {"images_per_second", secs > 0 ? interval.images / secs : 0.0},
+        {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
+        {"data_wait_seconds", train_loader->stats().wait_seconds}};
+    if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
+    if (train_loader->stats().padded_tokens > 0)
+      values.emplace_back("padding_fraction", train_loader->stats().padding_fraction());
+    if (state.oom_retries > 0) {
+      values.emplace_back("oom_retries", static_cast<double>(state.oom_retries));
+      values.emplace_back("micro_batch", static_cast<double>(effective_micro_batch()));
+    }
+    if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
+    if (log) log->record(state.step, epoch_progress(), "train", values);
+    if (progress) progress->set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
+    interval = Interval{};
+  }
+
+  // Evaluation and checkpoint on their step schedules; returns whether training stops here.
+  bool after_step_checks() {
+    if (should_stop()) stop_for_interrupt();
+    const bool eval_now = config.train.eval_every_steps > 0 && state.step % config.train.eval_every_steps == 0;
+    bool best = false;
+    if (eval_now) {
+      best = validate();
+      if (should_stop()) stop_for_interrupt();
+    }
+    const int every = config.train.checkpoint_every_steps;
+    const bool ckpt_now = (every > 0 && state.step % every == 0) || (every == 0 && eval_now);
+    if (ckpt_now || best) checkpoint(best);
+    bool stop = patience_exhausted();
+    if (state.step >= total_steps) {
+      if (config.train.max_steps > 0 && state.step >= config.train.max_steps) stop_reason = "max_steps";
+      stop = true;
+    }
+    return stop;
+  }
+
+  // Counts the epoch; evaluates and checkpoints when evaluation is per epoch. Returns whether
+  // early stopping ends training here.
+  bool finish_epoch() {
+    state.epoch++;
+    state.epoch_samples = 0;
+    if (config.train.eval_every_steps != 0 || stop_reason == "early_stopped") return false;
+    const bool best = validate();
+    if (should_stop()) stop_for_interrupt();
+    checkpoint(best);
+    return patience_exhausted();
+  }
+
+  bool patience_exhausted() {
+    if (config.train.patience <= 0 || state.evals_without_improvement < config.train.patience) return false;
+    stop_reason = "early_stopped";
+    return true;
+  }
+
+  // The test split is scored with the best weights, as a user would deploy them. Null without one.
+  json test_with_best_weights() {
+    if (!has_samples(data.test)) return nullptr;
+    // Training is over: its gradients only take memory the best weights are about to need.
+    for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+    if (state.best_step && *state.best_step != state.step) {
+      // Rank 0 reads the best checkpoint and hands the weights on: other nodes may not share its disk.
+      if (is_main() && fs::exists(store->best_path()))
+        restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
+      broadcast_model(/*buffers_only=*/false);
+      spdlog::info("test: using the best weights (step {})", *state.best_step);
+    }
+    EvalResult r = evaluate(data.test, "test");
+    if (should_stop()) throw InterruptedError();
+    log_eval(r, "test");
+    if (is_main()) write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
+    return eval_record(r, "test");
+  }
+
+  json summary_record(const json& test_json, double wall) const {
     json summary = {
         {"status", stop_reason},
         {"model", config.model.name},
@@ -644,7 +709,7 @@ struct Trainer::Impl {
         {"micro_batch", config.loader.batch_size},
         {"micro_batch_effective", effective_micro_batch()},
         {"oom_retries", state.oom_retries},
-        {"accumulation_steps", accumulation},
+        {"accumulation_steps", config.train.accumulation_steps},
         {"global_batch", global_batch},
         {"world_size", world},
         {"steps", state.step},
@@ -668,24 +733,27 @@ struct Trainer::Impl {
         {"commit", build_commit()},
         {"torch", torch_version()},
     };
-    if (padded_tokens > 0) {
-      summary["tokens"] = {{"padded", padded_tokens},
-                           {"real", real_tokens},
-                           {"padding_fraction", 1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens)},
-                           {"tokens_per_second_this_process",
-                            state.train_seconds > train_seconds_at_start
-                                ? real_tokens / (state.train_seconds - train_seconds_at_start)
-                                : 0.0},
-                           {"token_budget", config.loader.token_budget},
-                           {"bucket_by_length", config.text.bucket_by_length}};
-    }
+    if (padded_tokens > 0) summary["tokens"] = token_record();
     if (reducer) {
       const auto& st = reducer->stats();
       summary["dist"] = {{"backend", group->backend()}, {"buckets", st.buckets}, {"gradient_bytes_per_step", st.bytes_per_step},
                          {"buckets_started_during_backward", st.launched_during_backward},
                          {"exposed_wait_seconds", st.wait_seconds}, {"bucket_mb", config.dist.bucket_mb}};
     }
-    if (is_main()) write_file_atomic(run_dir / "summary.json", summary.dump(2) + "\n");
+    return summary;
+  }
+
+  json token_record() const {
+    const double this_process_seconds = state.train_seconds - train_seconds_at_start;
+    return {{"padded", padded_tokens},
+            {"real", real_tokens},
+            {"padding_fraction", 1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens)},
+            {"tokens_per_second_this_process", this_process_seconds > 0 ? real_tokens / this_process_seconds : 0.0},
+            {"token_budget", config.loader.token_budget},
+            {"bucket_by_length", config.text.bucket_by_length}};
+  }
+
+  void log_summary(const json& summary, const json& test_json) const {
     spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}{}; {:.1f} samples/s; summary: {}",
                  stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
                  state.best_step ? std::to_string(*state.best_step) : "-",
@@ -693,7 +761,6 @@ struct Trainer::Impl {
                  summary["test_roc_auc"].is_number() ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
                                                      : std::string(),
                  summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
-    return summary;
   }
 };
 

@@ -38,7 +38,7 @@ class BenchTrainCommand : public Command {
 
   int run() override {
     if (is_text_model(o_.model) && classes_->count() == 0) o_.num_classes = 2;
-    prefer_passive_openmp(o_.model, resolve_threads(o_.threads));  // measure what `train` runs
+    prefer_passive_openmp(gemm_bound_model(o_.model), resolve_threads(o_.threads), o_.model);  // measure what `train` runs
     const auto result = run_train_bench(o_);
     if (const char* rank = std::getenv("RANK"); rank && std::atoi(rank) != 0) return 0;  // rank 0 reports
     if (format_ == "json") std::cout << train_bench_json(result);

@@ -7,6 +7,7 @@
 
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/models/model_facts.h"
 
 namespace shoplens::cli {
 
@@ -89,7 +90,7 @@ std::optional<Config> begin(ConfigOptions& options) {
     std::cout << config_to_json(config).dump(2) << std::endl;
     return std::nullopt;
   }
-  prefer_passive_openmp(config.model.name, resolve_threads(config.run.threads));
+  prefer_passive_openmp(gemm_bound_model(config.model.name), resolve_threads(config.run.threads), config.model.name);
   set_compute_threads(config.run.threads);
   return config;
 }

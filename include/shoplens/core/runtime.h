@@ -28,8 +28,8 @@ bool tune_host_allocator();
 // OMP_WAIT_POLICY=PASSIVE. No-op when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, when
 // SHOPLENS_OPENMP_TUNING=0, on one thread, or after the re-exec. Returns only if it did not re-exec.
 void remember_command_line(int argc, char** argv);
-bool gemm_bound_model(const std::string& model_name);
-void prefer_passive_openmp(const std::string& model_name, int threads);
+// `gemm_bound` comes from the model registry (models/model_facts.h); `model_name` is for the log.
+void prefer_passive_openmp(bool gemm_bound, int threads, const std::string& model_name);
 // Seeds LibTorch's generators (weight init, dropout).
 void seed_torch(std::uint64_t seed);
 

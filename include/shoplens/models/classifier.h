@@ -11,6 +11,7 @@
 
 #include "shoplens/core/config.h"
 #include "shoplens/data/batch.h"
+#include "shoplens/models/model_facts.h"
 
 namespace shoplens {
 
@@ -55,10 +56,8 @@ class Classifier : public torch::nn::Module {
   ModelSpec spec_;
 };
 
-// The registered names, in the order `--help` lists them.
-std::vector<std::string> model_names();
-// text_tiny, text_small, text_base: models that read token batches.
-bool is_text_model(const std::string& name);
+// The names in the factory table (tests check it against model_facts.h's table).
+std::vector<std::string> registered_model_factories();
 // The spec of the configured model (model.*, augment.image_size) for `num_classes` classes.
 ModelSpec model_spec_from_config(const Config& config, int num_classes);
 

@@ -66,6 +66,9 @@ class TrainStep {
   void set_reducer(GradientReducer* reducer) { options_.reducer = reducer; }
 
  private:
+  // The optimizer step when the gradients are finite (after unscaling and clipping), else none.
+  void apply_or_skip(StepResult& result, const std::vector<at::Tensor>& parameters);
+
   Classifier& model_;
   torch::optim::Optimizer& optimizer_;
   TrainStepOptions options_;

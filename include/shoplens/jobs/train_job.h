@@ -1,0 +1,43 @@
+// A training job, config in, run directory out: the dataset opened by kind (image or text
+// shards), the memory budget, `loader.batch_size=auto` through find-batch, the process group of a
+// data-parallel run, the run directory, the model with its starting weights, and the trainer.
+// `shoplens train` resolves the config (defaults < file < a resumed checkpoint's saved config <
+// the command line) and hands it here.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/core/config.h"
+#include "shoplens/dist/dist_env.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/trainer.h"
+
+namespace shoplens {
+
+struct TrainJob {
+  Config config;                         // resolved
+  std::optional<Checkpoint> checkpoint;  // resume from it (its weights, optimizer and position)
+  DistEnv env;                           // this process's place in a data-parallel run (one process: the default)
+};
+
+struct TrainJobResult {
+  std::filesystem::path run_dir;
+  nlohmann::json summary;  // what summary.json holds
+};
+
+// Runs the job to its end. Rank 0 writes the run directory's files; every rank returns the summary.
+TrainJobResult run_train_job(TrainJob job);
+
+// The splits of a prepared dataset folder, image or text shards (a text dataset also fills
+// config.text with its shape). DataError when the train split is empty.
+TrainData open_train_data(Config& config);
+
+// A resumed run keeps its global batch, so that its position in the epoch's order stays exact:
+// on another world size the accumulation makes up the difference (elastic resume). ConfigError
+// when it cannot.
+void keep_global_batch(Config& config, const Checkpoint& checkpoint, int world);
+
+}  // namespace shoplens

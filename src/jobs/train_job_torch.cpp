@@ -1,0 +1,216 @@
+// The training job behind `shoplens train` (include/shoplens/jobs/train_job.h).
+#include "shoplens/jobs/train_job.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/batch/find_batch.h"
+#include "shoplens/batch/memory_probe.h"
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/hash.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/run_dir.h"
+#include "shoplens/core/runtime.h"
+#include "shoplens/core/strings.h"
+#include "shoplens/data/shards.h"
+#include "shoplens/data/text_batches.h"
+#include "shoplens/data/text_shards.h"
+#include "shoplens/data/text_task.h"
+#include "shoplens/dist/process_group.h"
+#include "shoplens/models/classifier.h"
+#include "shoplens/models/weights.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <class Source>
+std::shared_ptr<const SampleSource> non_empty(std::shared_ptr<const Source> split, const std::string& shards, Split which) {
+  if (split && split->size() > 0) return split;
+  spdlog::warn("train: the {} split of {} is empty", split_name(which), shards);
+  return nullptr;
+}
+
+TrainData open_image_data(const Config& config) {
+  const std::string& shards = config.data.shards;
+  TrainData data;
+  auto train = ShardDataset::open(shards, Split::kTrain);
+  data.class_names = train->info().classes;
+  data.train = non_empty<ShardDataset>(train, shards, Split::kTrain);
+  if (!data.train) throw DataError("train: " + shards + " has no training samples");
+  data.val = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kVal), shards, Split::kVal);
+  data.test = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kTest), shards, Split::kTest);
+  if (!config.data.classes.empty() && config.data.classes != data.class_names)
+    throw ConfigError("data.classes " + nlohmann::json(config.data.classes).dump() + " differ from the shards' classes " +
+                      nlohmann::json(data.class_names).dump());
+  return data;
+}
+
+// Text shards: config.text learns the dataset's shape (saved with the run), and the loader builds
+// token batches with length bucketing (docs/TEXT.md).
+TrainData open_text_data(Config& config) {
+  const std::string& shards = config.data.shards;
+  const TextDatasetInfo info = read_text_dataset_info(shards);
+  resolve_text_config(config, info, shards);
+  TrainData data;
+  data.class_names = text_class_names();
+  data.train = non_empty<TextSource>(open_text_split(shards, Split::kTrain), shards, Split::kTrain);
+  if (!data.train) throw DataError("train: " + shards + " has no training examples");
+  data.val = non_empty<TextSource>(open_text_split(shards, Split::kVal), shards, Split::kVal);
+  data.test = non_empty<TextSource>(open_text_split(shards, Split::kTest), shards, Split::kTest);
+  const TextBatchOptions options = text_batch_options(config, info);
+  data.make_builder = [options](const std::shared_ptr<const SampleSource>& split, const LoaderOptions&) {
+    return std::make_shared<TextBatchBuilder>(std::dynamic_pointer_cast<const TextSource>(split), options);
+  };
+  return data;
+}
+
+// Fault injection for the tests (docs/DISTRIBUTED.md): SHOPLENS_FAULT_KILL_STEP=N with
+// SHOPLENS_FAULT_KILL_RANK=R kills rank R with SIGKILL right after step N, on the first attempt
+// only (a restarted job runs clean).
+std::function<void(std::int64_t)> fault_hook(const DistEnv& env) {
+  const char* step = std::getenv("SHOPLENS_FAULT_KILL_STEP");
+  if (!step || env.restart_count > 0) return nullptr;
+  const char* rank = std::getenv("SHOPLENS_FAULT_KILL_RANK");
+  if (rank && std::atoi(rank) != env.rank) return nullptr;
+  const std::int64_t at = std::atoll(step);
+  return [at](std::int64_t done) {
+    if (done == at) {
+      spdlog::warn("fault injection: SIGKILL after step {}", done);
+      std::raise(SIGKILL);
+    }
+  };
+}
+
+// Refuses what cannot run before any work: a distributed run without a shared run directory, a
+// fresh run over another run's checkpoints.
+void check_job(const TrainJob& job) {
+  const Config& config = job.config;
+  if (job.env.distributed() && config.run.dir.empty())
+    throw UsageError("train: a distributed run needs --out (run.dir): every rank writes into the same run directory");
+  const fs::path existing = fs::path(config.run.dir) / "checkpoints";
+  if (!job.checkpoint && !config.run.dir.empty() && fs::is_directory(existing) &&
+      !CheckpointStore(existing, 1).list().empty())
+    throw UsageError("train: " + config.run.dir + " already holds checkpoints of a run; continue it with --resume auto, "
+                     "or choose another --out");
+}
+
+// loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
+// Returns find-batch's record for the run directory.
+nlohmann::json find_the_batch(Config& config, int num_classes) {
+  const FindBatchResult found = find_batch(config, num_classes, /*use_cache=*/true);
+  apply_plan(config, found.plan);
+  spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation, lr {:.4g} ({} probes{})",
+               found.plan.micro_batch, found.plan.accumulation_steps, found.plan.lr, found.search.at("probes").size(),
+               found.from_cache ? ", cached" : "");
+  return found.to_json();
+}
+
+// Joins the data-parallel group: every rank must run the same job from the same checkpoint, and
+// takes rank 0's name for this start (`segment`).
+std::shared_ptr<ProcessGroup> join_group(const TrainJob& job, bool batch_was_searched, std::string& segment) {
+  const Config& config = job.config;
+  GroupOptions group_options;
+  group_options.backend =
+      config.dist.backend == "auto" ? (wants_cuda(config.train.device) ? "nccl" : "gloo") : config.dist.backend;
+  group_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.dist.timeout_seconds * 1000));
+  group_options.fingerprint = Fingerprint()
+                                  .add(config_to_json(config).dump())
+                                  .add(job.checkpoint ? job.checkpoint->path.filename().string() : std::string("fresh"))
+                                  .hex();
+  auto group = join_process_group(job.env, group_options);
+  segment = group->all_gather_string("segment", segment).front();
+  if (batch_was_searched) {
+    const auto batches = group->all_gather_string("micro_batch", std::to_string(config.loader.batch_size));
+    for (const auto& b : batches)
+      if (b != batches.front())
+        throw ConfigError("train: the ranks' batch searches found different micro-batches (" + join(batches, ", ") +
+                          "); set loader.batch_size explicitly");
+  }
+  return group;
+}
+
+// Rank 0 opens (and owns) the run directory; the other ranks write their logs into it.
+fs::path open_job_run_dir(const TrainJob& job) {
+  fs::path run_dir;
+  if (job.env.rank == 0) {
+    run_dir = open_run_dir(job.config, "train");
+  } else {
+    run_dir = job.config.run.dir;
+    fs::create_directories(run_dir / "logs");
+  }
+  if (job.env.distributed()) {
+    add_log_file(run_dir / "logs" / fmt::format("rank-{}.log", job.env.rank));
+    if (job.env.rank > 0) set_console_level("warn");
+  }
+  return run_dir;
+}
+
+std::string segment_name(const DistEnv& env) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return fmt::format("seg-{}-{}", env.restart_count, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+}
+
+}  // namespace
+
+TrainData open_train_data(Config& config) {
+  return is_text_dataset(config.data.shards) ? open_text_data(config) : open_image_data(config);
+}
+
+void keep_global_batch(Config& config, const Checkpoint& checkpoint, int world) {
+  const auto& position = checkpoint.state.at("position");
+  const std::int64_t saved = position.value("global_batch", std::int64_t{0});
+  const int saved_world = position.value("world_size", 1);
+  const std::int64_t micro = config.loader.batch_size;
+  const std::int64_t now = micro * config.train.accumulation_steps * world;
+  if (saved <= 0 || saved == now) return;
+  if (saved % (micro * world) != 0)
+    throw ConfigError(fmt::format("the checkpoint was trained with a global batch of {} ({} ranks); {} ranks x micro-batch {} "
+                                  "cannot make it up with accumulation: choose loader.batch_size so that {} divides by "
+                                  "{} x batch",
+                                  saved, saved_world, world, micro, saved, world));
+  const int accumulation = static_cast<int>(saved / (micro * world));
+  spdlog::info("train: resuming a global batch of {} ({} ranks) on {} rank(s): accumulation {} -> {}", saved, saved_world,
+               world, config.train.accumulation_steps, accumulation);
+  config.train.accumulation_steps = accumulation;
+}
+
+TrainJobResult run_train_job(TrainJob job) {
+  Config& config = job.config;
+  if (config.data.shards.empty()) throw UsageError("train: --shards (or data.shards) is required");
+  if (!fs::is_directory(config.data.shards))
+    throw UsageError("train: data.shards '" + config.data.shards + "' is not a folder of prepared shards");
+  TrainData data = open_train_data(config);
+  check_job(job);
+  if (job.checkpoint) keep_global_batch(config, *job.checkpoint, job.env.world_size);
+  // The budget stands in for the fleet's card: the allocator refuses beyond it for the whole run.
+  std::unique_ptr<MemoryProbe> budget_guard;
+  if (!config.train.memory_budget.empty()) {
+    budget_guard = make_memory_probe(wants_cuda(config.train.device));
+    budget_guard->set_budget(static_cast<std::int64_t>(parse_bytes(config.train.memory_budget, "train.memory_budget")));
+  }
+  const int num_classes = static_cast<int>(data.class_names.size());
+  std::optional<nlohmann::json> found_batch;
+  if (config.loader.auto_batch) found_batch = find_the_batch(config, num_classes);
+  std::string segment = segment_name(job.env);
+  std::shared_ptr<ProcessGroup> group;
+  if (job.env.distributed()) group = join_group(job, found_batch.has_value(), segment);
+  const fs::path run_dir = open_job_run_dir(job);
+  if (found_batch && job.env.rank == 0) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
+  seed_torch(static_cast<std::uint64_t>(config.run.seed));
+  auto model = make_model(model_spec_from_config(config, num_classes));
+  if (!config.model.pretrained.empty() && !job.checkpoint)
+    load_weights_file(*model, config.model.pretrained, config.model.new_head, config.model.partial_load);
+  Trainer trainer(config, model, data, run_dir, group, segment);
+  if (auto hook = fault_hook(job.env)) trainer.set_after_step(hook);
+  if (job.checkpoint) trainer.resume(*job.checkpoint);
+  return {run_dir, trainer.fit()};
+}
+
+}  // namespace shoplens
