@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every CPU test (ctest labels unit and e2e; `gpu`
-# tests are built, and run on a GPU machine: docs/GPU.md).
+# Installs what is missing, runs the code checks (scripts/check_code.sh), builds, and runs every
+# CPU test (ctest labels unit and e2e; `gpu` tests are built, and run on a GPU machine: docs/GPU.md).
 # Usage: scripts/test.sh                         both LibTorch versions: release (Debian's 1.13)
 #                                                then torch2 (pip's torch 2.11, CUDA code compiled)
 #        scripts/test.sh PRESET [ctest args...]  one preset: release, torch2 or debug-asan
@@ -22,6 +22,7 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 total=$SECONDS
+bash scripts/check_code.sh
 run_preset release
 run_preset torch2
 echo "test.sh: both LibTorch versions green in $(( SECONDS - total )) s"

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Creates (once) the Python venv that carries pip's torch: its LibTorch is what the `torch2`
-# build links, and its Python is the peer of the 2.x benchmarks. Idempotent and cached per
-# machine: the venv lives outside the checkout, keyed by the hash of the requirements file, so a
-# fresh clone on the same machine reuses it. Prints the venv's path on the last line of stdout.
-# Usage: scripts/venv.sh            (SHOPLENS_VENV_DIR overrides the cache folder)
+# Creates (once) a pinned Python venv from scripts/python/requirements-NAME.txt:
+#   torch2  pip's torch: its LibTorch is what the `torch2` build links, and its Python is the peer
+#           of the 2.x benchmarks (several GB);
+#   tools   the code checks of scripts/check_code.sh (lizard).
+# Idempotent and cached per machine: the venv lives outside the checkout, keyed by the hash of the
+# requirements file, so a fresh clone on the same machine reuses it. Prints the venv's path on the
+# last line of stdout.
+# Usage: scripts/venv.sh [torch2|tools]   (default torch2; SHOPLENS_VENV_DIR overrides the cache folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-req=scripts/python/requirements-torch2.txt
+name="${1:-torch2}"
+req=scripts/python/requirements-$name.txt
+[ -f "$req" ] || { echo "venv: no $req (known: torch2, tools)" >&2; exit 2; }
 key=$(sha256sum "$req" | cut -c1-12)
 root="${SHOPLENS_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shoplens}"
-venv="$root/torch2-$key"
+venv="$root/$name-$key"
 if [ -f "$venv/.complete" ]; then
   echo "$venv"
   exit 0
@@ -18,14 +23,16 @@ fi
 # to a per-user interpreter.
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3)
-echo "venv: creating $venv (pip torch, several GB; cached afterwards)" >&2
+echo "venv: creating $venv (cached afterwards)" >&2
 rm -rf "$venv"
 mkdir -p "$root"
 "$python" -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
-"$venv/bin/python" - >&2 <<'PY'
+if [ "$name" = torch2 ]; then
+  "$venv/bin/python" - >&2 <<'PY'
 import torch
 print(f"venv: torch {torch.__version__}, CUDA {torch.version.cuda}, cxx11 ABI {torch._C._GLIBCXX_USE_CXX11_ABI}")
 PY
+fi
 touch "$venv/.complete"
 echo "$venv"
