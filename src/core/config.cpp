@@ -236,7 +236,9 @@ const std::vector<Field>& schema() {
     f.push_back(field(&C::data, "data", &DataConfig::classes, "classes", "class names in label order (empty: discovered, sorted)"));
     f.push_back(field(&C::data, "data", &DataConfig::shards, "shards", "folder of prepared shards"));
     f.push_back(field(&C::data, "data", &DataConfig::val_fraction, "val_fraction",
-                      "validation share when the input has no split column", in_range(0.0, 0.9)));
+                      "validation share when the input has no split column, and share of each class's train rows made val "
+                      "when the input's splits have no val (0: none carved)",
+                      in_range(0.0, 0.9)));
     f.push_back(field(&C::data, "data", &DataConfig::test_fraction, "test_fraction",
                       "test share when the input has no split column", in_range(0.0, 0.9)));
     f.push_back(field(&C::data, "data", &DataConfig::storage_size, "storage_size", "short side of stored images, pixels",

@@ -1,6 +1,7 @@
 #include "shoplens/data/manifest.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -376,6 +377,7 @@ Manifest parse_manifest(std::string_view csv_text, const std::string& source, co
   if (!reader.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
   if (!m.had_split_column) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
+  else carve_validation_from_train(m, options.val_fraction, options.seed);
   return m;
 }
 
@@ -416,6 +418,7 @@ Manifest scan_image_folder(const fs::path& root, const ManifestOptions& options)
   if (!scanner.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
   if (!split_layout) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
+  else carve_validation_from_train(m, options.val_fraction, options.seed);
   return m;
 }
 
@@ -426,21 +429,52 @@ Manifest load_dataset_input(const fs::path& input, const ManifestOptions& option
   return read_manifest_file(input, options);
 }
 
+namespace {
+
+// The members of each class, ordered by a seeded hash of their id: a stable, stratified order in
+// which the first rows of a class go to the held-out splits.
+std::vector<std::vector<std::size_t>> hashed_order_by_class(const Manifest& manifest, std::uint64_t seed,
+                                                            const std::function<bool(const ManifestRecord&)>& eligible) {
+  std::vector<std::vector<std::pair<std::uint64_t, std::size_t>>> keyed(manifest.classes.size());
+  for (std::size_t i = 0; i < manifest.records.size(); ++i)
+    if (eligible(manifest.records[i]))
+      keyed[manifest.records[i].label].emplace_back(fnv1a(manifest.records[i].id, seed), i);
+  std::vector<std::vector<std::size_t>> ordered(keyed.size());
+  for (std::size_t c = 0; c < keyed.size(); ++c) {
+    std::sort(keyed[c].begin(), keyed[c].end());
+    for (const auto& key_index : keyed[c]) ordered[c].push_back(key_index.second);
+  }
+  return ordered;
+}
+
+std::size_t rounded_share(std::size_t n, double fraction) { return static_cast<std::size_t>(n * fraction + 0.5); }
+
+}  // namespace
+
 void assign_splits(Manifest& manifest, double val_fraction, double test_fraction, std::uint64_t seed) {
-  std::vector<std::vector<std::size_t>> by_class(manifest.classes.size());
-  for (std::size_t i = 0; i < manifest.records.size(); ++i) by_class[manifest.records[i].label].push_back(i);
-  for (auto& members : by_class) {
-    std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
-    for (std::size_t i : members) keyed.emplace_back(fnv1a(manifest.records[i].id, seed), i);
-    std::sort(keyed.begin(), keyed.end());
-    const std::size_t n = keyed.size();
-    std::size_t n_test = static_cast<std::size_t>(n * test_fraction + 0.5);
-    std::size_t n_val = static_cast<std::size_t>(n * val_fraction + 0.5);
+  const auto by_class = hashed_order_by_class(manifest, seed, [](const ManifestRecord&) { return true; });
+  for (const auto& members : by_class) {
+    const std::size_t n = members.size();
+    std::size_t n_test = rounded_share(n, test_fraction);
+    std::size_t n_val = rounded_share(n, val_fraction);
     if (n_test + n_val >= n) n_test = n_val = 0;  // too few to split: keep them for training
-    for (std::size_t k = 0; k < n; ++k) {
-      Split s = k < n_test ? Split::kTest : (k < n_test + n_val ? Split::kVal : Split::kTrain);
-      manifest.records[keyed[k].second].split = s;
-    }
+    for (std::size_t k = 0; k < n; ++k)
+      manifest.records[members[k]].split = k < n_test ? Split::kTest : (k < n_test + n_val ? Split::kVal : Split::kTrain);
+  }
+}
+
+void carve_validation_from_train(Manifest& manifest, double val_fraction, std::uint64_t seed) {
+  manifest.val_carved_from_train = 0;
+  if (val_fraction <= 0) return;
+  for (const auto& r : manifest.records)
+    if (r.split == Split::kVal) return;
+  const auto by_class =
+      hashed_order_by_class(manifest, seed, [](const ManifestRecord& r) { return r.split == Split::kTrain; });
+  for (const auto& members : by_class) {
+    const std::size_t n_val = rounded_share(members.size(), val_fraction);
+    if (n_val >= members.size()) continue;  // too few to split: keep them for training
+    for (std::size_t k = 0; k < n_val; ++k) manifest.records[members[k]].split = Split::kVal;
+    manifest.val_carved_from_train += n_val;
   }
 }
 

@@ -313,6 +313,24 @@ void write_quarantine_csv(const fs::path& dir, const std::vector<QuarantinedRow>
   write_file_atomic(dir / "quarantine.csv", out);
 }
 
+json splits_to_json(const PrepareReport& r) {
+  json doc = {{"source", r.split_source}, {"seed", r.split_seed}};
+  if (r.split_source != "input") doc["val_fraction"] = r.val_fraction;
+  if (r.split_source == "val_carved_from_train") doc["val_carved_from_train"] = r.val_carved_from_train;
+  return doc;
+}
+
+void describe_splits(const Manifest& m, const ManifestOptions& o, PrepareReport& report) {
+  report.split_seed = o.seed;
+  report.val_fraction = o.val_fraction;
+  report.val_carved_from_train = m.val_carved_from_train;
+  report.split_source = !m.had_split_column ? "assigned" : (m.val_carved_from_train ? "val_carved_from_train" : "input");
+  if (m.val_carved_from_train)
+    spdlog::info("prepare: the input has no val split: {} train rows carved into val (data.val_fraction {}, seed {}); "
+                 "test is left as it is",
+                 m.val_carved_from_train, o.val_fraction, o.seed);
+}
+
 json report_to_json(const PrepareReport& r) {
   json per_class = json::object();
   for (std::size_t c = 0; c < r.classes.size(); ++c)
@@ -339,7 +357,8 @@ json report_to_json(const PrepareReport& r) {
           {"output_bytes", r.output_bytes},
           {"seconds", r.seconds},
           {"images_decoded", r.images_decoded},
-          {"images_per_second", r.seconds > 0 ? r.images_decoded / r.seconds : 0.0}};
+          {"images_per_second", r.seconds > 0 ? r.images_decoded / r.seconds : 0.0},
+          {"splits", splits_to_json(r)}};
 }
 
 // Every shard of the plan, reused when its summary and files are intact, else built.
@@ -434,7 +453,8 @@ void write_prepare_outputs(const PrepareOptions& o, const Manifest& m, const std
   write_quarantine_csv(o.out_dir, report.quarantined);
   json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
                          {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
-                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode}};
+                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode},
+                         {"splits", splits_to_json(report)}};
   write_dataset_info(o.out_dir, info, dump_json_escaped(prepare_params));
   write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report_to_json(report), 2) + "\n");
   write_file_atomic(o.out_dir / "report.md", format_prepare_report(report));
@@ -478,6 +498,7 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   report.total_rows = m.total_rows();
   report.classes = m.classes;
   report.metadata_fields = m.metadata_fields;
+  describe_splits(m, o.manifest, report);
   for (const auto& rej : m.rejected) report.quarantined.push_back({rej.id, rej.path, rej.line, "manifest", rej.reason});
   if (m.metadata_fields.size() > kIndexMetadataSlots)
     report.warnings.push_back("only the first " + std::to_string(kIndexMetadataSlots) +
@@ -496,6 +517,11 @@ std::string format_prepare_report(const PrepareReport& r) {
   std::ostringstream os;
   os << "# Prepare report\n\n";
   os << "Rows: " << r.total_rows << " total = " << r.kept << " kept + " << r.quarantined.size() << " quarantined\n\n";
+  if (r.split_source == "val_carved_from_train")
+    os << "Splits: the input had no val split; " << r.val_carved_from_train << " train rows (data.val_fraction "
+       << r.val_fraction << " of each class, seed " << r.split_seed << ") were carved into val. Test is the input's.\n\n";
+  else if (r.split_source == "assigned")
+    os << "Splits: the input had none; assigned per class by a hash of the id (seed " << r.split_seed << ").\n\n";
   os << "| class | train | val | test |\n|---|---:|---:|---:|\n";
   for (std::size_t c = 0; c < r.classes.size(); ++c)
     os << "| " << r.classes[c] << " | " << r.kept_per_class_split[c][0] << " | " << r.kept_per_class_split[c][1] << " | "

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <array>
+#include <map>
+
 #include "shoplens/core/errors.h"
 #include "shoplens/data/csv.h"
 #include "shoplens/data/manifest.h"
@@ -162,6 +165,58 @@ TEST(Manifest, ImageFolderWithAndWithoutSplits) {
   EXPECT_TRUE(split.had_split_column);
   EXPECT_EQ(split.records[0].split, Split::kTest);  // sorted traversal: test, train, val
   EXPECT_EQ(split.records[2].split, Split::kVal);
+}
+
+// ImageFolder with train/ and test/ only: val comes from train, stratified and seeded; test is untouched.
+TEST(Manifest, TrainAndTestFoldersGetValidationCarvedFromTrain) {
+  testing::ScratchDir dir("carve");
+  for (int i = 0; i < 20; ++i) testing::write_text(dir / "ds/train/cat" / (std::to_string(i) + ".jpg"), "x");
+  for (int i = 0; i < 10; ++i) testing::write_text(dir / "ds/train/dog" / (std::to_string(i) + ".jpg"), "x");
+  testing::write_text(dir / "ds/train/rare/only.jpg", "x");
+  for (int i = 0; i < 4; ++i) testing::write_text(dir / "ds/test/cat" / (std::to_string(i) + ".jpg"), "x");
+  ManifestOptions options;
+  options.val_fraction = 0.2;
+  const Manifest m = load_dataset_input(dir / "ds", options);
+  std::map<std::string, std::array<int, 3>> counts;
+  for (const auto& r : m.records) counts[m.classes[r.label]][static_cast<int>(r.split)]++;
+  EXPECT_EQ(counts["cat"], (std::array<int, 3>{16, 4, 4}));
+  EXPECT_EQ(counts["dog"], (std::array<int, 3>{8, 2, 0}));
+  EXPECT_EQ(counts["rare"], (std::array<int, 3>{1, 0, 0}));  // one row cannot be split: it stays for training
+  EXPECT_EQ(m.val_carved_from_train, 6u);
+  for (const auto& r : m.records)
+    if (r.path.rfind("test/", 0) == 0) EXPECT_EQ(r.split, Split::kTest) << r.path;
+
+  // The same rows every time, and another seed picks others.
+  const Manifest again = load_dataset_input(dir / "ds", options);
+  options.seed = 99;
+  const Manifest reseeded = load_dataset_input(dir / "ds", options);
+  std::vector<std::string> val, val_again, val_reseeded;
+  for (std::size_t i = 0; i < m.records.size(); ++i) {
+    if (m.records[i].split == Split::kVal) val.push_back(m.records[i].path);
+    if (again.records[i].split == Split::kVal) val_again.push_back(again.records[i].path);
+    if (reseeded.records[i].split == Split::kVal) val_reseeded.push_back(reseeded.records[i].path);
+  }
+  EXPECT_EQ(val, val_again);
+  EXPECT_NE(val, val_reseeded);
+}
+
+TEST(Manifest, ValidationIsCarvedOnlyWhenTheInputHasNone) {
+  ManifestOptions options = rooted();
+  options.val_fraction = 0.5;
+  const std::string train_test = "path,label,split\na.jpg,x,train\nb.jpg,x,train\nc.jpg,x,train\nd.jpg,x,train\ne.jpg,x,test\n";
+  const Manifest carved = parse_manifest(train_test, "m.csv", options);
+  EXPECT_EQ(carved.val_carved_from_train, 2u);
+
+  const Manifest has_val = parse_manifest(train_test + "f.jpg,x,val\n", "m.csv", options);
+  EXPECT_EQ(has_val.val_carved_from_train, 0u);
+  int val = 0;
+  for (const auto& r : has_val.records) val += r.split == Split::kVal;
+  EXPECT_EQ(val, 1);  // the input's own val, nothing added
+
+  options.val_fraction = 0;  // the user's way to keep every train row for training
+  const Manifest kept = parse_manifest(train_test, "m.csv", options);
+  EXPECT_EQ(kept.val_carved_from_train, 0u);
+  for (const auto& r : kept.records) EXPECT_NE(r.split, Split::kVal);
 }
 
 TEST(Manifest, PathWithin) {

@@ -176,6 +176,35 @@ TEST(Prepare, ClassAbsentFromSplitIsWarned) {
   EXPECT_TRUE(warned);
 }
 
+// An ImageFolder with train/ and test/ only (the usual public layout): the run says where its
+// val came from, in dataset.json, report.json and report.md.
+TEST(Prepare, TrainAndTestFoldersRecordTheCarvedValidation) {
+  testing::ScratchDir dir("prepare-carve");
+  for (int i = 0; i < 10; ++i) {
+    write_image(dir / "ds/train/good" / (std::to_string(i) + ".jpg"), 64, 64, 10 + i, ".jpg");
+    write_image(dir / "ds/train/blurry" / (std::to_string(i) + ".png"), 64, 64, 120 + i, ".png");
+  }
+  write_image(dir / "ds/test/good/t.jpg", 64, 64, 50, ".jpg");
+  write_image(dir / "ds/test/blurry/t.png", 64, 64, 150, ".png");
+  PrepareOptions o;
+  o.input = dir / "ds";
+  o.out_dir = dir / "out";
+  o.storage_size = 32;
+  o.manifest.val_fraction = 0.2;
+  const PrepareReport r = prepare_dataset(o);
+  for (std::size_t c = 0; c < r.classes.size(); ++c) {
+    EXPECT_EQ(r.kept_per_class_split[c][0], 8u) << r.classes[c];
+    EXPECT_EQ(r.kept_per_class_split[c][1], 2u) << r.classes[c];
+    EXPECT_EQ(r.kept_per_class_split[c][2], 1u) << r.classes[c];
+  }
+  const auto dataset = testing::read_json(dir / "out/dataset.json");
+  EXPECT_EQ(dataset.at("prepare").at("splits").at("source"), "val_carved_from_train");
+  EXPECT_EQ(dataset.at("prepare").at("splits").at("val_carved_from_train"), 4);
+  EXPECT_EQ(testing::read_json(dir / "out/report.json").at("splits").at("seed"), o.manifest.seed);
+  EXPECT_NE(read_file(dir / "out/report.md").find("carved into val"), std::string::npos);
+  EXPECT_EQ(ShardDataset::open(dir / "out", Split::kVal)->size(), 4u);
+}
+
 TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {
   cv::Mat img(800, 1200, CV_8UC3, cv::Scalar(10, 120, 240));
   JpegEncodeOptions bgr;

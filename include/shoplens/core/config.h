@@ -27,7 +27,7 @@ struct DataConfig {
   std::vector<std::string> metadata_fields;     // empty = every CSV column that is not path/label/split/id
   std::vector<std::string> classes;             // empty = discovered from the data, sorted
   std::string shards;                           // folder of prepared shards
-  double val_fraction = 0.1;                    // used only when the input has no split column
+  double val_fraction = 0.1;                    // no split column; or no val: carved from train
   double test_fraction = 0.1;
   int storage_size = 256;                       // short side of stored images
   std::string encoding = "jpeg";                // jpeg | raw

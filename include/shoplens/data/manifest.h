@@ -54,6 +54,7 @@ struct Manifest {
   std::vector<ManifestRecord> records;
   std::vector<RejectedRow> rejected;
   bool had_split_column = false;
+  std::size_t val_carved_from_train = 0;  // train rows made val because the input's splits had no val
   std::size_t total_rows() const { return records.size() + rejected.size(); }
 };
 
@@ -78,6 +79,11 @@ Manifest load_dataset_input(const std::filesystem::path& input, const ManifestOp
 
 // Deterministic, class-stratified split for inputs without a split column.
 void assign_splits(Manifest& manifest, double val_fraction, double test_fraction, std::uint64_t seed);
+// For inputs whose own splits have no val row (e.g. ImageFolder train/ and test/ only): moves
+// val_fraction of each class's train rows to val, by the same seeded hash as assign_splits, so
+// model selection and early stopping never need the test split. Test rows are never touched.
+// Does nothing when val_fraction is 0 or some row is already val. Sets val_carved_from_train.
+void carve_validation_from_train(Manifest& manifest, double val_fraction, std::uint64_t seed);
 
 // True when `candidate` (lexically normalised) lies inside `root`. Symlinks are not resolved here:
 // the real path of every file is checked when it is read (data/dataset_file.h).

@@ -59,6 +59,12 @@ struct PrepareReport {
   std::uint64_t output_bytes = 0;
   double seconds = 0;
   std::size_t images_decoded = 0;  // this run (reused shards excluded)
+  // Where the splits came from: "input" (a split column or train/val/test folders), "assigned"
+  // (seeded per-class hash), or "val_carved_from_train" (the input had train and test, no val).
+  std::string split_source = "input";
+  std::size_t val_carved_from_train = 0;  // manifest rows moved from train to val
+  double val_fraction = 0;
+  std::uint64_t split_seed = 0;
 };
 
 PrepareReport prepare_dataset(const PrepareOptions& options);
