@@ -38,6 +38,8 @@ Bytes bmp_bytes(const cv::Mat& rgb, int bits, bool top_down);
 Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, bool top_down);
 
 // Small files whose headers declare width x height pixels they do not hold.
+// 32x32 CMYK in four flat quadrants, as Adobe stores it (YCCK); `plain_cmyk`: read as plain CMYK.
+Bytes cmyk_jpeg(bool plain_cmyk);
 Bytes jpeg_declaring(std::uint32_t width, std::uint32_t height);
 Bytes png_declaring(std::uint32_t width, std::uint32_t height);
 Bytes webp_declaring(std::uint32_t width, std::uint32_t height);  // extended (VP8X) canvas

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -36,7 +37,7 @@ using json = nlohmann::json;
 
 // Bump when the stored bytes or the summary format for the same input would change. 2: summaries
 // name quarantined rows by sample id (their id and path come from the manifest, byte for byte).
-constexpr int kPrepareFormat = 2;
+constexpr int kPrepareFormat = 3;  // 3: JPEG originals that need no resize are stored as they are
 
 struct ShardPlan {
   std::string name;
@@ -61,6 +62,7 @@ struct ShardSummary {
   std::array<double, 3> pixel_sumsq{0, 0, 0};
   double pixel_count = 0;
   std::size_t extension_mismatches = 0;
+  std::size_t originals_kept = 0;  // JPEGs stored as their original bytes
   std::uint64_t input_bytes = 0;
 };
 
@@ -76,6 +78,7 @@ json summary_to_json(const ShardSummary& s) {
           {"pixel_sumsq", s.pixel_sumsq},
           {"pixel_count", s.pixel_count},
           {"extension_mismatches", s.extension_mismatches},
+          {"originals_kept", s.originals_kept},
           {"input_bytes", s.input_bytes}};
 }
 
@@ -105,6 +108,7 @@ std::optional<ShardSummary> load_summary(const fs::path& file, const std::string
     s.pixel_sumsq = doc.at("pixel_sumsq").get<std::array<double, 3>>();
     s.pixel_count = doc.at("pixel_count").get<double>();
     s.extension_mismatches = doc.at("extension_mismatches").get<std::size_t>();
+    s.originals_kept = doc.at("originals_kept").get<std::size_t>();
     s.input_bytes = doc.at("input_bytes").get<std::uint64_t>();
     return s;
   } catch (const std::exception& e) {
@@ -176,9 +180,29 @@ struct ProcessedImage {
   std::vector<std::uint8_t> payload;
   int height = 0, width = 0;
   bool extension_mismatch = false;
+  bool original_kept = false;
   std::uint64_t input_bytes = 0;
   cv::Scalar mean, stddev;
 };
+
+// A JPEG that needs no resize is stored as its original bytes, so stored data equals source
+// data (no second lossy encode). Only when the store's own payload decoder reproduces the
+// validated pixels exactly: CMYK/YCCK files (converted by the full decoder only) and anything
+// else it reads differently are re-encoded.
+bool original_jpeg_fits(const std::vector<std::uint8_t>& bytes, const DecodedImage& img, const cv::Mat& stored) {
+  if (img.format != ImageFormat::kJpeg || img.scale_denominator != 1 || stored.data != img.rgb.data) return false;
+  cv::Mat again;
+  try {
+    decode_jpeg_into(bytes.data(), bytes.size(), again);
+  } catch (const DataError&) {
+    return false;
+  }
+  if (again.size() != stored.size() || again.type() != stored.type()) return false;
+  const std::size_t row_bytes = static_cast<std::size_t>(stored.cols) * stored.elemSize();
+  for (int y = 0; y < stored.rows; ++y)
+    if (std::memcmp(again.ptr(y), stored.ptr(y), row_bytes) != 0) return false;
+  return true;
+}
 
 // Never throws: whatever goes wrong with one image is that row's quarantine reason (an exception
 // escaping a worker thread would end the whole run). Reasons are made valid UTF-8 here, so the
@@ -200,7 +224,10 @@ ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o, c
     cv::meanStdDev(stored, out.mean, out.stddev);
     out.height = stored.rows;
     out.width = stored.cols;
-    if (o.encoding == PayloadEncoding::kJpeg) {
+    if (o.encoding == PayloadEncoding::kJpeg && original_jpeg_fits(bytes, img, stored)) {
+      out.payload = std::move(bytes);
+      out.original_kept = true;
+    } else if (o.encoding == PayloadEncoding::kJpeg) {
       out.payload = encode_jpeg(stored, o.jpeg_quality);
     } else {
       out.payload.assign(stored.data, stored.data + stored.total() * 3);
@@ -254,6 +281,7 @@ ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const Prepare
       continue;
     }
     if (res.extension_mismatch) ++s.extension_mismatches;
+    if (res.original_kept) ++s.originals_kept;
     writer.add(res.payload.data(), res.payload.size(), res.height, res.width, o.encoding, r.label, id,
                encode_metadata(r, vocab));
     s.kept_ids.push_back(id);
@@ -350,6 +378,7 @@ json report_to_json(const PrepareReport& r) {
           {"channel_mean", r.mean},
           {"channel_std", r.std},
           {"extension_mismatches", r.extension_mismatches},
+          {"jpeg_originals_kept", r.jpeg_originals_kept},
           {"warnings", r.warnings},
           {"shards_written", r.shards_written},
           {"shards_reused", r.shards_reused},
@@ -403,6 +432,7 @@ void tally_shards(const Manifest& m, const std::vector<ShardSummary>& summaries,
     }
     report.kept += s.kept_ids.size();
     report.extension_mismatches += s.extension_mismatches;
+    report.jpeg_originals_kept += s.originals_kept;
     report.input_bytes += s.input_bytes;
     report.output_bytes += s.info.data_bytes;
     for (auto id : s.kept_ids) {
@@ -544,6 +574,8 @@ std::string format_prepare_report(const PrepareReport& r) {
   os << stats;
   os << "\n## Shards\n\n" << r.shards_written << " written, " << r.shards_reused << " reused; " << format_bytes(r.input_bytes)
      << " read, " << format_bytes(r.output_bytes) << " stored\n";
+  os << "\nStored images: " << r.jpeg_originals_kept << " JPEG originals byte for byte (no resize needed), "
+     << r.kept - r.jpeg_originals_kept << " resized or converted, then encoded as data.encoding and data.jpeg_quality say\n";
   if (!r.warnings.empty()) {
     os << "\n## Warnings\n\n";
     for (const auto& w : r.warnings) os << "- " << w << "\n";

@@ -1,5 +1,6 @@
 #include "image_test_util.h"
 
+#include <turbojpeg.h>
 #include <webp/encode.h>
 #include <zlib.h>
 
@@ -224,6 +225,28 @@ Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, 
   Bytes bmp = bmp_headers(indices.cols, top_down ? -indices.rows : indices.rows, 8, palette, rows.size());
   bmp.insert(bmp.end(), rows.begin(), rows.end());
   return bmp;
+}
+
+// 32x32 CMYK in four flat quadrants, as Adobe stores it (255 = no ink), written by TurboJPEG as
+// YCCK; `plain_cmyk` flips the Adobe marker's transform to 0 so the file reads as plain CMYK.
+Bytes cmyk_jpeg(bool plain_cmyk) {
+  const std::uint8_t quadrants[4][4] = {{255, 255, 255, 255}, {40, 200, 230, 255}, {220, 90, 30, 200}, {128, 128, 128, 60}};
+  Bytes pixels(32 * 32 * 4);
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 32; ++x)
+      for (int c = 0; c < 4; ++c) pixels[(y * 32 + x) * 4 + c] = quadrants[(y >= 16) * 2 + (x >= 16)][c];
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  if (tjCompress2(h, pixels.data(), 32, 0, 32, TJPF_CMYK, &out, &size, TJSAMP_444, 95, 0) != 0)
+    throw std::runtime_error("cmyk_jpeg: TurboJPEG refused to compress");
+  Bytes jpeg(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  // APP14 "Adobe": marker (2), length (2), "Adobe" (5), version (2), flags (4), transform (1).
+  if (jpeg[2] != 0xFF || jpeg[3] != 0xEE) throw std::runtime_error("cmyk_jpeg: no Adobe marker where expected");
+  if (plain_cmyk) jpeg[2 + 15] = 0;
+  return jpeg;
 }
 
 Bytes jpeg_declaring(std::uint32_t width, std::uint32_t height) {

@@ -15,6 +15,7 @@ namespace shoplens {
 namespace {
 
 using testing::Bytes;
+using testing::cmyk_jpeg;
 
 DecodedImage decode(const Bytes& bytes, const DecodeOptions& options = {}) {
   return decode_image(bytes.data(), bytes.size(), options);
@@ -39,28 +40,6 @@ double max_difference(const cv::Mat& a, const cv::Mat& b) {
 }
 
 // ---- JPEG ----
-
-// 32x32 CMYK in four flat quadrants, as Adobe stores it (255 = no ink), written by TurboJPEG as
-// YCCK; `plain_cmyk` flips the Adobe marker's transform to 0 so the file reads as plain CMYK.
-Bytes cmyk_jpeg(bool plain_cmyk) {
-  const std::uint8_t quadrants[4][4] = {{255, 255, 255, 255}, {40, 200, 230, 255}, {220, 90, 30, 200}, {128, 128, 128, 60}};
-  Bytes pixels(32 * 32 * 4);
-  for (int y = 0; y < 32; ++y)
-    for (int x = 0; x < 32; ++x)
-      for (int c = 0; c < 4; ++c) pixels[(y * 32 + x) * 4 + c] = quadrants[(y >= 16) * 2 + (x >= 16)][c];
-  tjhandle h = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(h, pixels.data(), 32, 0, 32, TJPF_CMYK, &out, &size, TJSAMP_444, 95, 0), 0);
-  Bytes jpeg(out, out + size);
-  tjFree(out);
-  tjDestroy(h);
-  // APP14 "Adobe": marker (2), length (2), "Adobe" (5), version (2), flags (4), transform (1).
-  EXPECT_EQ(jpeg[2], 0xFF);
-  EXPECT_EQ(jpeg[3], 0xEE);
-  if (plain_cmyk) jpeg[2 + 15] = 0;
-  return jpeg;
-}
 
 // What OpenCV 4.6's imdecode gave for these files (quadrant centres, RGB), before the project
 // stopped using it.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <opencv2/imgproc.hpp>
 
 #include "shoplens/core/atomic_file.h"
@@ -9,6 +11,7 @@
 #include "shoplens/data/image_io.h"
 #include "shoplens/data/prepare.h"
 #include "shoplens/data/shards.h"
+#include "image_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -203,6 +206,40 @@ TEST(Prepare, TrainAndTestFoldersRecordTheCarvedValidation) {
   EXPECT_EQ(testing::read_json(dir / "out/report.json").at("splits").at("seed"), o.manifest.seed);
   EXPECT_NE(read_file(dir / "out/report.md").find("carved into val"), std::string::npos);
   EXPECT_EQ(ShardDataset::open(dir / "out", Split::kVal)->size(), 4u);
+}
+
+// Stored data equals source data where it can: a JPEG that needs no resize keeps its bytes; one
+// that is resized, and a CMYK JPEG (which only the full decoder converts), are encoded anew.
+TEST(Prepare, JpegsThatNeedNoResizeKeepTheirOriginalBytes) {
+  testing::ScratchDir dir("prepare-originals");
+  const auto small = encode_jpeg(testing::test_picture(48, 40, 3), JpegEncodeOptions{});
+  const auto large = encode_jpeg(testing::test_picture(200, 160, 4), JpegEncodeOptions{});
+  testing::write_text(dir / "small.jpg", std::string(small.begin(), small.end()));
+  testing::write_text(dir / "large.jpg", std::string(large.begin(), large.end()));
+  const auto cmyk = testing::cmyk_jpeg(false);
+  testing::write_text(dir / "cmyk.jpg", std::string(cmyk.begin(), cmyk.end()));
+  testing::write_text(dir / "m.csv", "path,label,split\nsmall.jpg,x,train\nlarge.jpg,y,train\ncmyk.jpg,x,train\n");
+  PrepareOptions o;
+  o.input = dir / "m.csv";
+  o.out_dir = dir / "out";
+  o.storage_size = 64;
+  const PrepareReport r = prepare_dataset(o);
+  ASSERT_EQ(r.kept, 3u);
+  EXPECT_EQ(r.jpeg_originals_kept, 1u);
+  const auto train = ShardDataset::open(o.out_dir, Split::kTrain);
+  ASSERT_EQ(train->size(), 3u);
+  std::map<std::uint64_t, std::vector<std::uint8_t>> stored;
+  for (std::size_t i = 0; i < train->size(); ++i) {
+    const SampleRef s = train->sample(i);
+    stored[s.sample_id].assign(s.data, s.data + s.size);
+  }
+  EXPECT_EQ(stored.at(0), small);  // sample ids are manifest rows
+  EXPECT_NE(stored.at(1), large);
+  EXPECT_NE(stored.at(2), cmyk);
+  cv::Mat decoded;
+  decode_jpeg_into(stored.at(2).data(), stored.at(2).size(), decoded);  // the store's decoder reads every payload
+  EXPECT_EQ(decoded.size(), cv::Size(32, 32));
+  EXPECT_EQ(testing::read_json(dir / "out/report.json").at("jpeg_originals_kept"), 1);
 }
 
 TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {

@@ -53,6 +53,7 @@ struct PrepareReport {
   std::array<double, 3> std{0, 0, 0};
   std::vector<std::string> warnings;
   std::size_t extension_mismatches = 0;
+  std::size_t jpeg_originals_kept = 0;  // kept JPEGs stored as their original bytes (no resize needed)
   std::size_t shards_written = 0;
   std::size_t shards_reused = 0;
   std::uint64_t input_bytes = 0;
