@@ -140,8 +140,8 @@ class Search {
         o_.input_size_key));
   }
 
-  // Fit: one small probe, a jump to the batch that must fit if memory is linear, a fitted
-  // prediction verified by a probe, and bisection only inside the bracket when it misses.
+  // Fit: one small probe, a jump to the batch that must fit if memory is linear, then probes at
+  // the edge of the usable budget on a line through the largest probes that ran (close_in).
   void fit_strategy() {
     const int b1 = std::clamp(o_.first_batch, 1, o_.max_batch);
     ProbeResult first = probe(b1);
@@ -149,7 +149,7 @@ class Search {
       if (b1 == 1) batch_one_does_not_fit(first);
       ProbeResult one = probe(1);
       if (!one.fits) batch_one_does_not_fit(one);
-      bracket(1, b1);
+      close_in();
       return;
     }
     // peak(b) = S + k b with S >= baseline gives k <= (peak(b1) - baseline) / b1: the batch below
@@ -157,60 +157,72 @@ class Search {
     const double slope_bound =
         std::max(1.0, static_cast<double>(first.peak_bytes - std::min(first.baseline_bytes, first.peak_bytes)) / b1);
     double jump = b1 + std::floor(static_cast<double>(result_.usable_bytes - first.peak_bytes) / slope_bound);
-    int b2 = static_cast<int>(std::clamp<double>(jump, b1 + 1, o_.max_batch));
-    if (b2 <= b1) {
-      result_.batch = b1;
-      return;
-    }
-    ProbeResult second = probe(b2);
-    if (!second.fits) {
-      bracket(b1, b2);
-      return;
-    }
-    for (;;) {
-      const int best = largest_fitting();
-      if (best >= o_.max_batch || out_of_probes()) {
-        result_.batch = best;
-        return;
-      }
-      const int predicted = fit_memory(ran_points()).largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch);
-      if (predicted <= best || close_enough(best, predicted)) {
-        result_.batch = best;
-        return;
-      }
-      ProbeResult check = probe(predicted);
-      if (!check.fits) {
-        bracket(best, predicted);
-        return;
-      }
-    }
+    const int b2 = static_cast<int>(std::clamp<double>(jump, b1, o_.max_batch));
+    if (b2 > b1) probe(b2);
+    close_in();
   }
 
-  // lo fits, hi does not: the fitted line's guess while it lands inside, then bisection.
-  void bracket(int lo, int hi) {
-    bool model_missed = false;
-    while (!close_enough(lo, hi) && !out_of_probes()) {
-      int guess = 0;
-      bool from_model = false;
-      if (!model_missed) {
-        guess = fit_memory(ran_points()).largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch);
-        from_model = guess > lo && guess < hi;
-      }
-      if (!from_model) {
-        if (!result_.bisected)
-          result_.warnings.push_back(
-              fmt::format("the memory model missed (batch {} does not fit); bisecting between {} and {}", hi, lo, hi));
-        result_.bisected = true;
-        guess = lo + (hi - lo) / 2;
-      }
-      if (probe(guess).fits) {
-        lo = guess;
-      } else {
-        hi = guess;
-        model_missed = model_missed || from_model;
-      }
+  // Between the largest batch that fits (lo) and the smallest that does not (hi), probe where the
+  // line through the largest probes that ran reaches the usable budget. A line that has not yet
+  // predicted a probe's peak is aimed a tenth short when it extrapolates, so the probe lands inside
+  // and adds a point near the edge; once it has predicted one (within half a sample), its word that
+  // lo + 1 does not fit ends the search without probing it. Bisection only when the line has no
+  // guess inside the bracket.
+  void close_in() {
+    bool line_trusted = false;
+    for (;;) {
+      const int lo = largest_fitting(), hi = smallest_miss();
+      if (lo >= o_.max_batch || close_enough(lo, hi) || out_of_probes()) break;
+      const MemoryFit line = fit_near(lo);
+      const int edge = line.points >= 2 ? line.largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch) : 0;
+      if (edge <= lo && line_trusted) break;
+      const int target = next_target(lo, hi, edge, line_trusted);
+      const ProbeResult p = probe(target);
+      const double error = std::abs(static_cast<double>(p.peak_bytes) - line.predict(target));
+      line_trusted = line.points >= 2 && p.outcome == Outcome::kRan &&
+                     error <= std::max(0.5 * line.bytes_per_sample, 0.002 * static_cast<double>(o_.budget_bytes));
     }
-    result_.batch = lo;
+    result_.batch = largest_fitting();
+  }
+
+  int next_target(int lo, int hi, int edge, bool line_trusted) {
+    if (edge > lo && edge < hi) {
+      const int beyond_ran = edge - largest_ran();
+      const int short_by = !line_trusted && beyond_ran > 0 ? beyond_ran / 10 : 0;
+      return std::max(lo + 1, edge - short_by);
+    }
+    if (edge <= lo && lo + 1 < hi) return lo + 1;  // an unproven line says lo is the edge: check
+    if (!result_.bisected)
+      result_.warnings.push_back(fmt::format(
+          "the memory model has no guess between {} and {} (batch {} does not fit); bisecting", lo, hi, hi));
+    result_.bisected = true;
+    return lo + (hi - lo) / 2;
+  }
+
+  // The ran probes in the upper half of what fits (memory is most nearly linear there), or the two
+  // largest that ran when fewer lie there.
+  MemoryFit fit_near(int lo) const {
+    std::vector<std::pair<double, double>> pts = ran_points();
+    std::sort(pts.begin(), pts.end());
+    std::vector<std::pair<double, double>> upper;
+    for (const auto& p : pts)
+      if (p.first >= lo / 2.0) upper.push_back(p);
+    if (upper.size() < 2 && pts.size() >= 2) upper.assign(pts.end() - 2, pts.end());
+    return fit_memory(upper);
+  }
+
+  int smallest_miss() const {
+    int miss = o_.max_batch + 1;
+    for (const auto& p : result_.probes)
+      if (!p.fits) miss = std::min(miss, p.batch);
+    return miss;
+  }
+
+  int largest_ran() const {
+    int most = 0;
+    for (const auto& p : result_.probes)
+      if (p.outcome == Outcome::kRan) most = std::max(most, p.batch);
+    return most;
   }
 
   // Lightning's BatchSizeFinder(mode="binsearch"): double from init_val until a trial runs out of

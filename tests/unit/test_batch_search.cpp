@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "shoplens/batch/batch_search.h"
 #include "shoplens/core/errors.h"
@@ -120,6 +122,29 @@ TEST(BatchSearchFit, NonLinearMemoryFallsBackToBisectionWithAWarning) {
   EXPECT_GE(result.batch, truth - std::max(1, static_cast<int>(0.01 * truth)));
   EXPECT_TRUE(result.bisected);
   EXPECT_FALSE(result.warnings.empty());
+}
+
+// The peaks a real ResNet-18 (96 px, fp32, CPU, batch-norm and Adam) measured under a 768 MiB
+// budget, between them linear, and the refusal at 133: the search once took 11 probes here,
+// walking one bisection step at a time to the edge its own line already knew.
+TEST(BatchSearchFit, ARecordedResNet18CurveIsFoundInAtMostFiveProbes) {
+  const std::vector<std::pair<int, double>> measured = {{2, 190.4},   {59, 434.2},  {96, 603.3},  {113, 681.0},
+                                                        {121, 717.6}, {125, 735.9}, {127, 745.0}, {128, 749.6},
+                                                        {129, 754.2}, {130, 758.8}};
+  FakeDevice device;
+  device.static_bytes = 170.7 * kMiB;  // what stayed live between steps
+  device.memory = [measured](int b) {
+    std::size_t i = 1;
+    while (i + 1 < measured.size() && measured[i].first < b) ++i;
+    const auto& [b0, m0] = measured[i - 1];
+    const auto& [b1, m1] = measured[i];
+    return (m0 + (m1 - m0) * (b - b0) / (b1 - b0)) * kMiB;
+  };
+  device.budget = 768 * kMiB;
+  const auto result = search_batch(std::ref(device), options_for(device.budget));
+  EXPECT_EQ(result.batch, 128);  // 749.6 MiB within 752.6 usable; 129 needs 754.2
+  EXPECT_LE(device.calls, 5);
+  EXPECT_FALSE(result.bisected);
 }
 
 TEST(BatchSearchFit, StopsAtMaxBatch) {
