@@ -105,6 +105,22 @@ TEST_F(E2eFindBatch, TrainWithAutoBatchRunsTheFoundBatchWithoutOutOfMemory) {
   EXPECT_EQ(config["loader"]["batch_size"], found["micro_batch"]);  // resolved, so a resume does not search again
 }
 
+// A budget that would allow more than the training split holds: the search stops at the split's
+// size (it once found 284 for 237 samples, then failed the run), and the log says why.
+TEST_F(E2eFindBatch, AutoBatchNeverExceedsWhatTheTrainingSplitHolds) {
+  const json report = json::parse(testing::read_text(shards() / "report.json"));
+  int train_samples = 0;
+  for (const auto& [name, splits] : report["per_class"].items()) train_samples += splits["train"].get<int>();
+  const fs::path run = *dir_ / "capped-run";
+  auto r = run_shoplens("train" + job_args("512MiB") + " --out " + run.string() + " --epochs 1 -b auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the batch search stops at " + std::to_string(train_samples)), std::string::npos) << r.output;
+  const json found = json::parse(testing::read_text(run / "find_batch.json"));
+  EXPECT_LE(found["micro_batch"].get<int>(), train_samples);
+  EXPECT_GE(found["micro_batch"].get<int>(), train_samples / 2);  // the budget is not what limits it
+  EXPECT_EQ(json::parse(testing::read_text(run / "summary.json"))["status"], "completed");
+}
+
 TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobalBatch) {
   const fs::path run = *dir_ / "oom-run";
   auto r = run_shoplens("train" + job_args() + " --out " + run.string() +
