@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -36,9 +37,15 @@ void Progress::advance(std::uint64_t n) {
   render(false);
 }
 
+void Progress::resume_at(std::uint64_t done) {
+  done_before_ = done;
+  done_ = done;
+}
+
 double Progress::rate() const {
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  return elapsed > 0 ? static_cast<double>(done_.load()) / elapsed : 0.0;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const std::uint64_t done = done_.load(), before = done_before_.load();
+  return elapsed > 0 && done > before ? static_cast<double>(done - before) / elapsed : 0.0;
 }
 
 void Progress::finish() {
@@ -49,9 +56,9 @@ void Progress::finish() {
 }
 
 void Progress::render(bool final_line) {
-  const std::uint64_t done = done_.load();
+  const std::uint64_t done = std::min(done_.load(), total_ ? total_ : done_.load());
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double r = elapsed > 0 ? done / elapsed : 0.0;
+  const double r = rate();
   const double eta = (r > 0 && total_ > done) ? (total_ - done) / r : 0.0;
   const double fraction = total_ ? std::min(1.0, static_cast<double>(done) / total_) : 1.0;
   char stats[160];

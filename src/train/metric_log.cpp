@@ -241,8 +241,13 @@ void MetricLog::truncate_after(std::int64_t step) {
     auto csv = truncate_lines(csv_path_, step, kCsvHeader, csv_step);
     write_file_atomic(jsonl_path_, jsonl.content);
     write_file_atomic(csv_path_, csv.content);
-    spdlog::info("metric log truncated after step {}: kept {} records, dropped {} later ones", step, jsonl.kept,
-                 jsonl.dropped);
+    // Said only when records went: a fresh run over an empty log has nothing to report.
+    if (jsonl.dropped > 0 && step < 0)
+      spdlog::info("metric log: {} records of an earlier run in this folder dropped (a fresh run starts it anew)",
+                   jsonl.dropped);
+    else if (jsonl.dropped > 0)
+      spdlog::info("metric log truncated after step {}: kept {} records, dropped {} later ones", step, jsonl.kept,
+                   jsonl.dropped);
   } catch (...) {
     open_files();
     throw;

@@ -539,9 +539,13 @@ struct Trainer::Impl {
     if (config.dist.ledger)
       ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
-    if (is_main()) {
+    if (state.step >= total_steps && state.step > 0)
+      spdlog::info("train: the run is already at step {} of its {}: nothing left to train (raise train.epochs or "
+                   "train.max_steps to train further)",
+                   state.step, total_steps);
+    else if (is_main()) {
       progress.emplace("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
-      progress->advance(static_cast<std::uint64_t>(state.step));
+      progress->resume_at(static_cast<std::uint64_t>(state.step));
     }
     interval = Interval{};
     return group && config.dist.broadcast_buffers && !model->buffers().empty();

@@ -87,6 +87,12 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
   EXPECT_TRUE(summary["test"]["confusion_matrix"].is_array() || summary["test"]["confusion"].is_array()) << summary["test"];
   EXPECT_EQ(read_json(run / "config.json")["train"]["accumulation_steps"], 2);
   EXPECT_NE(testing::read_text(run / "metrics.csv").find("step,epoch,phase,name,value"), std::string::npos);
+
+  // Resuming a finished run trains nothing and says so (it once drew "54/40" at millions of step/s).
+  auto again = run_shoplens("train --out " + run.string() + " --resume auto");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing left to train"), std::string::npos) << again.output;
+  EXPECT_EQ(read_json(run / "summary.json")["steps"], summary["steps"]);
 }
 
 TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {

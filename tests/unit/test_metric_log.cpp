@@ -2,8 +2,12 @@
 
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
@@ -19,6 +23,22 @@ using testing::ScratchDir;
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The default logger's lines while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
+    logger->set_level(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
 
 std::vector<std::string> lines_of(const std::filesystem::path& file) {
   auto lines = split(read_text(file), '\n');
@@ -143,6 +163,22 @@ TEST(MetricLog, TruncateAfterMinusOneEmptiesTheLogForAFreshRun) {
   EXPECT_EQ(lines_of(dir / "metrics.csv"), (std::vector<std::string>{"step,epoch,phase,name,value"}));
   log.record(1, 0, "train", {{"loss", 1}});
   EXPECT_EQ(jsonl_steps(dir / "metrics.jsonl"), (std::vector<std::int64_t>{1}));
+}
+
+// A fresh run once logged "metric log truncated after step -1: kept 0 records, dropped 0".
+TEST(MetricLog, AFreshRunSaysNothingOverAnEmptyLogAndNamesWhatItDropsOtherwise) {
+  ScratchDir dir("ml");
+  MetricLog log(dir.path(), false);
+  {
+    CapturedLog captured;
+    log.truncate_after(-1);
+    EXPECT_EQ(captured.text().find("metric log"), std::string::npos) << captured.text();
+  }
+  record_steps(log, 1, 3);
+  CapturedLog captured;
+  log.truncate_after(-1);
+  EXPECT_EQ(captured.text().find("step -1"), std::string::npos) << captured.text();
+  EXPECT_NE(captured.text().find("4 records of an earlier run"), std::string::npos) << captured.text();
 }
 
 TEST(MetricLog, TornLastLineIsIgnoredByTruncateAfter) {
