@@ -27,6 +27,15 @@ void write_image(const fs::path& path, int w, int h, int shade, const std::strin
   write_image_file(path, img, ChannelOrder::kBgr);
 }
 
+// A prepare of `input` into `out` at a small storage size, every other option at its default.
+PrepareOptions small_prepare(const fs::path& input, const fs::path& out, int storage_size) {
+  PrepareOptions o;
+  o.input = input;
+  o.out_dir = out;
+  o.storage_size = storage_size;
+  return o;
+}
+
 // 12 good images (JPEG and PNG, two classes, all splits), 4 broken files, 2 bad manifest rows.
 struct TinyDataset {
   testing::ScratchDir dir{"prepare"};
@@ -169,10 +178,7 @@ TEST(Prepare, ClassAbsentFromSplitIsWarned) {
   write_image(dir / "a.jpg", 80, 80, 10, ".jpg");
   write_image(dir / "b.jpg", 80, 80, 90, ".jpg");
   testing::write_text(dir / "m.csv", "path,label,split\na.jpg,x,train\nb.jpg,y,train\n");
-  PrepareOptions o;
-  o.input = dir / "m.csv";
-  o.out_dir = dir / "out";
-  o.storage_size = 32;
+  PrepareOptions o = small_prepare(dir / "m.csv", dir / "out", 32);
   PrepareReport r = prepare_dataset(o);
   bool warned = false;
   for (const auto& w : r.warnings) warned |= w.find("class 'x' has no images in split 'val'") != std::string::npos;
@@ -189,10 +195,7 @@ TEST(Prepare, TrainAndTestFoldersRecordTheCarvedValidation) {
   }
   write_image(dir / "ds/test/good/t.jpg", 64, 64, 50, ".jpg");
   write_image(dir / "ds/test/blurry/t.png", 64, 64, 150, ".png");
-  PrepareOptions o;
-  o.input = dir / "ds";
-  o.out_dir = dir / "out";
-  o.storage_size = 32;
+  PrepareOptions o = small_prepare(dir / "ds", dir / "out", 32);
   o.manifest.val_fraction = 0.2;
   const PrepareReport r = prepare_dataset(o);
   for (std::size_t c = 0; c < r.classes.size(); ++c) {
@@ -219,10 +222,7 @@ TEST(Prepare, JpegsThatNeedNoResizeKeepTheirOriginalBytes) {
   const auto cmyk = testing::cmyk_jpeg(false);
   testing::write_text(dir / "cmyk.jpg", std::string(cmyk.begin(), cmyk.end()));
   testing::write_text(dir / "m.csv", "path,label,split\nsmall.jpg,x,train\nlarge.jpg,y,train\ncmyk.jpg,x,train\n");
-  PrepareOptions o;
-  o.input = dir / "m.csv";
-  o.out_dir = dir / "out";
-  o.storage_size = 64;
+  PrepareOptions o = small_prepare(dir / "m.csv", dir / "out", 64);
   const PrepareReport r = prepare_dataset(o);
   ASSERT_EQ(r.kept, 3u);
   EXPECT_EQ(r.jpeg_originals_kept, 1u);
