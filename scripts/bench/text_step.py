@@ -165,7 +165,7 @@ def main():
     a = ap.parse_args()
 
     threads = a.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)  # LibTorch starts with one thread here (BRIEF.md)
+    torch.set_num_threads(threads)  # the C++ side sets its thread count explicitly too
     torch.manual_seed(a.seed)
     dim, depth, heads = MODELS[a.model]
     model = TextEncoderNet(a.vocab_size, a.seq_len, dim, depth, heads, a.num_classes)

@@ -62,7 +62,7 @@ def main():
     device = torch.device("cuda" if a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available()) else "cpu")
 
     threads = a.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)  # LibTorch starts with one thread here (BRIEF.md)
+    torch.set_num_threads(threads)  # the C++ side sets its thread count explicitly too
     torch.manual_seed(a.seed)
     model = build(a.model, a.num_classes, a.image_size)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format

@@ -1,5 +1,5 @@
 // Transformer encoder for tokenized text plus metadata (see text_encoder.h for the contract and
-// docs/TEXT_MODEL.md for the choices). Style follows vit_torch.cpp: pre-norm blocks, fused qkv.
+// docs/TEXT.md, "Model", for the choices). Style follows vit_torch.cpp: pre-norm blocks, fused qkv.
 #include "shoplens/models/text_encoder.h"
 
 #include <cmath>

@@ -12,7 +12,7 @@ namespace shoplens {
 int usable_cores();
 // 0 means "all usable cores".
 int resolve_threads(int configured);
-// Sets LibTorch's intra-op thread count (it starts with 1 on some machines; see BRIEF.md).
+// Sets LibTorch's intra-op thread count (it starts with 1 on some machines).
 void set_compute_threads(int threads);
 // Keeps freed host memory in the process instead of handing large blocks back to the OS (glibc's
 // mmap threshold and heap trimming), so that each training step's activations are not
