@@ -1,6 +1,7 @@
 // The parts of find-batch that need no LibTorch: planning, output, fingerprint and cache.
 #include "shoplens/batch/find_batch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -242,6 +243,16 @@ void write_cached_search(const Config& config, const std::string& fingerprint, c
   } catch (const std::exception& e) {
     spdlog::warn("find-batch: could not cache the result in {}: {}", dir.string(), e.what());
   }
+}
+
+void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int world_size, const std::string& who) {
+  const std::size_t ranks = static_cast<std::size_t>(std::max(1, world_size));
+  const std::size_t per_rank = std::max<std::size_t>(1, train_samples / ranks);
+  if (per_rank >= static_cast<std::size_t>(config.find_batch.max_batch)) return;
+  spdlog::info("{}: the batch search stops at {}: the training split's {} samples over {} rank(s) "
+               "(find_batch.max_batch {})",
+               who, per_rank, train_samples, ranks, config.find_batch.max_batch);
+  config.find_batch.max_batch = static_cast<int>(per_rank);
 }
 
 }  // namespace shoplens

@@ -105,6 +105,11 @@ int auto_batch(const BenchScenario& s, int threads, const std::optional<TextData
     c.text.vocab_size = s.vocab_size;
     c.text.max_length = s.seq_len;
   }
+  if (s.data == "shards") {
+    const std::size_t train_samples =
+        text ? open_text_split(s.shards, Split::kTrain)->size() : ShardDataset::open(s.shards, Split::kTrain)->size();
+    cap_batch_search_at_samples(c, train_samples, 1, "bench: " + s.name);
+  }
   const auto found = find_batch(c, s.num_classes, /*use_cache=*/true);
   spdlog::info("bench: {}: batch auto -> {} (find-batch{})", s.name, found.micro_batch, found.from_cache ? ", cached" : "");
   return found.micro_batch;

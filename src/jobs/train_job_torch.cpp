@@ -104,17 +104,6 @@ void check_job(const TrainJob& job) {
 
 // loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
 // Returns find-batch's record for the run directory.
-// A micro-batch larger than a rank's share of the training split cannot run a single full step:
-// the search stops there, and says so.
-void cap_search_at_the_data(Config& config, std::size_t train_samples, int world_size) {
-  const std::size_t per_rank = std::max<std::size_t>(1, train_samples / static_cast<std::size_t>(std::max(1, world_size)));
-  if (per_rank >= static_cast<std::size_t>(config.find_batch.max_batch)) return;
-  spdlog::info("train: the batch search stops at {}: the training split's {} samples over {} rank(s) "
-               "(find_batch.max_batch {})",
-               per_rank, train_samples, world_size, config.find_batch.max_batch);
-  config.find_batch.max_batch = static_cast<int>(per_rank);
-}
-
 nlohmann::json find_the_batch(Config& config, int num_classes) {
   const FindBatchResult found = find_batch(config, num_classes, /*use_cache=*/true);
   apply_plan(config, found.plan);
@@ -210,7 +199,7 @@ TrainJobResult run_train_job(TrainJob job) {
   const int num_classes = static_cast<int>(data.class_names.size());
   std::optional<nlohmann::json> found_batch;
   if (config.loader.auto_batch) {
-    cap_search_at_the_data(config, data.train->size(), job.env.world_size);
+    cap_batch_search_at_samples(config, data.train->size(), job.env.world_size, "train");
     found_batch = find_the_batch(config, num_classes);
   }
   std::string segment = segment_name(job.env);

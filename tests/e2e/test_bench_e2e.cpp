@@ -153,6 +153,31 @@ TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheS
   EXPECT_EQ(junit_summary(*dir_ / "fail/junit.xml"), "3 1 0 small_cnn-fp32-b4-cpu-t1");
 }
 
+// batch "auto" on shards with a budget that would allow more than the training split holds: the
+// search stops at the split's size and the scenario runs (it once found more, then refused to run).
+TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
+  const json report = json::parse(testing::read_text(*dir_ / "shards/report.json"));
+  int train_samples = 0;
+  for (const auto& [name, splits] : report["per_class"].items()) train_samples += splits["train"].get<int>();
+  const json config = {
+      {"format", "shoplens-bench"},
+      {"name", "capped"},
+      {"defaults",
+       {{"model", "small_cnn"}, {"image_size", 16}, {"warmup_steps", 1}, {"steps", 2}, {"trials", 1}, {"threads", 1},
+        {"memory_budget", "512MiB"}}},
+      {"scenarios", {{{"name", "shards-auto"}, {"batch", "auto"}, {"data", "shards"},
+                      {"shards", (*dir_ / "shards").string()}, {"loader_workers", 1}}}}};
+  testing::write_text(*dir_ / "capped.json", config.dump(2));
+  auto r = run_shoplens("bench --config " + (*dir_ / "capped.json").string() + " --out " + (*dir_ / "capped").string() +
+                        " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the batch search stops at " + std::to_string(train_samples)), std::string::npos) << r.output;
+  const auto lines = read_jsonl(*dir_ / "capped/results.jsonl");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_LE(lines[0]["batch"].get<int>(), train_samples);
+  EXPECT_GE(lines[0]["batch"].get<int>(), train_samples / 2);  // the budget is not what limits it
+}
+
 TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
   auto missing = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "nope.jsonl").string() + " 2>&1"));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;

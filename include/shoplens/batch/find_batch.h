@@ -66,6 +66,11 @@ std::filesystem::path find_batch_cache_dir(const Config& config);
 std::optional<nlohmann::json> read_cached_search(const Config& config, const std::string& fingerprint);
 void write_cached_search(const Config& config, const std::string& fingerprint, const nlohmann::json& search);
 
+// A micro-batch larger than a rank's share of the training samples cannot run one full step:
+// lowers find_batch.max_batch to that share and logs it, naming `who` ("train", "bench: NAME").
+// Nothing changes when the cap is already at or below it.
+void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int world_size, const std::string& who);
+
 // Runs the search on this machine's device (or answers from the cache when allowed).
 // `num_classes` sizes the head; the data itself is not read (inputs are synthetic, worst case).
 FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache);
