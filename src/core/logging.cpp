@@ -1,5 +1,8 @@
 #include "shoplens/core/logging.h"
 
+#include <atomic>
+#include <cstdio>
+
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -7,9 +10,25 @@
 #include "shoplens/core/errors.h"
 
 namespace shoplens {
+namespace {
+
+std::atomic<bool> terminal_line_open{false};
+
+// stderr with colours where it is a terminal; ends an open progress-bar line first.
+class ConsoleSink final : public spdlog::sinks::stderr_color_sink_mt {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    if (terminal_line_open.exchange(false)) std::fputs("\r\x1b[K", stderr);
+    spdlog::sinks::stderr_color_sink_mt::log(msg);
+  }
+};
+
+}  // namespace
+
+void set_terminal_line_open(bool open) { terminal_line_open = open; }
 
 void init_logging(const std::string& level) {
-  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto console = std::make_shared<ConsoleSink>();
   console->set_pattern("%^%L%$ %H:%M:%S %v");
   auto logger = std::make_shared<spdlog::logger>("shoplens", console);
   spdlog::set_default_logger(logger);

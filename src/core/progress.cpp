@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "shoplens/core/logging.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -78,6 +79,7 @@ void Progress::render(bool final_line) {
     std::fprintf(stderr, "\r%s [%s] %3.0f%% %s%s\x1b[K", label_.c_str(), bar.c_str(), fraction * 100, stats, suffix.c_str());
     if (final_line) std::fputc('\n', stderr);
     std::fflush(stderr);
+    set_terminal_line_open(!final_line);
   } else {
     spdlog::info("{}: {:.0f}% {}{}", label_, fraction * 100, stats, suffix);
   }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +94,30 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("nothing left to train"), std::string::npos) << again.output;
   EXPECT_EQ(read_json(run / "summary.json")["steps"], summary["steps"]);
+}
+
+// On a terminal the progress bar leaves its line open; a log line printed then used to start
+// right after the bar's text. Run under a pseudo-terminal (util-linux `script`), every log line
+// must start on a line of its own: at a newline, or after the bar's line was cleared.
+TEST_F(E2eTrain, LogLinesNeverStartInsideTheProgressBarOnATerminal) {
+  if (testing::run_shell("command -v script >/dev/null").exit_code != 0) GTEST_SKIP() << "no `script` (util-linux)";
+  const fs::path run = *dir_ / "tty-run";
+  const std::string cmd = testing::shoplens_bin() + " " + train_args(run);
+  auto r = testing::run_shell("script -qefc '" + cmd + "' /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(r.output.find("\x1b[K"), std::string::npos) << "no progress bar was drawn: not a terminal?";
+  // A log line: the level letter (coloured or not), then the time: "I 18:25:55 ".
+  const std::regex log_start("(\\x1b\\[[0-9;]*m)?[TDIWEC](\\x1b\\[m)? [0-9]{2}:[0-9]{2}:[0-9]{2} ");
+  int log_lines = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), log_start); it != std::sregex_iterator(); ++it) {
+    const std::size_t at = static_cast<std::size_t>(it->position());
+    ++log_lines;
+    const bool after_newline = at == 0 || r.output[at - 1] == '\n';
+    const bool after_cleared_line = at >= 4 && r.output.compare(at - 4, 4, "\r\x1b[K") == 0;
+    EXPECT_TRUE(after_newline || after_cleared_line)
+        << "a log line starts inside the bar: ..." << r.output.substr(at >= 60 ? at - 60 : 0, 80);
+  }
+  EXPECT_GT(log_lines, 5);
 }
 
 TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
