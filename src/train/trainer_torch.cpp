@@ -11,6 +11,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/progress.h"
+#include "shoplens/core/strings.h"
 #include "shoplens/core/random.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/loader.h"
@@ -500,6 +501,7 @@ struct Trainer::Impl {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
   Interval interval;
+  Interval epoch_tally;  // the same sums over the current epoch, for its closing log line
   std::optional<Progress> progress;
   std::string stop_reason = "completed";
 
@@ -548,6 +550,7 @@ struct Trainer::Impl {
       progress->resume_at(static_cast<std::uint64_t>(state.step));
     }
     interval = Interval{};
+    epoch_tally = Interval{};
     return group && config.dist.broadcast_buffers && !model->buffers().empty();
   }
 
@@ -621,8 +624,11 @@ struct Trainer::Impl {
       state.last_finite_step = state.step;
       interval.loss += r.loss;
       interval.steps++;
+      epoch_tally.loss += r.loss;
+      epoch_tally.steps++;
     }
     interval.images += r.samples;
+    epoch_tally.images += r.samples;
     if (state.step % config.train.log_every_steps == 0 || state.step == total_steps) log_interval(r);
   }
 
@@ -671,11 +677,26 @@ struct Trainer::Impl {
   bool finish_epoch() {
     state.epoch++;
     state.epoch_samples = 0;
+    log_epoch();
     if (config.train.eval_every_steps != 0 || stop_reason == "early_stopped") return false;
     const bool best = validate();
     if (should_stop()) stop_for_interrupt();
     checkpoint(best);
     return patience_exhausted();
+  }
+
+  // One line per epoch on the console and in the log file, terminal or not (the bar is only drawn
+  // on a terminal): mean training loss, throughput, and the time left at this epoch's pace.
+  void log_epoch() {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_tally.start).count();
+    const double steps_per_second = secs > 0 ? epoch_tally.steps / secs : 0.0;
+    const double eta = steps_per_second > 0 ? static_cast<double>(total_steps - state.step) / steps_per_second : 0.0;
+    if (is_main())
+      spdlog::info("train: epoch {}/{} done at step {}/{}: loss {}, {:.1f} img/s, eta {}", state.epoch, config.train.epochs,
+                   state.step, total_steps,
+                   fmt_metric(epoch_tally.steps ? epoch_tally.loss / epoch_tally.steps : std::nan("")),
+                   secs > 0 ? epoch_tally.images / secs : 0.0, format_duration(eta));
+    epoch_tally = Interval{};
   }
 
   bool patience_exhausted() {

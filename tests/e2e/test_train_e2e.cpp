@@ -77,6 +77,11 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
   for (const auto& e : fs::directory_iterator(run)) has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   EXPECT_TRUE(has_events);
 
+  // Without a terminal (no bar), one line per epoch with loss, throughput and time left.
+  for (int epoch = 1; epoch <= 3; ++epoch)
+    EXPECT_NE(r.output.find("train: epoch " + std::to_string(epoch) + "/3 done at step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("img/s, eta "), std::string::npos) << r.output;
+
   auto summary = read_json(run / "summary.json");
   EXPECT_EQ(summary["status"], "completed");
   EXPECT_EQ(summary["global_batch"], 32);
