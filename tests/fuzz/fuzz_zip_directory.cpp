@@ -5,15 +5,13 @@
 #include <cstdint>
 #include <string>
 
+#include "fuzz_buffer.h"
 #include "models/zip_directory.h"
 #include "shoplens/core/errors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto read_at = [&](std::uint64_t offset, std::size_t length) {
-    if (offset > bytes.size() || length > bytes.size() - offset) __builtin_trap();  // the reader checks first
-    return bytes.substr(static_cast<std::size_t>(offset), length);
-  };
+  const auto read_at = shoplens::fuzz::buffer_reader(bytes);
   try {
     auto entries = shoplens::detail::read_zip_directory(size, read_at, "fuzz.pt");
     shoplens::detail::check_zip_sizes(entries, size, "fuzz.pt");
