@@ -236,16 +236,17 @@ TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   EXPECT_EQ(busy.exit_code, 2) << busy.output;
   EXPECT_NE(busy.output.find("port " + std::to_string(port)), std::string::npos) << busy.output;
 
-  // Ranks started with different world sizes: both refuse at once, naming the variable.
+  // Ranks started with different world sizes: both refuse at once, naming the variable. Their
+  // timeout is an hour, beyond the test's own limit: only a refusal that does not wait for it
+  // lets the test finish (no clock is read).
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
-  const auto start = std::chrono::steady_clock::now();
-  auto mismatch = run_shell("(" + env + "RANK=1 WORLD_SIZE=3 " + bin() + " " + train(*dir_ / "mismatch", "--batch-size 4") +
-                            " > " + (*dir_ / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " + bin() +
-                            " " + train(*dir_ / "mismatch", "--batch-size 4") + "; rc=$?; wait; exit $rc)");
+  const std::string patient = train(*dir_ / "mismatch", "--batch-size 4") + " --set dist.timeout_seconds=3600";
+  auto mismatch = run_shell("(" + env + "RANK=1 WORLD_SIZE=3 " + bin() + " " + patient + " > " +
+                            (*dir_ / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " + bin() + " " +
+                            patient + "; rc=$?; wait; exit $rc)");
   EXPECT_NE(mismatch.exit_code, 0) << mismatch.output;
   EXPECT_NE(mismatch.output.find("WORLD_SIZE"), std::string::npos) << mismatch.output;
   EXPECT_NE(testing::read_text(*dir_ / "mismatch-1.txt").find("WORLD_SIZE"), std::string::npos);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));  // well within the 60 s timeout
 
   // A rank that never comes: the other reports who is missing when the timeout runs out.
   auto lonely = run_shell(env + "RANK=0 WORLD_SIZE=2 " + bin() + " " +

@@ -125,11 +125,13 @@ TEST(ProcessGroup, CollectivesOverGlooBetweenThreads) {
   });
 }
 
+// Fail fast, not at the timeout: the timeout is an hour, far beyond the test's own 300 s limit,
+// so only a refusal that does not wait for it lets the test finish (no clock is read).
 TEST(ProcessGroup, DisagreeingWorldSizesFailFastOnEveryRank) {
   auto rendezvous = make_in_process_rendezvous();
   auto attempt = [&](int rank, int world) {
     GroupOptions options;
-    options.timeout = std::chrono::milliseconds(20000);
+    options.timeout = std::chrono::hours(1);
     try {
       join_in_process(rendezvous, rank, world, options);
     } catch (const ConfigError& e) {
@@ -137,13 +139,11 @@ TEST(ProcessGroup, DisagreeingWorldSizesFailFastOnEveryRank) {
     }
     return std::string("joined");
   };
-  const auto start = std::chrono::steady_clock::now();
   auto r0 = std::async(std::launch::async, attempt, 0, 2);
   auto r1 = std::async(std::launch::async, attempt, 1, 3);
   const auto m0 = r0.get(), m1 = r1.get();
   EXPECT_NE(m0.find("WORLD_SIZE"), std::string::npos) << m0;
   EXPECT_NE(m1.find("WORLD_SIZE"), std::string::npos) << m1;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));  // not the 20 s timeout
 }
 
 TEST(ProcessGroup, AMissingRankIsNamedWhenTheTimeoutRunsOut) {
