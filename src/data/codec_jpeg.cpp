@@ -105,6 +105,8 @@ DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const Decod
   cv::Mat pixels(TJSCALED(header.height, scale), TJSCALED(header.width, scale), cmyk ? CV_8UC4 : CV_8UC3);
   decompress(instance.get(), data, size, pixels, cmyk ? TJPF_CMYK : TJPF_RGB, "JPEG");
   out.rgb = cmyk ? inverted_cmyk_to_rgb(pixels) : pixels;
+  // decode_jpeg_into runs this same decompress (RGB, same flags) at full scale.
+  out.usable_as_payload = !cmyk && scale.num == scale.denom;
   return out;
 }
 

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -185,25 +184,6 @@ struct ProcessedImage {
   cv::Scalar mean, stddev;
 };
 
-// A JPEG that needs no resize is stored as its original bytes, so stored data equals source
-// data (no second lossy encode). Only when the store's own payload decoder reproduces the
-// validated pixels exactly: CMYK/YCCK files (converted by the full decoder only) and anything
-// else it reads differently are re-encoded.
-bool original_jpeg_fits(const std::vector<std::uint8_t>& bytes, const DecodedImage& img, const cv::Mat& stored) {
-  if (img.format != ImageFormat::kJpeg || img.scale_denominator != 1 || stored.data != img.rgb.data) return false;
-  cv::Mat again;
-  try {
-    decode_jpeg_into(bytes.data(), bytes.size(), again);
-  } catch (const DataError&) {
-    return false;
-  }
-  if (again.size() != stored.size() || again.type() != stored.type()) return false;
-  const std::size_t row_bytes = static_cast<std::size_t>(stored.cols) * stored.elemSize();
-  for (int y = 0; y < stored.rows; ++y)
-    if (std::memcmp(again.ptr(y), stored.ptr(y), row_bytes) != 0) return false;
-  return true;
-}
-
 // Never throws: whatever goes wrong with one image is that row's quarantine reason (an exception
 // escaping a worker thread would end the whole run). Reasons are made valid UTF-8 here, so the
 // shard summary (JSON) holds them exactly.
@@ -224,7 +204,8 @@ ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o, c
     cv::meanStdDev(stored, out.mean, out.stddev);
     out.height = stored.rows;
     out.width = stored.cols;
-    if (o.encoding == PayloadEncoding::kJpeg && original_jpeg_fits(bytes, img, stored)) {
+    // A JPEG that needs no resize is stored as its own bytes: stored data equals source data.
+    if (o.encoding == PayloadEncoding::kJpeg && img.usable_as_payload && stored.data == img.rgb.data) {
       out.payload = std::move(bytes);
       out.original_kept = true;
     } else if (o.encoding == PayloadEncoding::kJpeg) {

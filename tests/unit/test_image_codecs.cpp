@@ -82,6 +82,35 @@ TEST(ImageCodecsJpeg, GrayscaleJpegDecodesToEqualChannels) {
   EXPECT_TRUE(px[0] == px[1] && px[1] == px[2]);
 }
 
+// prepare stores a JPEG's own bytes when this flag is set: the shard reader's decode_jpeg_into
+// must then give exactly the pixels the full decoder validated. CMYK and DCT-scaled decodes differ.
+TEST(ImageCodecsJpeg, UsableAsPayloadPromisesTheShardDecoderGivesTheSamePixels) {
+  const cv::Mat picture = testing::test_picture(40, 24, 5);
+  const Bytes colour = encode_jpeg(picture, 90);
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(h, picture.data, 40, 0, 24, TJPF_RGB, &out, &size, TJSAMP_GRAY, 90, 0), 0);
+  const Bytes gray(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  for (const Bytes* jpeg : {&colour, &gray}) {
+    const DecodedImage full = decode(*jpeg);
+    ASSERT_TRUE(full.usable_as_payload);
+    cv::Mat again;
+    decode_jpeg_into(jpeg->data(), jpeg->size(), again);
+    EXPECT_EQ(max_difference(again, full.rgb), 0.0);
+  }
+  EXPECT_FALSE(decode(cmyk_jpeg(false)).usable_as_payload);
+  EXPECT_FALSE(decode(cmyk_jpeg(true)).usable_as_payload);
+  DecodeOptions half;
+  half.min_short_side = 12;
+  const DecodedImage scaled = decode(colour, half);
+  ASSERT_EQ(scaled.scale_denominator, 2);
+  EXPECT_FALSE(scaled.usable_as_payload);
+  EXPECT_FALSE(decode(testing::png_bytes(picture)).usable_as_payload);
+}
+
 TEST(ImageCodecsJpeg, EncoderTakesEitherChannelOrder) {
   const cv::Mat rgb(16, 16, CV_8UC3, cv::Scalar(240, 120, 10));
   JpegEncodeOptions as_bgr;

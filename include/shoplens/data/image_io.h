@@ -32,6 +32,9 @@ struct DecodedImage {
   int original_height = 0;
   ImageFormat format = ImageFormat::kUnknown;
   int scale_denominator = 1;      // 1, 2, 4 or 8 when a JPEG was decoded at reduced scale
+  // The input bytes are a shard payload as they are: decode_jpeg_into gives exactly `rgb` (a
+  // JPEG at full scale that is not CMYK/YCCK, which only the full decoder converts).
+  bool usable_as_payload = false;
 };
 
 // Throws DataError with a reason suitable for a quarantine report (the caller adds the file).
