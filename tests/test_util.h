@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,14 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// A fixture built once per build of the shoplens binary and shared by every test process (ctest
+// runs each test in its own process, so a suite's SetUpTestSuite would otherwise rebuild it per
+// test). `build` fills the folder and returns "" or what failed. Concurrent callers wait on a lock;
+// a folder is used only once complete (a marker file); fixtures a day old are removed.
+// Tests must only read from it. Returns the folder, or throws std::runtime_error with the failure.
+std::filesystem::path shared_fixture(const std::string& name,
+                                     const std::function<std::string(const std::filesystem::path&)>& build);
 
 struct CommandResult {
   int exit_code = -1;

@@ -280,6 +280,11 @@ void add_augment_fields(std::vector<Field>& f) {
                     in_range(0.0, 1.0)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel", three_numbers(false)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_crop_pct, "eval_crop_pct",
+                    "evaluation: resize the short side to floor(image_size / eval_crop_pct), then center crop",
+                    in_range(0.05, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_resize_short_side, "eval_resize_short_side",
+                    "evaluation: this resized short side instead (0: from eval_crop_pct)", in_range(0, 16384)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::worst_case, "worst_case",
                     "largest-footprint augmentation (every op on, mixed soft targets)"));
 }

@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/data/eval_transform.h"
 
 namespace shoplens {
 namespace {
@@ -55,16 +56,6 @@ Box random_resized_crop(int width, int height, const AugmentConfig& c, Rng& rng)
     }
   }
   return central_crop(width, height, c.crop_ratio[0], c.crop_ratio[1]);
-}
-
-// Resize(round(size/0.875)) + CenterCrop(size) expressed as one square crop of the source, so
-// the image is resampled once instead of twice.
-Box eval_crop(int width, int height, int size) {
-  const int resized_short = static_cast<int>(std::lround(size / 0.875));
-  const int short_side = std::min(width, height);
-  const double source_per_output = static_cast<double>(short_side) / resized_short;
-  const int side = std::clamp(static_cast<int>(std::lround(size * source_per_output)), 1, short_side);
-  return {(width - side) / 2, (height - side) / 2, side, side};
 }
 
 cv::Rect rect(const Box& b) { return {b.x, b.y, b.w, b.h}; }
@@ -429,6 +420,11 @@ bool uses_soft_targets(const AugmentConfig& c) { return c.mixup_alpha > 0 || c.c
 Augmenter::Augmenter(const AugmentConfig& config, bool train)
     : config_(config.worst_case ? worst_case_augment(config) : config), train_(train), size_(config.image_size) {
   validate(config_);
+  eval_resize_ = config_.eval_resize_short_side > 0 ? config_.eval_resize_short_side
+                                                    : shoplens::eval_resize_short_side(size_, config_.eval_crop_pct);
+  if (eval_resize_ < size_)
+    throw ConfigError("augment.eval_resize_short_side " + std::to_string(eval_resize_) + " is below image_size " +
+                      std::to_string(size_) + ": the center crop would not fit");
   for (int c = 0; c < 3; ++c)
     for (int v = 0; v < 256; ++v)
       lut_[c][v] = static_cast<float>((v / 255.0 - config_.mean[c]) / config_.std[c]);
@@ -441,7 +437,7 @@ void Augmenter::apply(const cv::Mat& rgb, std::uint64_t sample_seed, float* dst)
 
   thread_local Scratch scratch;
   if (!train_) {
-    crop_and_resize(rgb, eval_crop(rgb.cols, rgb.rows, size_), size_, scratch);
+    resize_and_center_crop(rgb, eval_resize_, size_, scratch.crop);
     write_chw(scratch.crop, lut_, false, dst);
     return;
   }

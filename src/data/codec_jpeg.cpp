@@ -48,9 +48,10 @@ JpegHeader read_header(tjhandle h, const std::uint8_t* data, std::size_t size, c
 
 // STOPONWARNING: a truncated file must fail, not come back padded with grey.
 void decompress(tjhandle h, const std::uint8_t* data, std::size_t size, cv::Mat& pixels, int pixel_format,
-                const std::string& what) {
+                const std::string& what, bool accurate_dct = false) {
+  const int dct = accurate_dct ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
   if (tjDecompress2(h, data, static_cast<unsigned long>(size), pixels.data, pixels.cols, 0, pixels.rows,
-                    pixel_format, TJFLAG_FASTDCT | TJFLAG_STOPONWARNING) != 0)
+                    pixel_format, dct | TJFLAG_STOPONWARNING) != 0)
     throw DataError("corrupt " + what + ": " + tj_error(h));
 }
 
@@ -103,10 +104,10 @@ DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const Decod
   // TurboJPEG has no CMYK to RGB conversion: it decodes CMYK and YCCK to CMYK, and we convert.
   const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
   cv::Mat pixels(TJSCALED(header.height, scale), TJSCALED(header.width, scale), cmyk ? CV_8UC4 : CV_8UC3);
-  decompress(instance.get(), data, size, pixels, cmyk ? TJPF_CMYK : TJPF_RGB, "JPEG");
+  decompress(instance.get(), data, size, pixels, cmyk ? TJPF_CMYK : TJPF_RGB, "JPEG", options.accurate_dct);
   out.rgb = cmyk ? inverted_cmyk_to_rgb(pixels) : pixels;
-  // decode_jpeg_into runs this same decompress (RGB, same flags) at full scale.
-  out.usable_as_payload = !cmyk && scale.num == scale.denom;
+  // decode_jpeg_into runs this same decompress (RGB, fast DCT) at full scale.
+  out.usable_as_payload = !cmyk && scale.num == scale.denom && !options.accurate_dct;
   return out;
 }
 

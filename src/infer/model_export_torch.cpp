@@ -13,6 +13,7 @@
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/data/augment.h"
 #include "shoplens/data/shard_format.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
@@ -208,7 +209,7 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
   const ModelSpec& spec = t.spec;
   std::int64_t parameters = 0;
   for (const auto& p : t.model->parameters()) parameters += p.numel();
-  const int resized = static_cast<int>(std::lround(spec.image_size / 0.875));
+  const int resized = Augmenter(t.config.augment, /*train=*/false).eval_resize_short_side();
   return {
       {"format", "shoplens-model"},
       {"format_version", kModelCardVersion},
@@ -218,6 +219,8 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
       {"class_names", t.classes},
       {"preprocessing", {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
                          {"resize_short_side", resized}, {"center_crop", spec.image_size},
+                         {"interpolation", "bilinear, antialiased (Pillow's resampler, as torchvision's Resize on PIL images)"},
+                         {"crop_offsets", "int(round((resized - crop) / 2)), as torchvision's CenterCrop"},
                          {"mean", t.config.augment.mean}, {"std", t.config.augment.std}}},
       {"training", training_summary(o.run_dir, t.state)},
       {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()}}},
@@ -327,6 +330,7 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
     loaded.preprocessing.image_size = spec.image_size;
     loaded.preprocessing.mean = pre.at("mean").get<std::vector<double>>();
     loaded.preprocessing.std = pre.at("std").get<std::vector<double>>();
+    loaded.preprocessing.eval_resize_short_side = pre.at("resize_short_side").get<int>();
     if (verify) {
       const at::Tensor reference = tensor_from_json(card.at("verification").at("logits"));
       const json check = compare(logits_of(*loaded.model, spec.image_size), reference);
@@ -340,6 +344,23 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
   } catch (const json::exception& e) {
     throw DataError(card_file.string() + ": missing or malformed field: " + e.what());
   }
+  return loaded;
+}
+
+LoadedModel load_run_model(const fs::path& run_dir, const std::string& checkpoint) {
+  ExportOptions o;
+  o.run_dir = run_dir;
+  o.checkpoint = checkpoint;
+  TrainedModel trained = load_trained_model(o);
+  LoadedModel loaded;
+  loaded.model = trained.model;
+  loaded.model->eval();
+  loaded.class_names = trained.classes;
+  loaded.preprocessing = trained.config.augment;
+  loaded.preprocessing.worst_case = false;
+  loaded.variant = "fp32";
+  loaded.card = {{"source", {{"run_dir", fs::absolute(run_dir).string()}, {"checkpoint", trained.checkpoint.string()}}},
+                 {"architecture", {{"name", trained.spec.name}, {"image_size", trained.spec.image_size}}}};
   return loaded;
 }
 

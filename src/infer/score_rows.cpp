@@ -1,5 +1,9 @@
-// The inputs `shoplens score` reads: a CSV manifest of image files, or prepared shards.
+// The inputs score, predict and evaluate read (scorer.h: open_score_rows): shards, a folder tree,
+// a CSV, a list of paths, or one image.
+#include <algorithm>
 #include <cctype>
+
+#include <spdlog/spdlog.h>
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
@@ -14,67 +18,124 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class ManifestRows final : public ScoreRows {
- public:
-  ManifestRows(const fs::path& file, int min_short_side)
-      : file_(file), root_(fs::absolute(file).parent_path()), min_short_side_(min_short_side) {
-    const auto records = parse_csv(read_file(file));
-    if (records.empty()) throw DataError(file.string() + ": empty manifest (expected a header with a 'path' column)");
-    int path_col = -1, id_col = -1;
-    const auto& header = records.front().fields;
-    for (std::size_t c = 0; c < header.size(); ++c) {
-      const std::string name = to_lower(trim(header[c]));
-      if (name == "path" || name == "file" || name == "filepath") path_col = static_cast<int>(c);
-      if (name == "id") id_col = static_cast<int>(c);
-    }
-    if (path_col < 0)
-      throw DataError(file.string() + ":" + std::to_string(records.front().line) + ": no 'path' column in the header");
-    // Every record after the header is a row, malformed ones too: they become error rows.
-    for (std::size_t r = 1; r < records.size(); ++r) {
-      const auto& rec = records[r];
-      Row row;
-      row.line = rec.line;
-      if (!rec.error.empty()) {
-        row.error = "line " + std::to_string(rec.line) + ": " + rec.error;
-      } else if (static_cast<int>(rec.fields.size()) <= path_col || trim(rec.fields[path_col]).empty()) {
-        row.error = "line " + std::to_string(rec.line) + ": no path";
-      } else {
-        row.path = std::string(trim(rec.fields[path_col]));
-      }
-      row.id = id_col >= 0 && static_cast<int>(rec.fields.size()) > id_col && !rec.fields[id_col].empty()
-                   ? rec.fields[id_col]
-                   : "line-" + std::to_string(rec.line);
-      rows_.push_back(std::move(row));
-    }
-    if (rows_.empty()) throw DataError(file.string() + ": the manifest has a header but no rows");
+// A row that names an image file; `error` set when the row itself is malformed.
+struct FileRow {
+  std::string id, path, label, error;
+};
+
+cv::Mat read_image_file(const fs::path& file, const std::string& shown_as, const DecodeOptions& decode) {
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = read_binary_file(file);
+  } catch (const std::exception& e) {
+    throw DataError("cannot read " + shown_as + ": " + e.what());
   }
+  return decode_image(bytes.data(), bytes.size(), decode).rgb;
+}
+
+// Rows of image files: the CSV, list, folder and single-image inputs.
+class FileRows final : public ScoreRows {
+ public:
+  FileRows(std::vector<FileRow> rows, fs::path root, std::string description, bool labelled, DecodeOptions decode)
+      : rows_(std::move(rows)), root_(std::move(root)), description_(std::move(description)), labelled_(labelled),
+        decode_(decode) {}
   std::size_t size() const override { return rows_.size(); }
   std::string id(std::size_t row) const override { return rows_.at(row).id; }
+  std::string label(std::size_t row) const override { return rows_.at(row).label; }
+  bool has_labels() const override { return labelled_; }
   cv::Mat image(std::size_t index) const override {
-    const Row& row = rows_.at(index);
+    const FileRow& row = rows_.at(index);
     if (!row.error.empty()) throw DataError(row.error);
     const fs::path file = fs::path(row.path).is_absolute() ? fs::path(row.path) : root_ / row.path;
-    std::vector<std::uint8_t> bytes;
-    try {
-      bytes = read_binary_file(file);
-    } catch (const std::exception& e) {
-      throw DataError("cannot read " + row.path + ": " + e.what());
-    }
-    DecodeOptions options;
-    options.min_short_side = min_short_side_;
-    return decode_image(bytes.data(), bytes.size(), options).rgb;
+    return read_image_file(file, row.path, decode_);
   }
-  std::string describe() const override { return "manifest " + fs::absolute(file_).string(); }
+  std::string describe() const override { return description_; }
 
  private:
-  struct Row {
-    std::string id, path, error;
-    std::size_t line = 0;
-  };
-  fs::path file_, root_;
-  int min_short_side_ = 0;
-  std::vector<Row> rows_;
+  std::vector<FileRow> rows_;
+  fs::path root_;
+  std::string description_;
+  bool labelled_;
+  DecodeOptions decode_;
 };
+
+int column_named(const std::vector<std::string>& header, std::initializer_list<const char*> names) {
+  for (std::size_t c = 0; c < header.size(); ++c)
+    for (const char* n : names)
+      if (to_lower(trim(header[c])) == n) return static_cast<int>(c);
+  return -1;
+}
+
+std::string field_or_empty(const std::vector<std::string>& fields, int column) {
+  return column >= 0 && static_cast<int>(fields.size()) > column ? std::string(trim(fields[column])) : "";
+}
+
+// Every record after the header is a row, malformed ones too: they become error rows.
+std::vector<FileRow> csv_rows(const fs::path& file, bool& labelled) {
+  const auto records = parse_csv(read_file(file));
+  if (records.empty()) throw DataError(file.string() + ": empty manifest (expected a header with a 'path' column)");
+  const auto& header = records.front().fields;
+  const int path_col = column_named(header, {"path", "file", "filepath"});
+  const int id_col = column_named(header, {"id"});
+  const int label_col = column_named(header, {"label", "class", "category"});
+  if (path_col < 0)
+    throw DataError(file.string() + ":" + std::to_string(records.front().line) + ": no 'path' column in the header");
+  labelled = label_col >= 0;
+  std::vector<FileRow> rows;
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    const auto& rec = records[r];
+    FileRow row;
+    const std::string where = file.filename().string() + " line " + std::to_string(rec.line);
+    row.path = field_or_empty(rec.fields, path_col);
+    row.label = field_or_empty(rec.fields, label_col);
+    if (!rec.error.empty()) row.error = where + ": " + rec.error;
+    else if (row.path.empty()) row.error = where + ": no path";
+    const std::string id = id_col >= 0 ? field_or_empty(rec.fields, id_col) : "";
+    row.id = id.empty() ? "line-" + std::to_string(rec.line) : id;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<FileRow> list_rows(const fs::path& file) {
+  std::vector<FileRow> rows;
+  const std::string text = read_file(file);
+  std::size_t line = 0, begin = 0;
+  while (begin < text.size()) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    ++line;
+    const std::string path(trim(std::string_view(text).substr(begin, end - begin)));
+    begin = end + 1;
+    if (path.empty() || path[0] == '#') continue;  // blank lines and comments are not rows
+    rows.push_back({"line-" + std::to_string(line), path, "", ""});
+  }
+  return rows;
+}
+
+// ImageFolder's layout: class = first folder under the root, files found recursively below it,
+// in sorted order. Files beside the class folders are rows without a label. Non-image files are
+// skipped, as torchvision skips them, but counted in the log.
+std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
+  std::vector<fs::path> files;
+  std::size_t skipped = 0;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (!it->is_regular_file()) continue;
+    if (format_from_extension(it->path()) == ImageFormat::kUnknown) {
+      ++skipped;
+      continue;
+    }
+    files.push_back(it->path().lexically_relative(dir));
+  }
+  std::sort(files.begin(), files.end());
+  labelled = std::any_of(files.begin(), files.end(), [](const fs::path& f) { return std::distance(f.begin(), f.end()) > 1; });
+  if (skipped) spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), skipped);
+  std::vector<FileRow> rows;
+  for (const auto& f : files) {
+    const bool in_class = std::distance(f.begin(), f.end()) > 1;
+    rows.push_back({f.generic_string(), f.generic_string(), in_class ? f.begin()->string() : "", ""});
+  }
+  return rows;
+}
 
 class ShardRows final : public ScoreRows {
  public:
@@ -88,13 +149,15 @@ class ShardRows final : public ScoreRows {
     if (refs_.empty()) throw DataError(dir.string() + ": no samples in split '" + split + "'");
   }
   std::size_t size() const override { return refs_.size(); }
-  std::string id(std::size_t row) const override {
-    const auto& [d, i] = refs_.at(row);
-    return std::to_string(datasets_[d]->sample(i).sample_id);
+  std::string id(std::size_t row) const override { return std::to_string(sample(row).sample_id); }
+  std::string label(std::size_t row) const override {
+    const auto& classes = datasets_[refs_.at(row).first]->info().classes;
+    const int l = sample(row).label;
+    return l >= 0 && l < static_cast<int>(classes.size()) ? classes[l] : "";
   }
+  bool has_labels() const override { return true; }
   cv::Mat image(std::size_t row) const override {
-    const auto& [d, i] = refs_.at(row);
-    const SampleRef s = datasets_[d]->sample(i);
+    const SampleRef s = sample(row);
     if (s.encoding == PayloadEncoding::kRaw)
       return cv::Mat(s.height, s.width, CV_8UC3, const_cast<std::uint8_t*>(s.data)).clone();
     cv::Mat rgb;
@@ -104,21 +167,52 @@ class ShardRows final : public ScoreRows {
   std::string describe() const override { return "shards " + fs::absolute(dir_).string() + " split " + split_; }
 
  private:
+  SampleRef sample(std::size_t row) const {
+    const auto& [d, i] = refs_.at(row);
+    return datasets_[d]->sample(i);
+  }
   fs::path dir_;
   std::string split_;
   std::vector<std::shared_ptr<ShardDataset>> datasets_;
   std::vector<std::pair<std::size_t, std::size_t>> refs_;
 };
 
+std::unique_ptr<ScoreRows> file_rows(const fs::path& input, const RowsOptions& o) {
+  const std::string ext = to_lower(input.extension().string());
+  const fs::path root = o.root.empty() ? fs::absolute(input).parent_path() : fs::absolute(o.root);
+  bool labelled = false;
+  std::vector<FileRow> rows;
+  std::string kind;
+  if (ext == ".csv") {
+    rows = csv_rows(input, labelled);
+    kind = "manifest ";
+  } else if (ext == ".txt" || ext == ".lst") {
+    rows = list_rows(input);
+    kind = "list ";
+  } else if (format_from_extension(input) != ImageFormat::kUnknown) {
+    rows.push_back({input.filename().string(), input.filename().string(), "", ""});
+    kind = "image ";
+  } else {
+    throw UsageError(input.string() + ": not a CSV (.csv), a list (.txt, .lst), an image file, or a folder");
+  }
+  if (rows.empty()) throw DataError(input.string() + ": no rows");
+  return std::make_unique<FileRows>(std::move(rows), root, kind + fs::absolute(input).string(), labelled, o.decode);
+}
+
 }  // namespace
 
-std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const std::string& split, int min_short_side) {
+std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const RowsOptions& o) {
   std::error_code ec;
-  if (!fs::exists(input, ec)) throw UsageError("score: input " + input.string() + " does not exist");
-  if (split != "all" && split != "train" && split != "val" && split != "test")
-    throw UsageError("score: --split '" + split + "' is not one of all, train, val, test");
-  if (fs::is_directory(input, ec)) return std::make_unique<ShardRows>(input, split);
-  return std::make_unique<ManifestRows>(input, min_short_side);
+  if (!fs::exists(input, ec)) throw UsageError("input " + input.string() + " does not exist");
+  if (o.split != "all" && o.split != "train" && o.split != "val" && o.split != "test")
+    throw UsageError("--split '" + o.split + "' is not one of all, train, val, test");
+  if (!fs::is_directory(input, ec)) return file_rows(input, o);
+  if (fs::exists(input / "dataset.json", ec)) return std::make_unique<ShardRows>(input, o.split);
+  bool labelled = false;
+  auto rows = folder_rows(input, labelled);
+  if (rows.empty()) throw DataError(input.string() + ": no image files in the folder (and no dataset.json: not shards)");
+  return std::make_unique<FileRows>(std::move(rows), fs::absolute(input), "folder " + fs::absolute(input).string(),
+                                    labelled, o.decode);
 }
 
 }  // namespace shoplens

@@ -4,20 +4,15 @@
 
 #include <signal.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <chrono>
-#include <condition_variable>
-#include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "batch_inference.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
@@ -27,329 +22,16 @@
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
-#include "shoplens/data/augment.h"
 #include "shoplens/data/csv.h"
+#include "shoplens/infer/evaluation.h"
+#include "shoplens/infer/inference_session.h"
 #include "shoplens/infer/model_export.h"
-#include "shoplens/models/classifier.h"
-#include "shoplens/train/amp.h"
-
-#ifdef SHOPLENS_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace shoplens {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct RowResult {
-  std::size_t row = 0;
-  bool ok = false;
-  int label = -1;
-  std::vector<float> probs;
-  std::string error;
-};
-
-// One batch of a chunk, decoded and preprocessed by a worker.
-struct Prepared {
-  at::Tensor images;              // [n_ok, 3, S, S], in pinned host memory on CUDA
-  std::vector<std::size_t> rows;  // rows of the images, in order
-  std::vector<RowResult> errors;  // rows that could not be read
-};
-
-// A batch on its way to the device. On CPU it is the host tensor itself. On CUDA the copy runs
-// on a separate stream from pinned memory (non-blocking, so it overlaps the compute stream's
-// work on the previous batch), and the compute stream waits for it on the device, not the host.
-class DeviceBatch {
- public:
-  DeviceBatch() = default;
-  DeviceBatch(const at::Tensor& host, const torch::Device& device) {
-#ifdef SHOPLENS_WITH_CUDA
-    if (device.is_cuda()) {
-      // One copy stream per process is enough: copies are issued from the compute thread only.
-      static const c10::cuda::CUDAStream copy_stream = c10::cuda::getStreamFromPool(false, device.index());
-      c10::cuda::CUDAStreamGuard on_copy_stream(copy_stream);
-      tensor_ = host.to(device, /*non_blocking=*/true);
-      copied_ = std::make_shared<at::cuda::CUDAEvent>();
-      copied_->record(copy_stream);
-      return;
-    }
-#endif
-    tensor_ = host.to(device);  // CPU: no copy at all
-  }
-
-  // The device tensor, safe to use on the current (compute) stream.
-  const at::Tensor& ready() {
-#ifdef SHOPLENS_WITH_CUDA
-    if (copied_) {
-      const auto compute = c10::cuda::getCurrentCUDAStream(tensor_.device().index());
-      copied_->block(compute);
-      // The memory was allocated on the copy stream: keep the caching allocator from handing it
-      // back to that stream before the compute stream is done with it.
-      tensor_.record_stream(compute);
-      copied_.reset();
-    }
-#endif
-    return tensor_;
-  }
-
- private:
-  at::Tensor tensor_;
-#ifdef SHOPLENS_WITH_CUDA
-  std::shared_ptr<at::cuda::CUDAEvent> copied_;
-#endif
-};
-
-struct Timing {
-  std::vector<double> batch_ms;   // compute per batch (host to device, forward, softmax, read back)
-  std::map<int, std::int64_t> batch_sizes;
-  std::vector<double> queue_lengths;
-  double compute_seconds = 0;
-  double wall_seconds = 0;
-  std::int64_t images = 0;
-};
-
-// Batches 0..n-1 prepared by worker threads at most `ahead` batches in front of the consumer,
-// taken in order. A worker's exception is rethrown by take(). The destructor stops and joins the
-// workers, so an exception in the consumer cannot leave them running.
-class DecodeAhead {
- public:
-  DecodeAhead(std::size_t n_batches, std::size_t ahead, int workers, std::function<Prepared(std::size_t)> prepare)
-      : n_batches_(n_batches), ahead_(ahead), prepare_(std::move(prepare)) {
-    for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
-  }
-  ~DecodeAhead() { stop(); }
-  DecodeAhead(const DecodeAhead&) = delete;
-  DecodeAhead& operator=(const DecodeAhead&) = delete;
-
-  // Batch k; without `wait`, only if it is already prepared. Records the queue length it saw.
-  std::optional<Prepared> take(std::size_t k, bool wait, Timing& timing) {
-    std::optional<Prepared> p;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (wait) ready_cv_.wait(lock, [&] { return failure_ || ready_.count(k); });
-      if (failure_) std::rethrow_exception(failure_);
-      if (!ready_.count(k)) return p;
-      timing.queue_lengths.push_back(static_cast<double>(ready_.size() - 1));
-      p = std::move(ready_.at(k));
-      ready_.erase(k);
-      consumed_ = k + 1;
-    }
-    room_cv_.notify_all();
-    return p;
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    room_cv_.notify_all();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
- private:
-  void work() {
-    for (;;) {
-      std::size_t k;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        room_cv_.wait(lock, [&] { return stop_ || next_job_ < consumed_ + ahead_; });
-        if (stop_) return;
-        k = next_job_++;
-      }
-      if (k >= n_batches_) return;
-      try {
-        Prepared p = prepare_(k);
-        std::lock_guard<std::mutex> lock(mutex_);
-        ready_.emplace(k, std::move(p));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        failure_ = std::current_exception();
-      }
-      ready_cv_.notify_all();
-    }
-  }
-
-  const std::size_t n_batches_, ahead_;
-  std::function<Prepared(std::size_t)> prepare_;
-  std::mutex mutex_;
-  std::condition_variable ready_cv_, room_cv_;
-  std::map<std::size_t, Prepared> ready_;
-  std::exception_ptr failure_;
-  std::size_t next_job_ = 0, consumed_ = 0;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
-
-class Job {
- public:
-  Job(const ScoreOptions& o, LoadedModel model, const ScoreRows& rows)
-      : o_(o), loaded_(std::move(model)), rows_(rows), augmenter_(loaded_.preprocessing, /*train=*/false) {
-    precision_ = parse_precision(o_.precision);
-    cuda_ = wants_cuda(o_.device);
-    if (precision_ == Precision::kFp16 && !cuda_)
-      throw UsageError("score: --precision fp16 needs CUDA (CPU autocast supports bf16 only)");
-    device_ = cuda_ ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    loaded_.model->to(device_);
-    loaded_.model->eval();
-    workers_ = o_.workers > 0 ? o_.workers : usable_cores();
-  }
-
-  Precision precision() const { return precision_; }
-  int image_size() const { return augmenter_.output_size(); }
-
-  // Starts moving a host batch to the device (a no-op on CPU).
-  DeviceBatch upload(const at::Tensor& images) const { return DeviceBatch(images, device_); }
-
-  // Logits -> probabilities for a batch of preprocessed images, in the job's precision.
-  at::Tensor probabilities(const at::Tensor& images, Precision precision) {
-    DeviceBatch batch = upload(images);
-    return probabilities(batch, precision);
-  }
-  at::Tensor probabilities(DeviceBatch& batch, Precision precision) {
-    c10::InferenceMode inference;  // no autograd bookkeeping at all (lighter than NoGradGuard)
-    AutocastScope autocast(cuda_, precision);
-    auto logits = loaded_.model->forward(batch.ready());
-    return torch::softmax(logits.to(torch::kFloat), 1).to(torch::kCPU);
-  }
-
-  // Host memory for a batch: pinned on CUDA (non-blocking copies need page-locked memory; the
-  // caching host allocator reuses the blocks once their copies are done), pageable on CPU.
-  at::Tensor host_batch(std::int64_t n) const {
-    const int s = image_size();
-    return torch::empty({n, 3, s, s}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(cuda_));
-  }
-
-  Prepared prepare(std::size_t begin, std::size_t end) const {
-    Prepared p;
-    std::vector<std::size_t> ok;
-    auto images = host_batch(static_cast<std::int64_t>(end - begin));
-    float* dst = images.data_ptr<float>();
-    for (std::size_t row = begin; row < end; ++row) {
-      try {
-        const cv::Mat rgb = rows_.image(row);
-        augmenter_.apply(rgb, 0, dst + ok.size() * augmenter_.floats_per_sample());
-        ok.push_back(row);
-      } catch (const std::exception& e) {
-        RowResult r;
-        r.row = row;
-        r.error = error_message(e);
-        p.errors.push_back(std::move(r));
-      }
-    }
-    p.images = images.narrow(0, 0, static_cast<std::int64_t>(ok.size()));
-    p.rows = std::move(ok);
-    return p;
-  }
-
-  // Scores rows [begin, end) in batches: workers decode ahead, the caller's thread computes.
-  std::vector<RowResult> score_range(std::size_t begin, std::size_t end, int batch, Timing& timing) {
-    const auto start = Clock::now();
-    const std::size_t n_batches = (end - begin + batch - 1) / batch;
-    DecodeAhead decoded(n_batches, static_cast<std::size_t>(2 * workers_), workers_, [&](std::size_t k) {
-      return prepare(begin + k * batch, std::min(end, begin + (k + 1) * batch));
-    });
-    struct Staged {
-      Prepared p;
-      DeviceBatch device;
-    };
-    auto stage = [&](Prepared p) {
-      Staged s{std::move(p), {}};
-      if (!s.p.rows.empty()) s.device = upload(s.p.images);
-      return s;
-    };
-    std::vector<RowResult> results;
-    results.reserve(end - begin);
-    std::optional<Staged> next;  // CUDA: batch k+1, already copying while batch k computes
-    for (std::size_t k = 0; k < n_batches; ++k) {
-      Staged cur = next ? std::move(*next) : stage(std::move(*decoded.take(k, /*wait=*/true, timing)));
-      next.reset();
-      if (cuda_ && k + 1 < n_batches)
-        if (auto p = decoded.take(k + 1, /*wait=*/false, timing)) next = stage(std::move(*p));
-      for (auto& e : cur.p.errors) results.push_back(std::move(e));
-      if (!cur.p.rows.empty()) score_batch(cur.p.rows, cur.device, timing, results);
-      if (interrupt_requested()) break;
-    }
-    decoded.stop();
-    std::sort(results.begin(), results.end(), [](const RowResult& a, const RowResult& b) { return a.row < b.row; });
-    timing.wall_seconds += seconds_since(start);
-    return results;
-  }
-
-  // The model on one uploaded batch; one result per row.
-  void score_batch(const std::vector<std::size_t>& rows, DeviceBatch& device, Timing& timing,
-                   std::vector<RowResult>& results) {
-    const auto t0 = Clock::now();
-    const at::Tensor probs = probabilities(device, precision_).contiguous();
-    const double secs = seconds_since(t0);
-    timing.batch_ms.push_back(secs * 1e3);
-    timing.batch_sizes[static_cast<int>(rows.size())]++;
-    timing.compute_seconds += secs;
-    timing.images += static_cast<std::int64_t>(rows.size());
-    const auto top = probs.argmax(1);
-    const float* data = probs.data_ptr<float>();
-    const auto classes = static_cast<std::size_t>(probs.size(1));
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      RowResult r;
-      r.row = rows[i];
-      r.ok = true;
-      r.label = static_cast<int>(top[static_cast<std::int64_t>(i)].item<std::int64_t>());
-      r.probs.assign(data + i * classes, data + (i + 1) * classes);
-      results.push_back(std::move(r));
-    }
-  }
-
-  // Compute alone (no decoding running) on synthetic input: `reps` timed passes after a warm-up.
-  std::vector<double> time_compute(int batch, int reps) {
-    auto input = host_batch(batch);  // pinned on CUDA: the job's own copy path
-    input.normal_();
-    // A few passes first: the allocator and oneDNN's primitive cache take several to settle.
-    for (int warm = 0; warm < 3; ++warm) probabilities(input, precision_);
-    std::vector<double> ms;
-    for (int rep = 0; rep < reps; ++rep) {
-      const auto t0 = Clock::now();
-      probabilities(input, precision_);
-      ms.push_back(seconds_since(t0) * 1e3);
-    }
-    return ms;
-  }
-
-  // The batch-size / latency curve on synthetic input; the largest batch whose p95 fits.
-  json choose_batch(double max_latency_ms, int max_batch, int& chosen) {
-    json curve = json::array();
-    chosen = 1;
-    for (int b = 1; b <= max_batch; b *= 2) {
-      const std::vector<double> ms = time_compute(b, 7);
-      const double p95 = percentile(ms, 0.95);
-      const bool fits = p95 <= max_latency_ms;
-      curve.push_back({{"batch", b}, {"p50_ms", percentile(ms, 0.5)}, {"p95_ms", p95},
-                       {"images_per_second", b / (percentile(ms, 0.5) / 1e3)}, {"fits", fits}});
-      if (!fits) break;  // latency grows with the batch: larger ones will not fit either
-      chosen = b;
-    }
-    return curve;
-  }
-
-  const std::vector<std::string>& class_names() const { return loaded_.class_names; }
-
- private:
-  ScoreOptions o_;
-  LoadedModel loaded_;
-  const ScoreRows& rows_;
-  Augmenter augmenter_;
-  Precision precision_ = Precision::kFp32;
-  bool cuda_ = false;
-  torch::Device device_{torch::kCPU};
-  int workers_ = 1;
-};
 
 // A writer killed mid-write (SIGKILL, SIGXFSZ) leaves its hidden temporary (".NAME.tmp-PID-N",
 // see atomic_file.cpp) behind; it never looks like a chunk, but it holds disk space that a rerun
@@ -430,14 +112,15 @@ void claim_out_dir(const ScoreOptions& o, const json& job) {
 }
 
 // Reduced precision is checked against fp32 on the first real rows before the job runs in it.
-json measure_drift(const ScoreOptions& o, Job& scorer, const ScoreRows& rows, int batch) {
-  Timing scratch;
+json measure_drift(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch) {
+  BatchTimings scratch;
   const std::size_t sample = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(o.drift_sample));
-  const auto reduced = scorer.score_range(0, sample, batch, scratch);
-  ScoreOptions fp32 = o;
+  const auto reduced = scorer.run_range(0, sample, batch, scratch);
+  InferenceOptions fp32 = scorer.session().options();
   fp32.precision = "fp32";
-  Job reference(fp32, load_exported_model(o.model_dir, o.variant, false), rows);
-  const auto exact = reference.score_range(0, sample, batch, scratch);
+  InferenceSession reference_session(load_exported_model(o.model_dir, o.variant, false), fp32);
+  BatchInference reference(reference_session, rows, scorer.workers());
+  const auto exact = reference.run_range(0, sample, batch, scratch);
   std::int64_t compared = 0, agree = 0;
   double max_diff = 0;
   for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
@@ -458,7 +141,7 @@ struct ChunkCounts {
 };
 
 // Scores every chunk not already on disk; each chunk file is written atomically, so present means complete.
-ChunkCounts score_chunks(const ScoreOptions& o, Job& scorer, const ScoreRows& rows, int batch, Timing& timing) {
+ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch, BatchTimings& timing) {
   const std::size_t n = rows.size();
   const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
   ChunkCounts counts;
@@ -472,13 +155,13 @@ ChunkCounts score_chunks(const ScoreOptions& o, Job& scorer, const ScoreRows& ro
       progress.advance(end - begin);
       continue;
     }
-    const auto results = scorer.score_range(begin, end, batch, timing);
+    const auto results = scorer.run_range(begin, end, batch, timing);
     if (interrupt_requested() || results.size() != end - begin) {
       spdlog::warn("score: interrupted in chunk {}; {} chunks are done, rerun the same command to resume", c, c);
       throw InterruptedError();
     }
     try {
-      write_file_atomic(file, chunk_csv(results, rows, scorer.class_names()));
+      write_file_atomic(file, chunk_csv(results, rows, scorer.session().class_names()));
     } catch (const IoError& e) {
       // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
       throw IoError(fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
@@ -492,13 +175,22 @@ ChunkCounts score_chunks(const ScoreOptions& o, Job& scorer, const ScoreRows& ro
   return counts;
 }
 
+// The p_<class> columns of a chunk row (row, id, status, label, confidence, p_..., error).
+std::vector<float> chunk_probabilities(const std::vector<std::string>& fields, std::size_t classes) {
+  std::vector<float> probs(classes);
+  for (std::size_t c = 0; c < classes; ++c) probs[c] = std::stof(fields[5 + c]);
+  return probs;
+}
+
 struct JoinedRows {
   std::size_t errors = 0;
   std::map<std::string, std::int64_t> error_reasons;  // first 80 bytes of the reason -> rows
 };
 
 // Every row exactly once, in order: the chunks are checked while they are joined into predictions.csv.
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, std::size_t n) {
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, const ScoreRows& rows,
+                       EvaluationAccumulator* metrics) {
+  const std::size_t n = rows.size();
   const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
   std::string all = csv_line(csv_header(classes)) + "\n";
   std::size_t expected_row = 0;
@@ -514,6 +206,9 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
         ++joined.errors;
         const std::string& reason = rec.fields.back();
         joined.error_reasons[reason.substr(0, std::min<std::size_t>(reason.size(), 80))]++;
+        if (metrics) metrics->add_unreadable(rows.label(expected_row));
+      } else if (metrics) {
+        metrics->add(rows.label(expected_row), chunk_probabilities(rec.fields, classes.size()));
       }
       ++expected_row;
     }
@@ -532,7 +227,7 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
 }
 
 // Throughput, latency and queue figures of this run's scoring.
-void add_timing(json& report, const Timing& timing, double compute_only) {
+void add_timing(json& report, const BatchTimings& timing, double compute_only) {
   const double images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
   report["images_scored_this_run"] = timing.images;
   report["images_per_second"] = images_per_second;
@@ -574,23 +269,32 @@ void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffe
 }  // namespace
 
 json run_score_job(const ScoreOptions& o) {
-  const auto job_start = Clock::now();
+  const auto job_start = SteadyClock::now();
   if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
   if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
     throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
   const PriceBasis basis = parse_price_basis(o.price_basis);
   const std::optional<PriceOffer> offer = resolve_offer(o, basis);
-  LoadedModel loaded = load_exported_model(o.model_dir, o.variant, /*verify=*/true);
-  const auto rows = open_score_rows(o.input, o.split, loaded.card.at("preprocessing").at("resize_short_side").get<int>());
+  InferenceOptions inference;
+  inference.precision = o.precision;
+  inference.device = o.device;
+  inference.exact_decode = !o.fast_decode;
+  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference);
+  RowsOptions rows_options;
+  rows_options.split = o.split;
+  rows_options.decode = session.decode_options();
+  rows_options.root = o.root;
+  const auto rows = open_score_rows(o.input, rows_options);
   const std::size_t n = rows->size();
-  claim_out_dir(o, {{"model_weights_crc32", loaded.card.at("fingerprint").at("weights_crc32")},
+  claim_out_dir(o, {{"model_weights_crc32", session.model().card.at("fingerprint").at("weights_crc32")},
                     {"variant", o.variant},
                     {"precision", o.precision},
                     {"input", rows->describe()},
                     {"rows", n},
-                    {"chunk_rows", o.chunk_rows}});
+                    {"chunk_rows", o.chunk_rows},
+                    {"exact_decode", inference.exact_decode}});
 
-  Job scorer(o, std::move(loaded), *rows);
+  BatchInference scorer(session, *rows, o.workers);
   json report = {{"rows", n}, {"chunks", (n + o.chunk_rows - 1) / o.chunk_rows}, {"model", o.model_dir.string()},
                  {"input", rows->describe()}, {"precision", o.precision}, {"variant", o.variant},
                  {"device", wants_cuda(o.device) ? "cuda" : "cpu"}, {"threads", at::get_num_threads()},
@@ -604,16 +308,22 @@ json run_score_job(const ScoreOptions& o) {
   report["batch_size"] = batch;
   // What the device does alone: end-to-end throughput is judged against it (overlap_efficiency).
   const double compute_only = batch / (percentile(scorer.time_compute(batch, 7), 0.5) / 1e3);
-  if (scorer.precision() != Precision::kFp32 && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, batch);
+  if (o.precision != "fp32" && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, batch);
 
-  Timing timing;
+  BatchTimings timing;
   const ChunkCounts chunks = score_chunks(o, scorer, *rows, batch, timing);
-  const JoinedRows joined = join_chunks(o, scorer.class_names(), n);
+  std::optional<EvaluationAccumulator> metrics;
+  if (rows->has_labels()) metrics.emplace(session.class_names());
+  const JoinedRows joined = join_chunks(o, session.class_names(), *rows, metrics ? &*metrics : nullptr);
   report["rows_ok"] = n - joined.errors;
   report["rows_error"] = joined.errors;
   report["error_reasons"] = joined.error_reasons;
   report["chunks_reused"] = chunks.reused;
   report["chunks_written"] = chunks.written;
+  if (metrics) {
+    report["metrics"] = metrics->to_json();
+    spdlog::info("score: {}", metrics->summary_line());
+  }
   add_timing(report, timing, compute_only);
   const double images_per_second = report["images_per_second"].get<double>();
   add_cost(report, o, offer, basis, images_per_second);

@@ -15,10 +15,9 @@
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
-#include "shoplens/data/augment.h"
 #include "shoplens/data/image_io.h"
+#include "shoplens/infer/inference_session.h"
 #include "shoplens/infer/model_export.h"
-#include "shoplens/models/classifier.h"
 #include "shoplens/serve/http_frontend.h"
 #include "shoplens/serve/micro_batcher.h"
 #include "shoplens/serve/serve_metrics.h"
@@ -28,41 +27,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The serving side of the inference core: request bytes -> preprocessed floats on HTTP threads,
+// batches of them -> probabilities on the batcher's thread, in the session's precision.
 class ModelRunner {
  public:
-  ModelRunner(LoadedModel loaded, const std::string& device)
-      : loaded_(std::move(loaded)), augmenter_(loaded_.preprocessing, /*train=*/false) {
-    cuda_ = wants_cuda(device);
-    device_ = cuda_ ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    loaded_.model->to(device_);
-    loaded_.model->eval();
-    resize_short_side_ = loaded_.card.at("preprocessing").at("resize_short_side").get<int>();
-  }
+  explicit ModelRunner(InferenceSession& session) : session_(session), decode_(session.decode_options()) {}
 
   // The same decode and evaluation transform as `shoplens score` on a manifest row.
   std::vector<float> preprocess(const std::uint8_t* data, std::size_t size) const {
-    DecodeOptions options;
-    options.min_short_side = resize_short_side_;
-    const cv::Mat rgb = decode_image(data, size, options).rgb;
-    std::vector<float> out(augmenter_.floats_per_sample());
-    augmenter_.apply(rgb, 0, out.data());
+    const cv::Mat rgb = decode_image(data, size, decode_).rgb;
+    std::vector<float> out(session_.floats_per_sample());
+    session_.preprocess(rgb, out.data());
     return out;
   }
 
   BatchTiming run(const std::vector<const std::vector<float>*>& inputs, std::vector<std::vector<float>>& outputs) {
     BatchTiming timing;
     const auto t0 = Clock::now();
-    const int s = augmenter_.output_size();
-    const auto n = static_cast<std::int64_t>(inputs.size());
-    auto images = torch::empty({n, 3, s, s});
+    const std::size_t floats = session_.floats_per_sample();
+    auto images = session_.host_batch(static_cast<std::int64_t>(inputs.size()));
     float* dst = images.data_ptr<float>();
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      std::memcpy(dst + i * augmenter_.floats_per_sample(), inputs[i]->data(), augmenter_.floats_per_sample() * sizeof(float));
-    c10::InferenceMode inference;
-    auto on_device = images.to(device_, /*non_blocking=*/false);
+    for (std::size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * floats, inputs[i]->data(), floats * sizeof(float));
+    const at::Tensor on_device = session_.to_device(images);
     timing.h2d_ms = ms_between(t0, Clock::now());
     const auto t1 = Clock::now();
-    const at::Tensor probs = torch::softmax(loaded_.model->forward(on_device).to(torch::kFloat), 1).to(torch::kCPU).contiguous();
+    const at::Tensor probs = session_.run(on_device).probabilities;
     timing.compute_ms = ms_between(t1, Clock::now());
     const auto classes = static_cast<std::size_t>(probs.size(1));
     const float* p = probs.data_ptr<float>();
@@ -77,7 +66,7 @@ class ModelRunner {
     batches.push_back(max_batch);
     std::vector<LatencyPoint> points;
     for (int b : batches) {
-      std::vector<std::vector<float>> inputs(b, std::vector<float>(augmenter_.floats_per_sample(), 0.1f));
+      std::vector<std::vector<float>> inputs(b, std::vector<float>(session_.floats_per_sample(), 0.1f));
       std::vector<const std::vector<float>*> ptrs;
       for (auto& v : inputs) ptrs.push_back(&v);
       std::vector<std::vector<float>> outputs(b);
@@ -97,15 +86,20 @@ class ModelRunner {
     return LatencyCurve(points);
   }
 
-  const std::vector<std::string>& class_names() const { return loaded_.class_names; }
+  const std::vector<std::string>& class_names() const { return session_.class_names(); }
 
  private:
-  LoadedModel loaded_;
-  Augmenter augmenter_;
-  bool cuda_ = false;
-  torch::Device device_{torch::kCPU};
-  int resize_short_side_ = 0;
+  InferenceSession& session_;
+  DecodeOptions decode_;
 };
+
+InferenceOptions inference_options(const ServeOptions& o) {
+  InferenceOptions inference;
+  inference.precision = o.precision;
+  inference.device = o.device;
+  inference.exact_decode = !o.fast_decode;
+  return inference;
+}
 
 }  // namespace
 
@@ -115,7 +109,8 @@ int run_server(const ServeOptions& o) {
   // A client that hangs up mid-response must not kill the server: write errors become EPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 
-  ModelRunner runner(load_exported_model(o.model_dir, o.variant, /*verify=*/true), o.device);
+  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference_options(o));
+  ModelRunner runner(session);
   ServeMetrics metrics(o.max_batch);
   BatcherOptions bo;
   bo.max_batch = o.max_batch;

@@ -28,29 +28,30 @@ class E2eScore : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-score");
-    const fs::path catalog = *dir_ / "catalog";
-    const std::string failed = testing::make_exported_model(dir_->path(), 80, 5);
-    ASSERT_TRUE(failed.empty()) << failed;
-
-    // A manifest of the catalog's files, repeated, plus rows that cannot be scored.
-    const auto paths = testing::catalog_image_paths(catalog);
-    std::ofstream out(manifest());
-    out << "id,path\n";
-    int rows = 0;
-    for (int copy = 0; copy < 6; ++copy)
-      for (const auto& p : paths) out << "img" << rows++ << "," << (catalog / p).string() << "\n";
-    testing::write_text(*dir_ / "broken.jpg", "\xff\xd8\xff\xe0 this is not a JPEG");
-    out << "broken," << (*dir_ / "broken.jpg").string() << "\n";
-    out << "missing," << (*dir_ / "no_such_file.jpg").string() << "\n";
-    out << "nopath,\n";
-    rows_ = rows + 3;
+    fixture_ = testing::shared_fixture("score", [](const fs::path& dir) {
+      const std::string failed = testing::make_exported_model(dir, 80, 5);
+      if (!failed.empty()) return failed;
+      // A manifest of the catalog's files, repeated, plus rows that cannot be scored.
+      const auto paths = testing::catalog_image_paths(dir / "catalog");
+      std::ofstream out(dir / "score.csv");
+      out << "id,path\n";
+      int rows = 0;
+      for (int copy = 0; copy < 6; ++copy)
+        for (const auto& p : paths) out << "img" << rows++ << "," << (dir / "catalog" / p).string() << "\n";
+      testing::write_text(dir / "broken.jpg", "\xff\xd8\xff\xe0 this is not a JPEG");
+      out << "broken," << (dir / "broken.jpg").string() << "\n";
+      out << "missing," << (dir / "no_such_file.jpg").string() << "\n";
+      out << "nopath,\n";
+      return std::string();
+    });
+    rows_ = static_cast<int>(parse_csv(testing::read_text(manifest())).size()) - 1;
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path model() { return *dir_ / "model"; }
-  static fs::path manifest() { return *dir_ / "score.csv"; }
+  static fs::path model() { return fixture_ / "model"; }
+  static fs::path manifest() { return fixture_ / "score.csv"; }
   static std::string score_args(const fs::path& out) {
     return "score --model " + model().string() + " --input " + manifest().string() + " --out " + out.string() +
            " --chunk-rows 16 -b 4 --workers 1 --threads 1";
@@ -60,10 +61,12 @@ class E2eScore : public ::testing::Test {
     recs.erase(recs.begin());  // header
     return recs;
   }
-  static testing::ScratchDir* dir_;
+  static testing::ScratchDir* dir_;  // this process's outputs
+  static fs::path fixture_;          // shared, read-only inputs
   static int rows_;
 };
 testing::ScratchDir* E2eScore::dir_ = nullptr;
+fs::path E2eScore::fixture_;
 int E2eScore::rows_ = 0;
 
 TEST_F(E2eScore, EveryRowOnceWithErrorRowsForWhatCannotBeRead) {
@@ -98,6 +101,34 @@ TEST_F(E2eScore, EveryRowOnceWithErrorRowsForWhatCannotBeRead) {
   auto other = run_shoplens(score_args(out) + " --precision bf16");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("holds another job"), std::string::npos) << other.output;
+}
+
+TEST_F(E2eScore, ALabelledInputGetsTheMetricsOfItsPredictions) {
+  // The catalog's own manifest has a label column; its paths are relative to --root.
+  const fs::path manifest = *dir_ / "labelled.csv";
+  fs::copy_file(fixture_ / "catalog" / "manifest.csv", manifest, fs::copy_options::overwrite_existing);
+  const fs::path out = *dir_ / "labelled";
+  auto r = run_shoplens("score --model " + model().string() + " --input " + manifest.string() + " --root " +
+                        (fixture_ / "catalog").string() + " --out " + out.string() + " -b 8 --workers 1 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json report = testing::read_json(out / "report.json");
+  ASSERT_TRUE(report.contains("metrics")) << report.dump(2);
+  const json& m = report["metrics"];
+  // Recount from the rows: predicted label against the manifest's label.
+  const auto labels = parse_csv(testing::read_text(manifest));
+  std::size_t label_col = 0;
+  for (std::size_t c = 0; c < labels[0].fields.size(); ++c)
+    if (labels[0].fields[c] == "label") label_col = c;
+  int ok = 0, right = 0;
+  for (const auto& rec : predictions(out)) {
+    if (rec.fields[2] != "ok") continue;
+    ++ok;
+    right += rec.fields[3] == labels.at(std::stoul(rec.fields[0]) + 1).fields[label_col];
+  }
+  EXPECT_EQ(m["samples"].get<int>(), ok);
+  EXPECT_EQ(m["rows"]["unreadable"].get<int>(), report["rows_error"].get<int>());
+  EXPECT_NEAR(m["accuracy"].get<double>(), static_cast<double>(right) / ok, 1e-12);
+  EXPECT_TRUE(m.contains("macro_f1") && m.contains("ece") && m.contains("confusion"));
 }
 
 TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {

@@ -289,21 +289,24 @@ TEST(AugmentApply, EvalKeepsTheCentreLeftRedRightBlue) {
 
 TEST(AugmentApply, EvalMatchesResizeThenCentreCrop) {
   // Ramps are kept by bilinear resampling, so each output pixel must hold the ramp value at
-  // the source position that Resize(S/0.875) + CenterCrop(S) maps it to.
+  // the source position that torchvision's Resize(floor(S/0.875)) + CenterCrop(S) maps it to:
+  // 500x320 -> short side 73, long side int(73 * 500 / 320) = 114; crop offsets round(25) = 25
+  // across and round(4.5) = 4 down (half to even).
   const int size = 64, width = 500, height = 320;
   const AugmentConfig c = no_ops(size);
   const Augmenter aug(c, false);
+  EXPECT_EQ(aug.eval_resize_short_side(), 73);
   cv::Mat img(height, width, CV_8UC3);
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x)
       img.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>(x * 255 / (width - 1)),
                                           static_cast<uchar>(y * 255 / (height - 1)), 77);
   const std::vector<float> out = run(aug, img, 0);
-  const double scale = static_cast<double>(height) / std::lround(size / 0.875);  // source px per resized px
-  const double left = (width / scale - size) / 2.0, top = (height / scale - size) / 2.0;
+  const double scale_x = width / 114.0, scale_y = height / 73.0;  // source px per resized px
+  const double left = 25, top = 4;
   for (int v = 2; v < size - 2; ++v)
     for (int u = 2; u < size - 2; ++u) {
-      const double sx = (left + u + 0.5) * scale - 0.5, sy = (top + v + 0.5) * scale - 0.5;
+      const double sx = (left + u + 0.5) * scale_x - 0.5, sy = (top + v + 0.5) * scale_y - 0.5;
       ASSERT_NEAR(raw_value(c, out, size, 0, v, u), sx * 255 / (width - 1), 2.5) << u << "," << v;
       ASSERT_NEAR(raw_value(c, out, size, 1, v, u), sy * 255 / (height - 1), 2.5) << u << "," << v;
       ASSERT_NEAR(raw_value(c, out, size, 2, v, u), 77.0, 1e-3);

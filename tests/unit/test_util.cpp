@@ -1,15 +1,19 @@
 #include "test_util.h"
 
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+
+#include <fcntl.h>
 
 #include "shoplens/data/csv.h"
 
@@ -68,6 +72,40 @@ std::string read_text(const std::filesystem::path& path) {
 }
 
 nlohmann::json read_json(const std::filesystem::path& path) { return nlohmann::json::parse(read_text(path)); }
+
+std::filesystem::path shared_fixture(const std::string& name,
+                                     const std::function<std::string(const std::filesystem::path&)>& build) {
+  namespace fs = std::filesystem;
+  // Keyed by the binary's path and modification time: a rebuilt binary gets fresh fixtures.
+  const fs::path bin = shoplens_bin();
+  std::error_code ec;
+  const auto stamp = fs::last_write_time(bin, ec).time_since_epoch().count();
+  const std::string prefix = "shoplens-fixture-" + name + "-";
+  const std::string key = std::to_string(std::hash<std::string>{}(bin.string() + "@" + std::to_string(stamp)));
+  const fs::path root = fs::temp_directory_path(), dir = root / (prefix + key);
+  const std::string lock_path = (root / (prefix + "lock")).string();
+  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + lock_path);
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock};
+  if (fs::exists(dir / ".complete", ec)) return dir;
+  // Fixtures of other binaries may be in use by a concurrent test run: only day-old ones go.
+  const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (const auto& entry : fs::directory_iterator(root, ec))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0 && entry.path() != fs::path(lock_path) &&
+        entry.last_write_time(ec) < day_ago)
+      fs::remove_all(entry.path(), ec);
+  fs::create_directories(dir);
+  const std::string failed = build(dir);
+  if (!failed.empty()) {
+    fs::remove_all(dir, ec);
+    throw std::runtime_error("fixture " + name + ": " + failed);
+  }
+  write_text(dir / ".complete", "");
+  return dir;
+}
 
 std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
   const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(), run = (dir / "run").string();

@@ -13,11 +13,14 @@ class ScoreCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
-    app.add_option("-i,--input", o_.input, "CSV manifest (column path, optional id) or a folder of prepared shards")
+    app.add_option("-i,--input", o_.input, "CSV (column path, optional id and label), a list file, a folder tree, one image, or prepared shards")
         ->required();
     app.add_option("-o,--out", o_.out_dir, "output folder: chunks/, predictions.csv, report.json (rerun to resume)")
         ->required();
     app.add_option("--split", o_.split, "shards: all, train, val or test");
+    app.add_option("--root", o_.root, "CSV or list input: folder relative paths start from (empty: the file's folder)");
+    app.add_flag("--fast-decode", o_.fast_decode,
+                 "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
     app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));

@@ -16,6 +16,10 @@ class ServeCommand : public Command {
     app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
     app.add_option("--device", o_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    app.add_flag("--fast-decode", o_.fast_decode,
+                 "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
     app.add_option("--host", o_.host, "address to listen on (loopback by default; anything else is reachable by others)");
     app.add_option("-p,--port", o_.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
     app.add_option("--port-file", o_.port_file, "write the bound port to this file once listening (empty: none)");

@@ -30,6 +30,11 @@ const CommandEntry kCommands[] = {
      &make_verify_ledger_command},
     {"export", "turn a trained run into a verified model folder: safetensors weights + model card", &make_export_command},
     {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles", &make_score_command},
+    {"predict", "top-k predictions from weights (model folder, run, checkpoint, .pth/.safetensors) for a folder, "
+                "CSV, list or one image",
+     &make_predict_command},
+    {"evaluate", "accuracy, top-5, macro-F1, per-class metrics, confusion matrix and calibration on labelled images",
+     &make_evaluate_command},
     {"serve", "serve an exported model over HTTP: micro-batching, p95 target, metrics, graceful drain", &make_serve_command},
     {"bench", "benchmark recorder for CI: a scenario matrix, medians of repeated trials, JSONL/CSV/Markdown/JUnit, "
               "regression gate against a baseline",

@@ -52,6 +52,9 @@ struct AugmentConfig {
   double mix_prob = 1.0;                        // chance a batch is mixed when mixup/cutmix is on
   std::vector<double> mean{0.485, 0.456, 0.406};
   std::vector<double> std{0.229, 0.224, 0.225};
+  // Evaluation transform (torchvision's Resize then CenterCrop(image_size), Pillow's pixels):
+  double eval_crop_pct = 0.875;                 // resize the short side to floor(image_size / eval_crop_pct)
+  int eval_resize_short_side = 0;               // > 0: that short side instead (a model card's value)
   bool worst_case = false;                      // largest-footprint setting (the batch finder uses it)
 };
 

@@ -29,13 +29,15 @@ bool uses_soft_targets(const AugmentConfig& config);
 
 class Augmenter {
  public:
-  // `train` selects RandomResizedCrop+flip+jitter; otherwise the eval transform
-  // (resize short side to image_size/0.875, center crop). With `config.worst_case` the
+  // `train` selects RandomResizedCrop+flip+jitter; otherwise the eval transform: torchvision's
+  // Resize(eval_resize_short_side()) + CenterCrop(image_size), Pillow's pixels (eval_transform.h). With `config.worst_case` the
   // augmenter runs worst_case_augment(config). Throws ConfigError on malformed lists.
   Augmenter(const AugmentConfig& config, bool train);
 
   const AugmentConfig& config() const { return config_; }
   int output_size() const { return size_; }
+  // The short side the eval transform resizes to before its center crop.
+  int eval_resize_short_side() const { return eval_resize_; }
   std::size_t floats_per_sample() const { return static_cast<std::size_t>(3) * size_ * size_; }
 
   // `rgb` is CV_8UC3 in RGB order (throws DataError otherwise, or when empty). Writes 3*S*S
@@ -54,6 +56,7 @@ class Augmenter {
   AugmentConfig config_;
   bool train_;
   int size_;
+  int eval_resize_ = 0;
   float lut_[3][256];  // uint8 -> normalized float, per channel
 };
 

@@ -24,6 +24,9 @@ ImageFormat format_from_extension(const std::filesystem::path& path);
 struct DecodeOptions {
   int min_short_side = 0;         // >0: JPEG may be decoded at a reduced scale down to this short side
   double max_megapixels = 100.0;  // larger images are refused before decoding
+  // JPEG: libjpeg's accurate integer DCT (its default, and Pillow's) instead of the fast one, so
+  // pixels equal what torchvision's PIL loader sees. Inference wants that; training does not care.
+  bool accurate_dct = false;
 };
 
 struct DecodedImage {

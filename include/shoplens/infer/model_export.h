@@ -61,4 +61,8 @@ struct LoadedModel {
 LoadedModel load_exported_model(const std::filesystem::path& dir, const std::string& variant = "fp32",
                                 bool verify = true);
 
+// A training run's model (checkpoint "best", "last", or a checkpoint file of the run), with the
+// run's class names and evaluation transform. UsageError for a text model.
+LoadedModel load_run_model(const std::filesystem::path& run_dir, const std::string& checkpoint = "best");
+
 }  // namespace shoplens

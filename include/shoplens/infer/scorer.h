@@ -13,30 +13,49 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core/mat.hpp>
 
+#include "shoplens/data/image_io.h"
+
 namespace shoplens {
 
-// The rows to score: a CSV manifest (column `path`, optional `id`) or prepared shards.
+// The rows to score, predict or evaluate, read by one opener (open_score_rows):
+//   - a folder of prepared shards (it holds dataset.json): every split, or one; labels from it
+//   - a folder tree: ImageFolder (one subfolder per class, labels from the folder names) or a
+//     flat folder of images (no labels); files are taken in sorted order, as torchvision does
+//   - a CSV file (.csv): column `path` (or file, filepath), optional `label` (or class,
+//     category) and `id`
+//   - a list file (.txt, .lst): one image path per line
+//   - one image file
+// Relative paths in a CSV or list resolve against `root` (default: the file's own folder).
 class ScoreRows {
  public:
   virtual ~ScoreRows() = default;
   virtual std::size_t size() const = 0;
   virtual std::string id(std::size_t row) const = 0;
+  // The row's true label, "" when the input has none for it.
+  virtual std::string label(std::size_t row) const { return ""; }
+  // True when the input carries labels (a labelled CSV, a class-folder tree, shards).
+  virtual bool has_labels() const { return false; }
   // The row's image, decoded to RGB (CV_8UC3); DataError with the reason when it cannot be.
   virtual cv::Mat image(std::size_t row) const = 0;
   virtual std::string describe() const = 0;  // for the job fingerprint and messages
 };
 
-// A folder of shards (every split, or one) or a CSV file. DataError for an empty input.
-// `min_short_side` > 0 lets JPEG files decode at a reduced DCT scale down to that short side
-// (the model's resize target): the same pixels for the model at a fraction of the decode cost.
-std::unique_ptr<ScoreRows> open_score_rows(const std::filesystem::path& input, const std::string& split,
-                                           int min_short_side = 0);
+struct RowsOptions {
+  std::string split = "all";       // shards: all | train | val | test
+  DecodeOptions decode;            // how image files are decoded (inference: InferenceSession's)
+  std::filesystem::path root;      // CSV and list files: base of relative paths (empty: the file's folder)
+};
+
+// UsageError for a missing input or an unknown split; DataError for an input without rows.
+std::unique_ptr<ScoreRows> open_score_rows(const std::filesystem::path& input, const RowsOptions& options);
 
 struct ScoreOptions {
   std::filesystem::path model_dir;
   std::filesystem::path input;
   std::filesystem::path out_dir;
   std::string split = "all";          // shards: all | train | val | test
+  std::filesystem::path root;         // CSV or list input: base of relative paths (empty: the file's folder)
+  bool fast_decode = false;           // JPEG: fast DCT at reduced scale (not Pillow's pixels; faster)
   std::string variant = "fp32";       // which weights file of the model folder to load
   std::string precision = "fp32";     // compute: fp32 | bf16 | fp16 (CUDA)
   std::string device = "auto";

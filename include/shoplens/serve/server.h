@@ -14,6 +14,8 @@ struct ServeOptions {
   std::filesystem::path model_dir;
   std::string variant = "fp32";        // weights file of the model folder
   std::string device = "auto";         // auto | cpu | cuda
+  std::string precision = "fp32";      // compute: fp32 | bf16 | fp16 (CUDA), autocast as in score
+  bool fast_decode = false;            // JPEG: fast DCT at reduced scale (not Pillow's pixels)
   std::string host = "127.0.0.1";      // loopback unless asked
   int port = 8080;                     // 0: any free port (see port_file)
   std::filesystem::path port_file;     // written (atomically) with the bound port once listening

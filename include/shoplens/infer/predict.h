@@ -1,0 +1,50 @@
+// `shoplens predict` and `shoplens evaluate`: predictions straight from weights (an exported
+// folder, a run, a checkpoint, or a .pth/.safetensors with its architecture), BatchNorm in eval
+// mode, no training. Inputs are whatever open_score_rows reads (folder tree, CSV, list, one
+// image, shards). See docs/SCORING.md.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "shoplens/infer/inference_session.h"
+
+namespace shoplens {
+
+struct PredictOptions {
+  ModelSource model;
+  InferenceOptions inference;
+  std::filesystem::path input;
+  std::filesystem::path root;          // CSV or list input: base of relative paths
+  std::string split = "all";           // shards input
+  std::filesystem::path out;           // predictions file, written atomically
+  std::string format = "auto";         // csv | jsonl | auto (from the extension of `out`; csv otherwise)
+  int top_k = 5;
+  bool logits = false;                 // also write the raw logits of every class
+  int batch_size = 32;
+  int workers = 0;                     // decode threads (0: usable cores)
+};
+
+// Writes one line per input row (errors included, with their reason); returns a summary
+// {rows, rows_ok, rows_error, out, format, model, input, images_per_second}.
+nlohmann::json run_predict(const PredictOptions& options);
+
+struct EvaluateOptions {
+  ModelSource model;
+  InferenceOptions inference;
+  std::filesystem::path input;         // labelled: a class-folder tree, a CSV with `label`, or shards
+  std::filesystem::path root;
+  std::string split = "all";
+  std::filesystem::path out_dir;       // metrics.json, report.html, predictions.csv
+  int batch_size = 32;
+  int workers = 0;
+  int calibration_bins = 15;
+};
+
+// UsageError when the input has no labels. A weights file without class names takes them from
+// the input's labels in sorted order (torchvision's ImageFolder class_to_idx). Returns metrics.json.
+nlohmann::json run_evaluate(const EvaluateOptions& options);
+
+}  // namespace shoplens

@@ -1,0 +1,41 @@
+#include "inference_flags.h"
+
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
+
+namespace shoplens::cli {
+
+void InferenceFlags::add_to(CLI::App& app) {
+  app.add_option("-m,--model", source_.path,
+                 "an exported model folder, a training run, a checkpoint (.ckpt), or a weights file "
+                 "(.safetensors, .pth, .pt: name its --arch)")
+      ->required();
+  app.add_option("--arch", source_.arch, "weights files: the architecture (resnet18, resnet50, vit_small, ...)");
+  app.add_option("--classes", classes_, "weights files: class names, comma-separated, in output order (empty: 0, 1, ...)");
+  app.add_option("--classes-file", classes_file_, "weights files: class names, one per line, in output order")
+      ->check(CLI::ExistingFile);
+  app.add_option("--image-size", source_.image_size, "weights files: input side in pixels")->check(CLI::Range(8, 4096));
+  app.add_option("--crop-pct", source_.crop_pct, "weights files: resize the short side to floor(size / crop-pct), then center crop")
+      ->check(CLI::Range(0.05, 1.0));
+  app.add_option("--variant", source_.variant, "model folders: weights file to load (fp32, bf16, fp16)");
+  app.add_option("--checkpoint", source_.checkpoint, "runs: best or last");
+  app.add_option("--precision", inference_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--device", inference_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_flag("--fast-decode", fast_decode_,
+               "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
+}
+
+ModelSource InferenceFlags::model_source() const {
+  if (!classes_.empty() && !classes_file_.empty()) throw UsageError("give --classes or --classes-file, not both");
+  ModelSource s = source_;
+  if (!classes_.empty())
+    for (const auto& c : split(classes_, ',')) s.class_names.emplace_back(trim(c));
+  if (!classes_file_.empty())
+    for (const auto& line : split(read_file(classes_file_), '\n'))
+      if (!trim(line).empty()) s.class_names.emplace_back(trim(line));
+  return s;
+}
+
+}  // namespace shoplens::cli
