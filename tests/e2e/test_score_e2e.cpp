@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -129,6 +130,27 @@ TEST_F(E2eScore, ALabelledInputGetsTheMetricsOfItsPredictions) {
   EXPECT_EQ(m["rows"]["unreadable"].get<int>(), report["rows_error"].get<int>());
   EXPECT_NEAR(m["accuracy"].get<double>(), static_cast<double>(right) / ok, 1e-12);
   EXPECT_TRUE(m.contains("macro_f1") && m.contains("ece") && m.contains("confusion"));
+}
+
+TEST_F(E2eScore, PredictFromTheRunItsCheckpointAndItsExportAgreesWithScore) {
+  // One model, four ways in: the export (score and predict), the run folder, the run's checkpoint.
+  const fs::path images = fixture_ / "catalog" / "images";
+  const fs::path checkpoint = fixture_ / "run" / "checkpoints" / "best.ckpt";
+  std::map<std::string, std::map<std::string, std::string>> top1;  // source -> id -> label
+  for (const auto& [name, source] : std::vector<std::pair<std::string, fs::path>>{
+           {"export", model()}, {"run", fixture_ / "run"}, {"checkpoint", checkpoint}}) {
+    const fs::path out = *dir_ / ("predict-" + name + ".csv");
+    auto r = run_shoplens("predict --model " + source.string() + " --input " + images.string() + " --out " +
+                          out.string() + " --top-k 1 --threads 1 --workers 1");
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    auto recs = parse_csv(testing::read_text(out));
+    ASSERT_GT(recs.size(), 10u);
+    // row, id, true_label (class folders), status, prediction, confidence, ...
+    for (std::size_t i = 1; i < recs.size(); ++i)
+      top1[name][recs[i].fields[1]] = recs[i].fields[4] + "@" + recs[i].fields[5];
+  }
+  EXPECT_EQ(top1["run"], top1["export"]);
+  EXPECT_EQ(top1["checkpoint"], top1["export"]);
 }
 
 TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {
