@@ -268,6 +268,14 @@ std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base,
   return std::make_shared<C10dGroup>(store, backend, rank, world_size, options.backend, options.timeout);
 }
 
+// Rank 0's store is new with every start of rank 0, so its keys need no attempt number, and ranks
+// whose launchers count restarts differently still meet (a replaced node's launcher starts at 0
+// while the survivors' are at 1). An agent's store outlives the attempts: there the restart count
+// keeps them apart.
+std::string store_prefix(const DistEnv& env) {
+  return env.agent_hosts_store ? fmt::format("shoplens/{}", env.restart_count) : std::string("shoplens");
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const GroupOptions& options) {
@@ -291,9 +299,7 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const Group
                             env.rank, env.master_addr, env.master_port, std::chrono::duration<double>(options.timeout).count(),
                             error_message(e)));
   }
-  // A restarted job reuses the store only when an agent hosts it; the prefix keeps attempts apart.
-  auto group = create_group(store, fmt::format("shoplens/{}", env.restart_count), env.rank, env.world_size,
-                            env.master_addr, options);
+  auto group = create_group(store, store_prefix(env), env.rank, env.world_size, env.master_addr, options);
   log_info(fmt::format("dist: joined {} ({} backend)", env.describe(), options.backend));
   return group;
 }

@@ -1,0 +1,235 @@
+// Two nodes over a real link: scripts/netns/two_hosts.sh makes two network namespaces (node0
+// 10.77.0.1, node1 10.77.0.2, each with its own hostname) joined by a veth pair, and the job runs
+// one rank per node, launched by `shoplens launch` or by torchrun. Skipped where network
+// namespaces (root) or the launcher are not available. docs/DISTRIBUTED.md.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "shoplens/models/classifier.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/train_state.h"
+#include "model_test_util.h"
+#include "test_util.h"
+
+namespace shoplens {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_json;
+using testing::read_text;
+using testing::run_shell;
+using testing::run_shoplens;
+
+std::string script(const std::string& name) { return testing::source_dir() + "/scripts/" + name; }
+
+// A command running in the background with its output in `log`; killed if the test ends early.
+class Background {
+ public:
+  Background(const std::string& command, const fs::path& log) : log_(log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >>" + log.string() + " 2>&1").c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() {
+    if (pid_ <= 0) return;
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  // The exit code, or 128 + the signal that ended it.
+  int wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string output() const { return read_text(log_); }
+
+ private:
+  pid_t pid_ = -1;
+  fs::path log_;
+};
+
+// Polls `done` until it holds; the limit only keeps a broken run from hanging the test.
+bool eventually(const std::function<bool()>& done) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::size_t steps_logged(const fs::path& run) {
+  std::size_t n = 0;
+  if (!fs::is_directory(run / "ledger")) return n;
+  for (const auto& e : fs::directory_iterator(run / "ledger")) {
+    std::ifstream in(e.path());
+    std::string line;
+    while (std::getline(in, line)) n += line.find("\"type\":\"step\"") != std::string::npos;
+  }
+  return n;
+}
+
+at::Tensor final_parameters(const fs::path& run) {
+  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
+  EXPECT_TRUE(found.has_value()) << run;
+  if (!found) return at::Tensor();
+  auto m = make_model(ModelSpec{"vit_tiny", 12, 16, 0.0, false});
+  restore_model_weights(*m, found->tensors);
+  std::vector<at::Tensor> flat;
+  for (const auto& p : m->parameters()) flat.push_back(p.detach().flatten());
+  return torch::cat(flat);
+}
+
+std::string exact_ledger(const fs::path& run) {
+  auto r = run_shoplens("verify-ledger " + run.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("result: exact"), std::string::npos) << r.output;
+  return r.output;
+}
+
+// The equivalence run of E2eDist.TwoRanksMatchOneRankWithTwiceTheBatch: ViT-Tiny (no batch
+// statistics), 4 SGD-momentum steps.
+const char* const kEquivalence = " --model vit_tiny --epochs 1 --max-steps 4 --set train.deterministic=true "
+                                 "--set train.checkpoint_every_steps=4 --set optim.name=sgd --set optim.momentum=0.9 --lr 0.05";
+
+class TwoHosts : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::ScratchDir("e2e-hosts");
+    id_ = "t" + std::to_string(::getpid() % 10000000);
+    auto up = run_shell("bash " + script("netns/two_hosts.sh") + " up " + id_);
+    if (up.exit_code == 77) {
+      skip_ = "no network namespaces here: " + up.output;
+      return;
+    }
+    ASSERT_EQ(up.exit_code, 0) << up.output;
+    const fs::path catalog = *dir_ / "catalog";
+    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
+                                 " --storage-size 24 --records-per-shard 64 --threads 2");
+    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  }
+  static void TearDownTestSuite() {
+    run_shell("bash " + script("netns/two_hosts.sh") + " down " + id_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  static fs::path shards() { return *dir_ / "shards"; }
+  static std::string bin() { return testing::shoplens_bin(); }
+  // `command` on node `n` (0: 10.77.0.1, 1: 10.77.0.2).
+  static std::string on_node(int n, const std::string& command) {
+    return "bash " + script("netns/two_hosts.sh") + " exec " + id_ + " " + std::to_string(n) + " " + command;
+  }
+  // A small run with the ledger on; `extra` adds options.
+  static std::string train_options(const std::string& extra) {
+    auto has = [&](const char* flag) { return extra.find(flag) != std::string::npos; };
+    return "--shards " + shards().string() + (has("--model") ? "" : " --model small_cnn") + (has("--epochs") ? "" : " --epochs 2") +
+           (has("--lr") ? "" : " --lr 0.003") + " --threads 1 --set loader.workers=1 --set dist.ledger=true --set augment.image_size=16" +
+           (has("timeout_seconds") ? "" : " --set dist.timeout_seconds=60") + " " + extra;
+  }
+  // The worker's command: the same on every node, `--resume auto` so a replaced node resumes too.
+  static std::string train(const fs::path& run, const std::string& extra) {
+    return bin() + " train --out " + run.string() + " --resume auto " + train_options(extra);
+  }
+  static std::string shoplens_launch(int n, const std::string& worker, int max_restarts) {
+    return on_node(n, bin() + " launch --nnodes 2 --node-rank " + std::to_string(n) +
+                          " --nproc-per-node 1 --master-addr 10.77.0.1 --master-port 29400 --grace-seconds 20 --max-restarts " +
+                          std::to_string(max_restarts) + " -- " + worker);
+  }
+  static testing::ScratchDir* dir_;
+  static std::string id_, skip_;
+};
+testing::ScratchDir* TwoHosts::dir_ = nullptr;
+std::string TwoHosts::id_, TwoHosts::skip_;
+
+// One rank per node, started by `shoplens launch` or by torchrun (the test's parameter).
+class OverALink : public TwoHosts, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    TwoHosts::SetUp();
+    if (GetParam() == "torchrun" && !fs::exists("/usr/bin/torchrun")) GTEST_SKIP() << "torchrun (python3-torch) is not installed";
+  }
+  // Node n's launcher with one worker running `worker`; rendezvous on node0's link address.
+  std::string launch(int n, const std::string& worker, int max_restarts = 0) {
+    if (GetParam() == "torchrun") {
+      // c10d rendezvous: a replaced node joins the next round (static rendezvous cannot).
+      const fs::path logs = *dir_ / ("torchrun-logs-" + std::to_string(n) + "-" + std::to_string(starts_++));
+      return on_node(n, "/usr/bin/torchrun --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 10.77.0.1:29400 "
+                        "--rdzv_id shoplens-test --max_restarts " + std::to_string(max_restarts) +
+                        " --redirects 1 --tee 1 --log_dir " + logs.string() + " --no_python " + worker);
+    }
+    return shoplens_launch(n, worker, max_restarts);
+  }
+  int starts_ = 0;
+};
+
+TEST_P(OverALink, MatchOneProcessWithTheWholeBatchAndTheLedgerIsExact) {
+  const fs::path single = *dir_ / "single", nodes = *dir_ / ("nodes-" + GetParam());
+  auto one = run_shell(train(single, "--batch-size 8" + std::string(kEquivalence)));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  Background node1(launch(1, train(nodes, "--batch-size 4" + std::string(kEquivalence))), *dir_ / ("eq-node1-" + GetParam()));
+  auto node0 = run_shell(launch(0, train(nodes, "--batch-size 4" + std::string(kEquivalence))));
+  ASSERT_EQ(node0.exit_code, 0) << node0.output;
+  ASSERT_EQ(node1.wait(), 0) << node1.output();
+
+  testing::expect_close(final_parameters(nodes), final_parameters(single), "2 nodes x 4 vs 1 process x 8");
+  const auto summary = read_json(nodes / "summary.json");
+  EXPECT_EQ(summary["world_size"], 2);
+  EXPECT_EQ(summary["global_batch"], 8);
+  // Rank 1 joined from the other host, over the link: not loopback.
+  EXPECT_NE(node1.output().find(GetParam() == "torchrun" ? "rank 1 of 2" : "joined rank 1 of 2 (local 0 of 1), master 10.77.0.1:29400"),
+            std::string::npos) << node1.output();
+  exact_ledger(nodes);
+}
+
+// A whole node dies mid-epoch (its launcher and its worker, SIGKILL); the surviving node's
+// launcher restarts its group, the same command on a fresh node joins it, the run completes
+// and the ledger is exact.
+TEST_P(OverALink, AKilledNodeIsReplacedAndTheLedgerStaysExact) {
+  const fs::path run = *dir_ / ("node-killed-" + GetParam());
+  const std::string worker = train(run, "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4");
+  Background node0(launch(0, worker, 2), *dir_ / ("kill-node0-" + GetParam()));
+  auto node1 = std::make_unique<Background>(launch(1, worker, 2), *dir_ / ("kill-node1-" + GetParam()));
+  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 12; })) << node0.output();
+  ASSERT_EQ(run_shell("bash " + script("netns/two_hosts.sh") + " kill " + id_ + " 1").exit_code, 0);
+  EXPECT_EQ(node1->wait(), 128 + SIGKILL);
+  if (GetParam() == "shoplens") {
+    // The replacement must meet rank 0's next store, not the one of the attempt that failed.
+    ASSERT_TRUE(eventually([&] { return node0.output().find("restarting the group") != std::string::npos; })) << node0.output();
+  }
+  node1 = std::make_unique<Background>(launch(1, worker, 2), *dir_ / ("kill-node1-again-" + GetParam()));
+  ASSERT_EQ(node0.wait(), 0) << node0.output();
+  ASSERT_EQ(node1->wait(), 0) << node1->output();
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
+  const std::string report = exact_ledger(run);
+  EXPECT_NE(report.find("2 segment(s)"), std::string::npos) << report;
+  EXPECT_NE(report.find("epoch 2:"), std::string::npos) << report;
+}
+
+// The prefix E2e puts them under the e2e label (tests/CMakeLists.txt).
+INSTANTIATE_TEST_SUITE_P(E2eTwoNodes, OverALink, ::testing::Values("shoplens", "torchrun"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace shoplens
