@@ -1,7 +1,7 @@
 // Two nodes over a real link: scripts/netns/two_hosts.sh makes two network namespaces (node0
 // 10.77.0.1, node1 10.77.0.2, each with its own hostname) joined by a veth pair, and the job runs
-// one rank per node, launched by `shoplens launch` or by torchrun. Skipped where network
-// namespaces (root) or the launcher are not available. docs/DISTRIBUTED.md.
+// one rank per node, launched by `shoplens launch` or by torchrun, and the link itself fails.
+// Skipped where network namespaces (root) or the launcher are not available. docs/DISTRIBUTED.md.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -230,6 +230,47 @@ TEST_P(OverALink, AKilledNodeIsReplacedAndTheLedgerStaysExact) {
 // The prefix E2e puts them under the e2e label (tests/CMakeLists.txt).
 INSTANTIATE_TEST_SUITE_P(E2eTwoNodes, OverALink, ::testing::Values("shoplens", "torchrun"),
                          [](const auto& info) { return info.param; });
+
+using E2eNetworkFault = TwoHosts;
+
+// The link goes down for longer than dist.timeout_seconds: on both nodes the collective fails
+// with an error naming it, the rank and the peer on the other host; each launcher restarts its
+// group, and once the link is back the run completes with an exact ledger.
+TEST_F(E2eNetworkFault, ALinkDownPastTheTimeoutNamesThePeerAndTheGroupRestarts) {
+  const fs::path run = *dir_ / "link-down";
+  const std::string worker = train(run, "--batch-size 4 --epochs 2 --set train.checkpoint_every_steps=4 --set dist.timeout_seconds=8");
+  Background node0(shoplens_launch(0, worker, 3), *dir_ / "link-node0");
+  Background node1(shoplens_launch(1, worker, 3), *dir_ / "link-node1");
+  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 8; })) << node0.output();
+  const std::string link = "bash " + script("netns/two_hosts.sh") + " link " + id_;
+  ASSERT_EQ(run_shell(link + " down").exit_code, 0);
+  // Down until both ranks gave up on their peer: longer than the timeout, whatever it is.
+  auto restarted = [](const Background& node) { return node.output().find("restarting the group") != std::string::npos; };
+  const bool both_failed = eventually([&] { return restarted(node0) && restarted(node1); });
+  ASSERT_EQ(run_shell(link + " up").exit_code, 0);
+  ASSERT_TRUE(both_failed) << node0.output() << node1.output();
+  ASSERT_EQ(node0.wait(), 0) << node0.output();
+  ASSERT_EQ(node1.wait(), 0) << node1.output();
+
+  // e.g. "all-reduce failed on rank 0 (pid 7 on ...-node0): ... Timed out ... (a peer died, was
+  // killed or did not answer within dist.timeout_seconds = 8 s; waiting on rank 1 (pid 9 on ...-node1))"
+  const std::string out0 = node0.output(), out1 = node1.output();
+  for (const auto& [out, self, peer] : {std::tuple{out0, 0, 1}, std::tuple{out1, 1, 0}}) {
+    const std::size_t at = out.find(" failed on rank " + std::to_string(self) + " (pid ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::size_t begin = out.rfind('\n', at) + 1;
+    const std::string line = out.substr(begin, out.find('\n', at) - begin);
+    bool names_the_collective = false;
+    for (const char* collective : {"all-reduce failed", "broadcast failed", "barrier failed", "exchange of '"})
+      names_the_collective = names_the_collective || line.find(collective) != std::string::npos;
+    EXPECT_TRUE(names_the_collective) << line;
+    EXPECT_NE(line.find("dist.timeout_seconds = 8 s"), std::string::npos) << line;
+    EXPECT_NE(line.find("waiting on rank " + std::to_string(peer) + " (pid "), std::string::npos) << line;
+    EXPECT_NE(line.find("on shoplens-" + id_ + "-node" + std::to_string(peer) + ")"), std::string::npos) << line;
+  }
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
+  exact_ledger(run);
+}
 
 }  // namespace
 }  // namespace shoplens
