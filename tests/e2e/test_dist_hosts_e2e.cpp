@@ -1,7 +1,8 @@
 // Two nodes over a real link: scripts/netns/two_hosts.sh makes two network namespaces (node0
 // 10.77.0.1, node1 10.77.0.2, each with its own hostname) joined by a veth pair, and the job runs
-// one rank per node, launched by `shoplens launch` or by torchrun, and the link itself fails.
-// Skipped where network namespaces (root) or the launcher are not available. docs/DISTRIBUTED.md.
+// one rank per node, launched by `shoplens launch`, by torchrun, or by a real Slurm
+// (scripts/slurm/local_cluster.sh, scripts/slurm/train.sbatch). Skipped where network namespaces
+// (root) or the launcher are not available. docs/DISTRIBUTED.md.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -270,6 +271,68 @@ TEST_F(E2eNetworkFault, ALinkDownPastTheTimeoutNamesThePeerAndTheGroupRestarts) 
   }
   EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
   exact_ledger(run);
+}
+
+// A real Slurm: scripts/slurm/local_cluster.sh starts munged, slurmctld and a slurmd on each of
+// the two hosts; the job is scripts/slurm/train.sbatch, one srun task per node.
+class E2eSlurm : public TwoHosts {
+ protected:
+  static void SetUpTestSuite() {
+    TwoHosts::SetUpTestSuite();
+    if (!skip_.empty()) return;
+    auto started = run_shell(cluster("start"));
+    if (started.exit_code == 77) skip_ = "no Slurm here: " + started.output;
+    else ASSERT_EQ(started.exit_code, 0) << started.output;
+  }
+  static void TearDownTestSuite() {
+    run_shell(cluster("stop"));
+    TwoHosts::TearDownTestSuite();
+  }
+  static std::string cluster(const std::string& verb) {
+    return "bash " + script("slurm/local_cluster.sh") + " " + verb + " " + id_ + " " + (*dir_ / "cluster").string();
+  }
+  static std::string sbatch(const fs::path& run, const std::string& flags, const std::string& options) {
+    return cluster("run") + " env SHOPLENS=" + bin() + " MASTER_PORT=29400 sbatch --parsable " + flags + " --output " +
+           (*dir_ / "slurm-%j.out").string() + " " + script("slurm/train.sbatch") + " " + run.string() + " " + train_options(options);
+  }
+  static std::string job_state(const std::string& job) {
+    auto r = run_shell(cluster("run") + " scontrol show job " + job);
+    const auto at = r.output.find("JobState=");
+    return at == std::string::npos ? r.output : r.output.substr(at + 9, r.output.find(' ', at) - at - 9);
+  }
+};
+
+TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
+  // Equal to one process with the whole batch, as under the other launchers.
+  const fs::path single = *dir_ / "single", ranks = *dir_ / "slurm-eq";
+  auto one = run_shell(train(single, "--batch-size 8" + std::string(kEquivalence)));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto eq = run_shell(sbatch(ranks, "--wait", "--batch-size 4" + std::string(kEquivalence)));
+  ASSERT_EQ(eq.exit_code, 0) << eq.output;
+  testing::expect_close(final_parameters(ranks), final_parameters(single), "srun 2 nodes x 4 vs 1 process x 8");
+  EXPECT_EQ(read_json(ranks / "summary.json")["world_size"], 2);
+  exact_ledger(ranks);
+
+  // scontrol requeue mid-epoch: the ranks checkpoint on Slurm's SIGTERM, the job runs again with
+  // SLURM_RESTART_COUNT=1 and resumes.
+  const fs::path run = *dir_ / "slurm-requeued";
+  auto submitted = run_shell(sbatch(run, "", "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 12; })) << job_state(job);
+  ASSERT_EQ(run_shell(cluster("run") + " scontrol requeue " + job).exit_code, 0);
+  // A requeued job waits two minutes before it is eligible again; release it now.
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "PENDING"; })) << job_state(job);
+  ASSERT_EQ(run_shell(cluster("run") + " scontrol update JobId=" + job + " StartTime=now").exit_code, 0);
+  ASSERT_TRUE(eventually([&] { const auto s = job_state(job); return s == "COMPLETED" || s == "FAILED"; }));
+  const std::string log = read_text(*dir_ / ("slurm-" + job + ".out"));
+  ASSERT_EQ(job_state(job), "COMPLETED") << log;
+  EXPECT_NE(log.find("CANCELLED AT"), std::string::npos) << log;
+  EXPECT_NE(log.find("restart 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("from slurm"), std::string::npos) << log;
+  EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
+  const std::string report = exact_ledger(run);
+  EXPECT_NE(report.find("2 segment(s)"), std::string::npos) << report;
 }
 
 }  // namespace
