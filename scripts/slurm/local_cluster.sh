@@ -3,7 +3,9 @@
 # for the tests: the two nodes are the network namespaces of scripts/netns/two_hosts.sh (node0
 # 10.77.0.1 also runs slurmctld, node1 10.77.0.2), with their own munged, key, spool and state in
 # DIR. No systemd, nothing outside DIR and the namespaces is touched. Needs root, munge and Slurm
-# (slurmctld, slurmd, slurm-client; scripts/bootstrap.sh installs them).
+# (slurmctld, slurmd, slurm-client; scripts/bootstrap.sh installs them). The daemons' Unix
+# sockets (munge, slurmd's spool) live under /tmp/shoplens-slurm-ID instead, since a socket path
+# may not exceed 108 bytes and DIR may be long.
 #
 #   local_cluster.sh start ID DIR       start everything and wait for both nodes to be idle (exit 77 if impossible)
 #   local_cluster.sh run ID DIR CMD...  run a client command (sbatch, squeue, scontrol ...) on node0
@@ -24,9 +26,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$sockets/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
+SlurmdSpoolDir=$sockets/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -55,7 +57,7 @@ start_munge() {
   mkdir -p "$dir/munge" && chmod 700 "$dir/munge"
   [ -f "$dir/munge/munge.key" ] || mungekey --create --keyfile "$dir/munge/munge.key" >/dev/null
   chmod 400 "$dir/munge/munge.key"
-  munged --force --socket "$dir/munge/munge.socket" --key-file "$dir/munge/munge.key" --pid-file "$dir/munge/munged.pid" \
+  munged --force --socket "$sockets/munge.socket" --key-file "$dir/munge/munge.key" --pid-file "$dir/munge/munged.pid" \
     --log-file "$dir/munge/munged.log" --seed-file "$dir/munge/munged.seed" 2>>"$dir/munge/start.err" ||
     die "munged did not start: $(cat "$dir/munge/start.err")"
 }
@@ -75,7 +77,8 @@ start() {
     skip "Slurm is not installed (slurmctld, slurmd, slurm-client)"
   command -v munged >/dev/null || skip "munge is not installed"
   bash "$hosts" up "$id" >/dev/null
-  mkdir -p "$dir"/{state,run,log} "$dir/spool/shoplens-$id-node0" "$dir/spool/shoplens-$id-node1"
+  mkdir -p "$dir"/{state,run,log} "$sockets/shoplens-$id-node0" "$sockets/shoplens-$id-node1"
+  chmod 700 "$sockets"
   write_conf "$id" "$dir"
   start_munge "$dir"
   bash "$hosts" exec "$id" 0 slurmctld -f "$dir/slurm.conf" -i || die "slurmctld did not start (see $dir/log/slurmctld.log)"
@@ -96,12 +99,15 @@ stop() {
   bash "$hosts" down "$id"
   f="$dir/munge/munged.pid"
   [ ! -f "$f" ] || kill "$(cat "$f")" 2>/dev/null || true
+  rm -rf "$sockets"
 }
 
 cmd=${1:-}; shift || true
 [ $# -ge 2 ] || die "usage: local_cluster.sh start|run|stop ID DIR [CMD...]"
+[[ "$1" =~ ^[a-z0-9]{1,8}$ ]] || die "ID must be 1-8 lowercase letters or digits, got '$1'"
 mkdir -p "$2"
 dir=$(cd "$2" && pwd)
+sockets=/tmp/shoplens-slurm-$1
 case "$cmd" in
   start) start "$1" "$dir" ;;
   run) id=$1; shift 2; run "$id" "$dir" "$@" ;;
