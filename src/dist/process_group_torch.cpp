@@ -151,9 +151,10 @@ GroupMembers describe_members(const std::vector<Announcement>& members, int rank
 
 std::string describe_failure(const std::string& what, const std::exception& e, const GroupMembers& members) {
   const std::string message = error_message(e);
-  const bool peer_trouble = message.find("imed out") != std::string::npos || message.find("onnection") != std::string::npos ||
-                            message.find("closed") != std::string::npos || message.find("reset") != std::string::npos ||
-                            message.find("Broken pipe") != std::string::npos;
+  // Gloo says "Timed out waiting ...", the TCPStore "Socket Timeout" or "Wait timeout".
+  bool peer_trouble = false;
+  for (const char* sign : {"imed out", "imeout", "onnection", "closed", "reset", "Broken pipe"})
+    peer_trouble = peer_trouble || message.find(sign) != std::string::npos;
   if (!peer_trouble) return fmt::format("{} failed on {}: {}", what, members.self, message);
   return fmt::format("{} failed on {}: {} (a peer died, was killed or did not answer within dist.timeout_seconds = {:.0f} s; "
                      "waiting on {})",
