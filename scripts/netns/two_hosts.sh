@@ -52,6 +52,7 @@ up() {
 # Each node gets its own hostname (a UTS namespace), as a real host has.
 run_on() {
   local id=$1 n=$2; shift 2
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   exec ip netns exec "$(ns "$id" "$n")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$(host "$id" "$n")" \
     env GLOO_SOCKET_IFNAME="$LINK" "$@"
 }
@@ -59,6 +60,7 @@ run_on() {
 kill_node() {
   local pids
   pids=$(ip netns pids "$(ns "$1" "$2")" 2>/dev/null || true)
+  # shellcheck disable=SC2086  # one argument per pid
   [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
 }
 

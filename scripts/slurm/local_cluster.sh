@@ -63,8 +63,8 @@ start_munge() {
 }
 
 wait_idle() {
-  local id=$1 dir=$2 i
-  for i in $(seq 1 150); do
+  local id=$1 dir=$2 _
+  for _ in $(seq 1 150); do
     if [ "$(run "$id" "$dir" sinfo -h -o '%t' 2>/dev/null | sort -u | tr -d '\n')" = idle ]; then return 0; fi
     sleep 0.2
   done
@@ -73,8 +73,10 @@ wait_idle() {
 
 start() {
   local id=$1 dir=$2
-  command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null ||
-    skip "Slurm is not installed (slurmctld, slurmd, slurm-client)"
+  local tool
+  for tool in slurmctld slurmd sbatch; do
+    command -v "$tool" >/dev/null || skip "Slurm is not installed ($tool is missing: slurmctld, slurmd, slurm-client)"
+  done
   command -v munged >/dev/null || skip "munge is not installed"
   bash "$hosts" up "$id" >/dev/null
   mkdir -p "$dir"/{state,run,log} "$sockets/shoplens-$id-node0" "$sockets/shoplens-$id-node1"

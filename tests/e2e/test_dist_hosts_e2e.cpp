@@ -210,12 +210,12 @@ TEST_P(OverALink, MatchOneProcessWithTheWholeBatchAndTheLedgerIsExact) {
   exact_ledger(nodes);
 }
 
-// A whole node dies mid-epoch (its launcher and its worker, SIGKILL); the surviving node's
-// launcher restarts its group, the same command on a fresh node joins it, the run completes
-// and the ledger is exact.
 // The launchers that restart a group (a pod's restarts are Kubernetes' business).
 using ALauncher = OverALink;
 
+// A whole node dies mid-epoch (its launcher and its worker, SIGKILL); the surviving node's
+// launcher restarts its group, the same command on a fresh node joins it, the run completes
+// and the ledger is exact.
 TEST_P(ALauncher, AKilledNodeIsReplacedAndTheLedgerStaysExact) {
   const fs::path run = *dir_ / ("node-killed-" + GetParam());
   const std::string worker = train(run, "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4");
