@@ -9,7 +9,8 @@
 #
 #   local_cluster.sh start ID DIR       start everything and wait for both nodes to be idle (exit 77 if impossible)
 #   local_cluster.sh run ID DIR CMD...  run a client command (sbatch, squeue, scontrol ...) on node0
-#   local_cluster.sh stop ID DIR        stop the daemons and remove the namespaces (DIR is kept)
+#   local_cluster.sh stop ID DIR        stop the daemons and remove the namespaces (DIR is kept; any DIR
+#                                       stops a cluster whose DIR is gone)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,7 +58,7 @@ start_munge() {
   mkdir -p "$dir/munge" && chmod 700 "$dir/munge"
   [ -f "$dir/munge/munge.key" ] || mungekey --create --keyfile "$dir/munge/munge.key" >/dev/null
   chmod 400 "$dir/munge/munge.key"
-  munged --force --socket "$sockets/munge.socket" --key-file "$dir/munge/munge.key" --pid-file "$dir/munge/munged.pid" \
+  munged --force --socket "$sockets/munge.socket" --key-file "$dir/munge/munge.key" --pid-file "$sockets/munged.pid" \
     --log-file "$dir/munge/munged.log" --seed-file "$dir/munge/munged.seed" 2>>"$dir/munge/start.err" ||
     die "munged did not start: $(cat "$dir/munge/start.err")"
 }
@@ -99,7 +100,7 @@ stop() {
   local id=$1 dir=$2 f
   # The namespaces' processes (slurmctld, slurmd, jobs) die with them; munged runs outside.
   bash "$hosts" down "$id"
-  f="$dir/munge/munged.pid"
+  f="$sockets/munged.pid"
   [ ! -f "$f" ] || kill "$(cat "$f")" 2>/dev/null || true
   rm -rf "$sockets"
 }

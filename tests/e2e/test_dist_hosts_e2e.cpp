@@ -12,6 +12,8 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <torch/torch.h>
@@ -109,9 +111,25 @@ std::string exact_ledger(const fs::path& run) {
 const char* const kEquivalence = " --model vit_tiny --epochs 1 --max-steps 4 --set train.deterministic=true "
                                  "--set train.checkpoint_every_steps=4 --set optim.name=sgd --set optim.momentum=0.9 --lr 0.05";
 
+// A run killed by ctest's timeout never tears down: remove the hosts (and a Slurm cluster's
+// munged) of runs whose process is gone; their ID is "t" + the test's pid.
+void remove_stale_hosts() {
+  std::istringstream listed(run_shell("ip netns list 2>/dev/null").output);
+  std::set<std::string> stale;
+  for (std::string name; listed >> name;) {
+    if (name.rfind("shoplens-t", 0) != 0) continue;
+    const std::string pid = name.substr(10, name.find('-', 10) - 10);
+    if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && !fs::exists("/proc/" + pid))
+      stale.insert("t" + pid);
+  }
+  for (const auto& id : stale)
+    run_shell("bash " + script("slurm/local_cluster.sh") + " stop " + id + " /tmp/shoplens-slurm-" + id);
+}
+
 class TwoHosts : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    remove_stale_hosts();
     dir_ = new testing::ScratchDir("e2e-hosts");
     id_ = "t" + std::to_string(::getpid() % 10000000);
     auto up = run_shell("bash " + script("netns/two_hosts.sh") + " up " + id_);
