@@ -22,6 +22,9 @@ PACKAGES=(
   python3 python3-venv python3-torch python3-torchvision python3-pil python3-numpy
   # scikit-learn: the reference the binary metrics (ROC AUC, average precision) are checked against
   python3-sklearn
+  # multi-node tests: network namespaces and a veth link (scripts/netns), a local Slurm cluster
+  # with munge authentication (scripts/slurm)
+  iproute2 munge slurmctld slurmd slurm-client
 )
 
 missing=()

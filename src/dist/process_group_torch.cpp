@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -65,11 +66,12 @@ std::string hostname() {
 // Every rank announces itself, then waits for the others, checking what has arrived as it
 // waits: a disagreement is reported at once (and published, so the others stop too), a missing
 // rank when the timeout runs out, with the list of who is missing.
-void rendezvous(c10d::Store& store, int rank, int world_size, const GroupOptions& options) {
+// Returns every rank's announcement, in rank order.
+std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_size, const GroupOptions& options) {
   Announcement self{world_size, options.fingerprint, hostname(), static_cast<long>(getpid())};
   store.set("rank/" + std::to_string(rank), to_bytes(self.encode()));
   const auto deadline = Clock::now() + options.timeout;
-  std::vector<bool> seen(world_size, false);
+  std::vector<std::optional<Announcement>> seen(world_size);
   for (;;) {
     if (store.check({"abort"})) throw ConfigError("distributed rendezvous aborted by another rank: " + to_string(store.get("abort")));
     int present = 0;
@@ -89,7 +91,7 @@ void rendezvous(c10d::Store& store, int rank, int world_size, const GroupOptions
           store.set("abort", to_bytes(problem));
           throw ConfigError("inconsistent distributed job: " + problem);
         }
-        seen[r] = true;
+        seen[r] = other;
       }
       present++;
     }
@@ -101,7 +103,11 @@ void rendezvous(c10d::Store& store, int rank, int world_size, const GroupOptions
       store.set("abort", to_bytes(problem));
       throw ConfigError("inconsistent distributed job: " + problem);
     }
-    if (present == world_size) return;
+    if (present == world_size) {
+      std::vector<Announcement> members;
+      for (const auto& m : seen) members.push_back(*m);
+      return members;
+    }
     if (Clock::now() >= deadline) {
       std::vector<std::string> missing;
       for (int r = 0; r < world_size; ++r)
@@ -123,13 +129,36 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-std::string describe_failure(const std::string& what, const std::exception& e) {
+// Who takes part in this rank's collectives, for the errors: "rank 0 (pid 7 on node0)" and the
+// peers it waits on, so a message from one node names the other.
+struct GroupMembers {
+  std::string self, peers;
+  std::chrono::milliseconds timeout{0};
+};
+
+GroupMembers describe_members(const std::vector<Announcement>& members, int rank, std::chrono::milliseconds timeout) {
+  GroupMembers described;
+  std::vector<std::string> peers;
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    const std::string who = fmt::format("rank {} (pid {} on {})", r, members[r].pid, members[r].host);
+    if (static_cast<int>(r) == rank) described.self = who;
+    else peers.push_back(who);
+  }
+  described.peers = join(peers, ", ");
+  described.timeout = timeout;
+  return described;
+}
+
+std::string describe_failure(const std::string& what, const std::exception& e, const GroupMembers& members) {
   const std::string message = error_message(e);
-  const bool peer_trouble = message.find("imed out") != std::string::npos || message.find("onnection") != std::string::npos ||
-                            message.find("closed") != std::string::npos || message.find("reset") != std::string::npos ||
-                            message.find("Broken pipe") != std::string::npos;
-  return fmt::format("{} failed: {}{}", what, message,
-                     peer_trouble ? " (a peer rank died, was killed or stopped answering within dist.timeout_seconds)" : "");
+  // Gloo says "Timed out waiting ...", the TCPStore "Socket Timeout" or "Wait timeout".
+  bool peer_trouble = false;
+  for (const char* sign : {"imed out", "imeout", "onnection", "closed", "reset", "Broken pipe"})
+    peer_trouble = peer_trouble || message.find(sign) != std::string::npos;
+  if (!peer_trouble) return fmt::format("{} failed on {}: {}", what, members.self, message);
+  return fmt::format("{} failed on {}: {} (a peer died, was killed or did not answer within dist.timeout_seconds = {:.0f} s; "
+                     "waiting on {})",
+                     what, members.self, message, std::chrono::duration<double>(members.timeout).count(), members.peers);
 }
 
 // Gloo takes several tensors in one call only as per-device copies of one tensor; different
@@ -162,25 +191,26 @@ void coalesced(std::vector<at::Tensor>& tensors, Op&& op) {
 
 class PendingWork : public PendingCollective {
  public:
-  explicit PendingWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  PendingWork(c10::intrusive_ptr<c10d::Work> work, const GroupMembers& members) : work_(std::move(work)), members_(members) {}
   void wait() override {
     try {
       work_->wait();
     } catch (const std::exception& e) {
-      throw Error(describe_failure("all-reduce", e));
+      throw Error(describe_failure("all-reduce", e, members_));
     }
   }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
+  GroupMembers members_;
 };
 
 class C10dGroup : public ProcessGroup {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::DistBackend> backend, int rank, int world,
-            std::string backend_name, std::chrono::milliseconds timeout)
+            std::string backend_name, GroupMembers members)
       : store_(std::move(store)), backend_(std::move(backend)), rank_(rank), world_(world),
-        backend_name_(std::move(backend_name)), timeout_(timeout) {}
+        backend_name_(std::move(backend_name)), members_(std::move(members)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -192,9 +222,9 @@ class C10dGroup : public ProcessGroup {
   std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> one{tensor};
     try {
-      return std::make_unique<PendingWork>(backend_->allreduce(one));
+      return std::make_unique<PendingWork>(backend_->allreduce(one), members_);
     } catch (const std::exception& e) {
-      throw Error(describe_failure("all-reduce", e));
+      throw Error(describe_failure("all-reduce", e, members_));
     }
   }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
@@ -212,10 +242,10 @@ class C10dGroup : public ProcessGroup {
       store_->set(base + "/" + std::to_string(rank_), to_bytes(value));
       std::vector<std::string> keys;
       for (int r = 0; r < world_; ++r) keys.push_back(base + "/" + std::to_string(r));
-      store_->wait(keys, timeout_);
+      store_->wait(keys, members_.timeout);
       for (const auto& k : keys) out.push_back(to_string(store_->get(k)));
     } catch (const std::exception& e) {
-      throw Error(describe_failure("exchange of '" + key + "'", e));
+      throw Error(describe_failure("exchange of '" + key + "'", e, members_));
     }
     return out;
   }
@@ -226,7 +256,7 @@ class C10dGroup : public ProcessGroup {
     try {
       start()->wait();
     } catch (const std::exception& e) {
-      throw Error(describe_failure(what, e));
+      throw Error(describe_failure(what, e, members_));
     }
   }
 
@@ -234,14 +264,14 @@ class C10dGroup : public ProcessGroup {
   c10::intrusive_ptr<compat::DistBackend> backend_;
   int rank_, world_;
   std::string backend_name_;
-  std::chrono::milliseconds timeout_;
+  GroupMembers members_;
   std::uint64_t sequence_ = 0;
 };
 
 std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base, const std::string& prefix, int rank,
                                            int world_size, const std::string& master_addr, const GroupOptions& options) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, base);
-  rendezvous(*store, rank, world_size, options);
+  const auto members = describe_members(rendezvous(*store, rank, world_size, options), rank, options.timeout);
   c10::intrusive_ptr<compat::DistBackend> backend;
   try {
     if (options.backend == "nccl") {
@@ -265,7 +295,15 @@ std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base,
   } catch (const std::exception& e) {
     throw Error(fmt::format("creating the {} process group on rank {} failed: {}", options.backend, rank, error_message(e)));
   }
-  return std::make_shared<C10dGroup>(store, backend, rank, world_size, options.backend, options.timeout);
+  return std::make_shared<C10dGroup>(store, backend, rank, world_size, options.backend, members);
+}
+
+// Rank 0's store is new with every start of rank 0, so its keys need no attempt number, and ranks
+// whose launchers count restarts differently still meet (a replaced node's launcher starts at 0
+// while the survivors' are at 1). An agent's store outlives the attempts: there the restart count
+// keeps them apart.
+std::string store_prefix(const DistEnv& env) {
+  return env.agent_hosts_store ? fmt::format("shoplens/{}", env.restart_count) : std::string("shoplens");
 }
 
 }  // namespace
@@ -291,9 +329,7 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const Group
                             env.rank, env.master_addr, env.master_port, std::chrono::duration<double>(options.timeout).count(),
                             error_message(e)));
   }
-  // A restarted job reuses the store only when an agent hosts it; the prefix keeps attempts apart.
-  auto group = create_group(store, fmt::format("shoplens/{}", env.restart_count), env.rank, env.world_size,
-                            env.master_addr, options);
+  auto group = create_group(store, store_prefix(env), env.rank, env.world_size, env.master_addr, options);
   log_info(fmt::format("dist: joined {} ({} backend)", env.describe(), options.backend));
   return group;
 }

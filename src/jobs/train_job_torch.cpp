@@ -73,8 +73,8 @@ TrainData open_text_data(Config& config) {
 }
 
 // Fault injection for the tests (docs/DISTRIBUTED.md): SHOPLENS_FAULT_KILL_STEP=N with
-// SHOPLENS_FAULT_KILL_RANK=R kills rank R with SIGKILL right after step N, on the first attempt
-// only (a restarted job runs clean).
+// SHOPLENS_FAULT_KILL_RANK=R kills rank R with SIGKILL right after step N, before its ledger line
+// for the step is written, on the first attempt only (a restarted job runs clean).
 std::function<void(std::int64_t)> fault_hook(const DistEnv& env) {
   const char* step = std::getenv("SHOPLENS_FAULT_KILL_STEP");
   if (!step || env.restart_count > 0) return nullptr;

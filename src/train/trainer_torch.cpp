@@ -438,6 +438,10 @@ struct Trainer::Impl {
 
   void checkpoint(bool is_best) {
     last_checkpoint_step = state.step;
+    // A checkpoint marks its steps as done. With a ledger, every rank's line for them must be
+    // written first: a rank that died before writing it fails this barrier, so the step is redone
+    // and recorded in the next segment instead of missing from the ledger.
+    if (group && ledger) group->barrier();
     if (!is_main()) return;  // the replicas are identical: rank 0's copy stands for all
     state.train_seconds_at_save = state.train_seconds;
     const json doc = state_to_json(state, config, *model, data.class_names, step_runner->scaler());
@@ -599,13 +603,13 @@ struct Trainer::Impl {
     state.epoch_samples += r.samples;
     state.images_trained += r.samples;
     if (progress) progress->advance();
+    if (after_step) after_step(state.step);  // before the ledger line: the latest a rank can die unrecorded
     if (ledger) {
       std::vector<std::uint64_t> ids;
       for (const auto& b : micro) ids.insert(ids.end(), b.sample_ids.begin(), b.sample_ids.end());
       ledger->step(state.epoch, state.step, ids);
     }
     if (group) stop_agreed = stop_agreed || r.stop_requested;
-    if (after_step) after_step(state.step);
     return r;
   }
 

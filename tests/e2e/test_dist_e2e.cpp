@@ -148,6 +148,20 @@ TEST_F(E2eDist, KilledWorkerIsRestartedAndTheLedgerIsExact) {
   EXPECT_EQ(report.find(" 0 superseded"), std::string::npos) << "step 5-6 were redone after the restart: " << report;
 }
 
+// A worker killed after a checkpoint step's collectives, before its ledger line: rank 0 must not
+// record the step as done (checkpoint it) without that line, or the resumed run would never
+// account for the worker's samples of the step.
+TEST_F(E2eDist, AWorkerKilledBeforeItsLedgerLineAtACheckpointStepLeavesTheLedgerExact) {
+  const fs::path run = *dir_ / "fault-at-checkpoint";
+  auto faulty = run_shell("SHOPLENS_FAULT_KILL_STEP=8 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 1") +
+                          train(run, "--batch-size 4 --epochs 1 --set train.checkpoint_every_steps=4"));
+  ASSERT_EQ(faulty.exit_code, 0) << faulty.output;
+  EXPECT_NE(faulty.output.find("restart 1 of 1"), std::string::npos) << faulty.output;
+  const std::string report = ledger_check(run);
+  EXPECT_NE(report.find("result: exact"), std::string::npos) << report;
+  EXPECT_EQ(report.find(" 0 superseded"), std::string::npos) << "steps 5-8 were redone after the restart: " << report;
+}
+
 // A checkpoint written by 2 ranks resumes on 1 (accumulation makes up the global batch), and
 // one written by 1 rank resumes on 2; the ledger stays exact across both changes.
 TEST_F(E2eDist, ElasticResumeAcrossWorldSizesKeepsTheLedgerExact) {

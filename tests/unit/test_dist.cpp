@@ -10,6 +10,10 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/loader.h"
@@ -157,6 +161,31 @@ TEST(ProcessGroup, AMissingRankIsNamedWhenTheTimeoutRunsOut) {
     const std::string m = e.what();
     EXPECT_NE(m.find("rank(s) 1, 2 of 3 never joined"), std::string::npos) << m;
   }
+}
+
+// A peer that joined but never comes to the collective: the error names the collective, this
+// rank and the peer it waits on (pid and host), and the timeout to raise.
+TEST(ProcessGroup, ACollectiveThatTimesOutNamesItselfAndThePeer) {
+  std::promise<void> rank0_done;
+  auto finished = rank0_done.get_future().share();
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
+    if (rank == 1) {
+      finished.wait();  // alive and connected, but silent
+      return;
+    }
+    std::vector<at::Tensor> t{torch::ones({3})};
+    try {
+      group->allreduce_sum(t);
+      ADD_FAILURE() << "the all-reduce completed without its peer";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      const std::string who = fmt::format("(pid {} on ", ::getpid());
+      EXPECT_NE(m.find("all-reduce failed on rank 0 " + who), std::string::npos) << m;
+      EXPECT_NE(m.find("waiting on rank 1 " + who), std::string::npos) << m;
+      EXPECT_NE(m.find("dist.timeout_seconds = 1 s"), std::string::npos) << m;
+    }
+    rank0_done.set_value();
+  }, 1.0);
 }
 
 // The reducer's gradients equal the mean of what each rank computes alone, with buckets small
