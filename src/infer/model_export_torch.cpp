@@ -270,6 +270,8 @@ ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const 
   return {out, json{{"onnx", "model.onnx"}}};
 }
 
+// REPO/NAME is written beside the repository's models under a temporary name and renamed into
+// place whole, as the model folder is: Triton polling the repository never sees half a model.
 ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
   TritonOptions triton;
   triton.name = o.triton_name.empty() ? t.spec.name : o.triton_name;
@@ -280,8 +282,16 @@ ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
   std::error_code ec;
   if (fs::exists(repo / triton.name, ec) && !o.force)
     throw UsageError("export: " + (repo / triton.name).string() + " already exists; pass --force to replace it");
-  fs::remove_all(repo / triton.name, ec);
-  write_triton_repository(repo, *t.model, onnx_metadata(t), t.classes, triton);
+  const fs::path staging = repo / (".tmp-" + std::to_string(::getpid()));
+  fs::remove_all(staging, ec);
+  try {
+    write_triton_repository(staging, *t.model, onnx_metadata(t), t.classes, triton);
+    move_into_place(staging / triton.name, repo / triton.name);
+    fs::remove_all(staging, ec);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
   spdlog::info("export: Triton model {} ({}) -> {}", triton.name, t.spec.name, (repo / triton.name).string());
   return {repo, json{{"triton", triton.name}}};
 }
