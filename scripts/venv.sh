@@ -2,16 +2,17 @@
 # Creates (once) a pinned Python venv from scripts/python/requirements-NAME.txt:
 #   torch2  pip's torch: its LibTorch is what the `torch2` build links, and its Python is the peer
 #           of the 2.x benchmarks (several GB);
-#   tools   the code checks of scripts/check_code.sh (lizard).
+#   tools   the code checks of scripts/check_code.sh (lizard);
+#   onnx    the ONNX checker and ONNX Runtime that the ONNX export tests compare against (small).
 # Idempotent and cached per machine: the venv lives outside the checkout, keyed by the hash of the
 # requirements file, so a fresh clone on the same machine reuses it. Prints the venv's path on the
 # last line of stdout.
-# Usage: scripts/venv.sh [torch2|tools]   (default torch2; SHOPLENS_VENV_DIR overrides the cache folder)
+# Usage: scripts/venv.sh [torch2|tools|onnx]   (default torch2; SHOPLENS_VENV_DIR overrides the cache folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name="${1:-torch2}"
 req=scripts/python/requirements-$name.txt
-[ -f "$req" ] || { echo "venv: no $req (known: torch2, tools)" >&2; exit 2; }
+[ -f "$req" ] || { echo "venv: no $req (known: torch2, tools, onnx)" >&2; exit 2; }
 key=$(sha256sum "$req" | cut -c1-12)
 root="${SHOPLENS_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shoplens}"
 venv="$root/$name-$key"

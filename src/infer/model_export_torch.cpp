@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "onnx_export.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
@@ -164,9 +165,10 @@ TrainedModel load_trained_model(const ExportOptions& o) {
     throw DataError("export: " + t.checkpoint.string() + " lacks its config or classes: " + e.what());
   }
   t.spec = model_spec_from_config(t.config, static_cast<int>(t.classes.size()));
-  if (is_text_model(t.spec.name))
+  if (is_text_model(t.spec.name) && o.format == "folder")
     throw UsageError("export: " + t.checkpoint.string() + " holds the text model " + t.spec.name +
-                     "; export and score package image models only (docs/TEXT.md: the checkpoint itself is the text artifact)");
+                     "; the model folder packages image models only: use --format onnx or triton for text "
+                     "(docs/DEPLOYING.md)");
   t.model = make_model(t.spec);
   restore_model_weights(*t.model, ckpt.tensors);
   return t;
@@ -204,12 +206,26 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
   }
 }
 
+// The card's preprocessing: the evaluation transform (resize the short side, centre crop, normalise).
+json preprocessing_json(const TrainedModel& t) {
+  const int resized = Augmenter(t.config.augment, /*train=*/false).eval_resize_short_side();
+  return {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
+          {"resize_short_side", resized}, {"center_crop", t.spec.image_size},
+          {"interpolation", "bilinear, antialiased (Pillow's resampler, as torchvision's Resize on PIL images)"},
+          {"crop_offsets", "int(round((resized - crop) / 2)), as torchvision's CenterCrop"},
+          {"mean", t.config.augment.mean}, {"std", t.config.augment.std}};
+}
+
+std::map<std::string, std::string> onnx_metadata(const TrainedModel& t) {
+  return is_text_model(t.spec.name) ? onnx_text_metadata(*t.model, t.classes)
+                                    : onnx_image_metadata(t.spec.name, preprocessing_json(t), t.classes);
+}
+
 json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor& reference, const json& files,
                 const json& variants) {
   const ModelSpec& spec = t.spec;
   std::int64_t parameters = 0;
   for (const auto& p : t.model->parameters()) parameters += p.numel();
-  const int resized = Augmenter(t.config.augment, /*train=*/false).eval_resize_short_side();
   return {
       {"format", "shoplens-model"},
       {"format_version", kModelCardVersion},
@@ -217,11 +233,7 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
                         {"dropout", spec.dropout}, {"channels_last", spec.channels_last}, {"parameters", parameters},
                         {"parameter_names", parameter_naming_name(model_facts(spec.name).naming)}}},
       {"class_names", t.classes},
-      {"preprocessing", {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
-                         {"resize_short_side", resized}, {"center_crop", spec.image_size},
-                         {"interpolation", "bilinear, antialiased (Pillow's resampler, as torchvision's Resize on PIL images)"},
-                         {"crop_offsets", "int(round((resized - crop) / 2)), as torchvision's CenterCrop"},
-                         {"mean", t.config.augment.mean}, {"std", t.config.augment.std}}},
+      {"preprocessing", preprocessing_json(t)},
       {"training", training_summary(o.run_dir, t.state)},
       {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()}}},
       {"fingerprint", {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
@@ -251,6 +263,63 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
   fs::remove_all(old, ec);
 }
 
+// A text run as ONNX: MODEL_DIR/model.onnx alone (the model folder's card and loader are for images;
+// the ONNX metadata carries the vocabulary, fields and classes).
+ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const fs::path& staging) {
+  write_file_atomic(staging / "model.onnx", onnx_model_bytes(onnx_graph(*t.model), onnx_metadata(t)));
+  move_into_place(staging, out);
+  spdlog::info("export: text model {} ({} classes) from {} -> {}/model.onnx", t.spec.name, t.classes.size(),
+               t.checkpoint.string(), out.string());
+  return {out, json{{"onnx", "model.onnx"}}};
+}
+
+// REPO/NAME is written beside the repository's models under a temporary name and renamed into
+// place whole, as the model folder is: Triton polling the repository never sees half a model.
+ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
+  TritonOptions triton;
+  triton.name = o.triton_name.empty() ? t.spec.name : o.triton_name;
+  triton.max_batch = o.max_batch;
+  triton.p95_target_ms = o.p95_target_ms;
+  triton.warmup_reps = o.warmup_reps;
+  const fs::path repo = fs::absolute(o.out_dir);
+  std::error_code ec;
+  if (fs::exists(repo / triton.name, ec) && !o.force)
+    throw UsageError("export: " + (repo / triton.name).string() + " already exists; pass --force to replace it");
+  const fs::path staging = repo / (".tmp-" + std::to_string(::getpid()));
+  fs::remove_all(staging, ec);
+  try {
+    write_triton_repository(staging, *t.model, onnx_metadata(t), t.classes, triton);
+    move_into_place(staging / triton.name, repo / triton.name);
+    fs::remove_all(staging, ec);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  spdlog::info("export: Triton model {} ({}) -> {}", triton.name, t.spec.name, (repo / triton.name).string());
+  return {repo, json{{"triton", triton.name}}};
+}
+
+// The verified model folder (plus model.onnx with --format onnx) in `staging`, then into place.
+ExportResult export_folder(const ExportOptions& o, const TrainedModel& trained, const fs::path& out,
+                           const fs::path& staging) {
+  const at::Tensor reference = logits_of(*trained.model, trained.spec.image_size);
+  json files = json::object();
+  json variants = json::object();
+  write_verified_weights(trained, o.variants, staging, reference, files, variants);
+  if (o.format == "onnx") {
+    write_file_atomic(staging / "model.onnx", onnx_model_bytes(onnx_graph(*trained.model), onnx_metadata(trained)));
+    files["model.onnx"] = file_entry(staging / "model.onnx", "float32");
+  }
+  json card = model_card(o, trained, reference, files, variants);
+  if (o.format == "onnx")
+    card["onnx"] = {{"file", "model.onnx"}, {"opset", onnx::kOpsetVersion}, {"inputs", {"images"}}, {"outputs", {"logits"}}};
+  write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
+  move_into_place(staging, out);
+  spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
+               card["architecture"]["parameters"].get<std::int64_t>(), trained.checkpoint.string(), out.string());
+  return {out, card};
+}
+
 }  // namespace
 
 at::Tensor verification_input(int image_size) {
@@ -260,27 +329,22 @@ at::Tensor verification_input(int image_size) {
 
 ExportResult export_model(const ExportOptions& o) {
   if (o.out_dir.empty()) throw UsageError("export: --out MODEL_DIR is required");
+  if (o.format != "folder" && o.format != "onnx" && o.format != "triton")
+    throw UsageError("export: --format must be folder, onnx or triton, got '" + o.format + "'");
   std::error_code ec;
-  if (fs::exists(o.out_dir, ec) && !o.force)
+  if (o.format != "triton" && fs::exists(o.out_dir, ec) && !o.force)
     throw UsageError("export: " + o.out_dir.string() + " already exists; choose another --out or pass --force to replace it");
   for (const auto& v : o.variants) variant_dtype(v);
   const TrainedModel trained = load_trained_model(o);
-  const at::Tensor reference = logits_of(*trained.model, trained.spec.image_size);
+  if (o.format == "triton") return export_triton(o, trained);
 
   const fs::path out = fs::absolute(o.out_dir);
   const fs::path staging = out.parent_path() / ("." + out.filename().string() + ".tmp-" + std::to_string(::getpid()));
   fs::remove_all(staging, ec);
   fs::create_directories(staging);
   try {
-    json files = json::object();
-    json variants = json::object();
-    write_verified_weights(trained, o.variants, staging, reference, files, variants);
-    const json card = model_card(o, trained, reference, files, variants);
-    write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
-    move_into_place(staging, out);
-    spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
-                 card["architecture"]["parameters"].get<std::int64_t>(), trained.checkpoint.string(), out.string());
-    return {out, card};
+    return is_text_model(trained.spec.name) ? export_text_onnx(trained, out, staging)
+                                            : export_folder(o, trained, out, staging);
   } catch (...) {
     fs::remove_all(staging, ec);
     throw;

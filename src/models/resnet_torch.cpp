@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "models_internal.h"
+#include "onnx_emit.h"
 
 namespace shoplens::detail {
 namespace {
@@ -19,10 +20,18 @@ nn::Sequential downsample(int in, int out, int stride) {
   return nn::Sequential(conv(in, out, 1, stride, 0), nn::BatchNorm2d(out));
 }
 
+// The shortcut's ONNX nodes: x itself, or downsample's 1x1 conv and BN.
+std::string emit_shortcut(OnnxEmitter& e, const nn::Sequential& down, const std::string& x, const std::string& name,
+                          int stride) {
+  if (!down) return x;
+  const auto conv_out = e.conv(x, *down->ptr(0)->as<nn::Conv2d>(), name + ".downsample.0", stride, 0);
+  return e.batch_norm(conv_out, *down->ptr(1)->as<nn::BatchNorm2d>(), name + ".downsample.1");
+}
+
 class BasicBlock : public nn::Module {
  public:
   static constexpr int kExpansion = 1;
-  BasicBlock(int in, int planes, int stride) {
+  BasicBlock(int in, int planes, int stride) : stride_(stride) {
     conv1 = register_module("conv1", conv(in, planes, 3, stride, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(planes));
     conv2 = register_module("conv2", conv(planes, planes, 3, 1, 1));
@@ -35,15 +44,23 @@ class BasicBlock : public nn::Module {
     out = bn2->forward(conv2->forward(out));
     return torch::relu(out + (down ? down->forward(x) : x));
   }
+  std::string emit_onnx(OnnxEmitter& e, const std::string& x, const std::string& name) {
+    auto out = e.relu(e.batch_norm(e.conv(x, *conv1, name + ".conv1", stride_, 1), *bn1, name + ".bn1"));
+    out = e.batch_norm(e.conv(out, *conv2, name + ".conv2", 1, 1), *bn2, name + ".bn2");
+    return e.relu(e.g.node("Add", {out, emit_shortcut(e, down, x, name, stride_)}));
+  }
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   nn::Sequential down{nullptr};
+
+ private:
+  int stride_ = 1;
 };
 
 class Bottleneck : public nn::Module {
  public:
   static constexpr int kExpansion = 4;
-  Bottleneck(int in, int planes, int stride) {
+  Bottleneck(int in, int planes, int stride) : stride_(stride) {
     conv1 = register_module("conv1", conv(in, planes, 1, 1, 0));
     bn1 = register_module("bn1", nn::BatchNorm2d(planes));
     conv2 = register_module("conv2", conv(planes, planes, 3, stride, 1));
@@ -59,9 +76,18 @@ class Bottleneck : public nn::Module {
     out = bn3->forward(conv3->forward(out));
     return torch::relu(out + (down ? down->forward(x) : x));
   }
+  std::string emit_onnx(OnnxEmitter& e, const std::string& x, const std::string& name) {
+    auto out = e.relu(e.batch_norm(e.conv(x, *conv1, name + ".conv1", 1, 0), *bn1, name + ".bn1"));
+    out = e.relu(e.batch_norm(e.conv(out, *conv2, name + ".conv2", stride_, 1), *bn2, name + ".bn2"));
+    out = e.batch_norm(e.conv(out, *conv3, name + ".conv3", 1, 0), *bn3, name + ".bn3");
+    return e.relu(e.g.node("Add", {out, emit_shortcut(e, down, x, name, stride_)}));
+  }
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::Sequential down{nullptr};
+
+ private:
+  int stride_ = 1;
 };
 
 // A stage: `blocks` blocks, the first one strided. Stored in a ModuleList so the names are
@@ -100,6 +126,16 @@ class ResNet : public Classifier {
       for (auto& block : *layer) x = block->as<Block>()->forward(x);
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     return fc_->forward(dropout_->forward(x));
+  }
+
+  void emit_onnx(onnx::Graph& graph) override {
+    OnnxEmitter e(graph);
+    auto x = e.image_input(spec_.image_size);
+    x = e.max_pool(e.relu(e.batch_norm(e.conv(x, *conv1_, "conv1", 2, 3), *bn1_, "bn1")), 3, 2, 1);
+    for (std::size_t l = 0; l < layers_.size(); ++l)
+      for (std::size_t i = 0; i < layers_[l]->size(); ++i)
+        x = layers_[l]->ptr(i)->as<Block>()->emit_onnx(e, x, "layer" + std::to_string(l + 1) + "." + std::to_string(i));
+    e.logits_output(e.linear_2d(e.global_avg_pool(x), *fc_, "fc"), num_classes());
   }
 
   std::string head_prefix() const override { return "fc."; }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "models_internal.h"
+#include "onnx_emit.h"
 
 namespace shoplens::detail {
 namespace {
@@ -31,6 +32,18 @@ class SmallCnn : public Classifier {
     auto x = spec_.channels_last ? images.contiguous(at::MemoryFormat::ChannelsLast) : images;
     x = features_->forward(x).mean({2, 3});
     return head_->forward(dropout_->forward(x));
+  }
+
+  void emit_onnx(onnx::Graph& graph) override {
+    OnnxEmitter e(graph);
+    auto x = e.image_input(spec_.image_size);
+    for (std::size_t i = 0; i < features_->size(); i += 4) {  // Conv, BN, ReLU, MaxPool
+      const std::string at = "features." + std::to_string(i);
+      x = e.conv(x, *features_->ptr(i)->as<torch::nn::Conv2d>(), at, 1, 1);
+      x = e.batch_norm(x, *features_->ptr(i + 1)->as<torch::nn::BatchNorm2d>(), "features." + std::to_string(i + 1));
+      x = e.max_pool(e.relu(x), 2, 2, 0);
+    }
+    e.logits_output(e.linear_2d(e.global_avg_pool(x), *head_, "head"), num_classes());
   }
 
   std::string head_prefix() const override { return "head."; }

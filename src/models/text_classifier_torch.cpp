@@ -55,6 +55,8 @@ class TextClassifier : public Classifier {
     return b;
   }
 
+  void emit_onnx(onnx::Graph& graph) override { net_->emit_onnx(graph); }
+
   std::string head_prefix() const override { return "encoder." + net_->head_prefix(); }
   std::vector<std::string> stage_prefixes() const override {
     std::vector<std::string> out;

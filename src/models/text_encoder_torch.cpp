@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "onnx_emit.h"
 #include "shoplens/core/errors.h"
 #include "torch_compat.h"
 
@@ -302,6 +303,95 @@ at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor
 
   if (meta_->out_features() > 0) pooled = torch::cat({pooled, meta_->forward(codes, numeric, pooled.scalar_type())}, 1);
   return head_->forward(pooled);
+}
+
+namespace {
+
+using onnx::attr;
+using onnx::DataType;
+
+// The attention bias [B, 1, 1, L] (0 where a key may be attended, -inf elsewhere) from the float
+// mask `real` [B, L], with forward()'s rule: a row without a real token attends to position 0.
+std::string emit_attention_bias(detail::OnnxEmitter& e, const std::string& real) {
+  auto& g = e.g;
+  const auto count = g.node("ReduceSum", {real, g.int64s({1})}, {attr("keepdims", 1)});  // [B, 1]
+  const auto empty = g.node("Cast", {g.node("Equal", {count, g.scalar(0.0f)})}, {attr("to", 1)});
+  const auto first = g.node("Slice", {real, g.int64s({0}), g.int64s({1}), g.int64s({1})});
+  const auto rest = g.node("Slice", {real, g.int64s({1}), g.int64s({std::numeric_limits<std::int64_t>::max()}), g.int64s({1})});
+  const auto attend = g.node("Concat", {g.node("Max", {first, empty}), rest}, {attr("axis", 1)});
+  const auto attend_bool = g.node("Cast", {attend}, {attr("to", static_cast<int>(DataType::kBool))});
+  const auto bias = g.node("Where", {attend_bool, g.scalar(0.0f), g.scalar(-std::numeric_limits<float>::infinity())});
+  return g.node("Unsqueeze", {bias, g.int64s({1, 2})});
+}
+
+// [B, L, D] -> [B, D]: the masked mean over real tokens, or the first real token (cls).
+std::string emit_pooling(detail::OnnxEmitter& e, const std::string& x, const std::string& real, const std::string& pooling,
+                         std::int64_t dim) {
+  auto& g = e.g;
+  if (pooling == "cls") {
+    const auto index = g.node("ArgMax", {real}, {attr("axis", 1), attr("keepdims", 1)});  // first maximum: [B, 1]
+    const auto index3 = g.node("Expand", {g.node("Unsqueeze", {index, g.int64s({2})}), g.int64s({1, 1, dim})});
+    return g.node("Squeeze", {g.node("GatherElements", {x, index3}, {attr("axis", 1)}), g.int64s({1})});
+  }
+  const auto weights = g.node("Unsqueeze", {real, g.int64s({-1})});  // [B, L, 1]
+  const auto sum = g.node("ReduceSum", {g.node("Mul", {x, weights}), g.int64s({1})}, {attr("keepdims", 0)});
+  const auto count = g.node("ReduceSum", {weights, g.int64s({1})}, {attr("keepdims", 0)});
+  return g.node("Div", {sum, g.node("Max", {count, g.scalar(1.0f)})});
+}
+
+std::string emit_head_mlp(detail::OnnxEmitter& e, const std::string& x, detail::TextHead& head) {
+  return e.linear_2d(e.gelu(e.linear_2d(x, *head.fc1, "encoder.head.fc1")), *head.fc2, "encoder.head.fc2");
+}
+
+}  // namespace
+
+void TextEncoderNet::emit_onnx(onnx::Graph& g) {
+  detail::OnnxEmitter e(g);
+  const auto batch = onnx::symbolic("batch"), length = onnx::symbolic("length");
+  g.add_input("input_ids", DataType::kInt64, {batch, length});
+  g.add_input("attention_mask", DataType::kInt64, {batch, length});
+  const auto real = g.node("Cast", {g.node("Cast", {"attention_mask"}, {attr("to", static_cast<int>(DataType::kBool))})},
+                           {attr("to", 1)});  // 1.0 for every nonzero mask entry
+  const auto bias = emit_attention_bias(e, real);
+  // Token embeddings plus the first L rows of the position table.
+  auto x = g.node("Gather", {e.weight("encoder.embed.token.weight", embed_->token->weight), "input_ids"});
+  const auto positions = g.node("Slice", {e.weight("encoder.embed.position.weight", embed_->position->weight),
+                                          g.int64s({0}), e.dim_of("input_ids", 1), g.int64s({0})});
+  x = g.node("Add", {x, positions});
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    auto& layer = *layers_[i];
+    const std::string name = "encoder.layers." + std::to_string(i);
+    const auto attended = e.self_attention(e.layer_norm(x, *layer.norm1, name + ".norm1"), *layer.attn->qkv,
+                                           *layer.attn->proj, spec_.heads, bias, name + ".attn");
+    x = g.node("Add", {x, attended});
+    const auto hidden = e.gelu(e.linear(e.layer_norm(x, *layer.norm2, name + ".norm2"), *layer.mlp->fc1, name + ".mlp.fc1"));
+    x = g.node("Add", {x, e.linear(hidden, *layer.mlp->fc2, name + ".mlp.fc2")});
+  }
+  x = emit_pooling(e, e.layer_norm(x, *norm_, "encoder.norm"), real, spec_.pooling, spec_.dim);
+  x = emit_metadata(e, x);
+  e.logits_output(emit_head_mlp(e, x, *head_), spec_.num_classes);
+}
+
+// Concatenates the metadata features to `pooled`, as TextMetadata::forward: one embedding per
+// categorical field, then the numeric values (NaN/inf -> 0) and their missing indicators.
+std::string TextEncoderNet::emit_metadata(detail::OnnxEmitter& e, const std::string& pooled) {
+  auto& g = e.g;
+  const auto batch = onnx::symbolic("batch");
+  std::vector<std::string> parts = {pooled};
+  const auto fields = static_cast<std::int64_t>(spec_.categorical_cardinalities.size());
+  if (fields > 0) g.add_input("categorical", DataType::kInt64, {batch, onnx::fixed(fields)});
+  for (std::int64_t i = 0; i < fields; ++i) {
+    const auto codes = g.node("Gather", {"categorical", g.add_int64s("field", {}, {i})}, {attr("axis", 1)});
+    const auto table = meta_->categorical[static_cast<std::size_t>(i)]->as<torch::nn::Embedding>()->weight;
+    parts.push_back(g.node("Gather", {e.weight("encoder.meta.categorical." + std::to_string(i) + ".weight", table), codes}));
+  }
+  if (spec_.numeric_fields > 0) {
+    g.add_input("numeric", DataType::kFloat, {batch, onnx::fixed(spec_.numeric_fields)});
+    const auto missing = g.node("Or", {g.node("IsNaN", {"numeric"}), g.node("IsInf", {"numeric"})});
+    parts.push_back(g.node("Where", {missing, g.scalar(0.0f), "numeric"}));
+    parts.push_back(g.node("Cast", {missing}, {attr("to", 1)}));
+  }
+  return parts.size() == 1 ? pooled : g.node("Concat", parts, {attr("axis", 1)});
 }
 
 std::vector<std::string> TextEncoderNet::stage_prefixes() const {

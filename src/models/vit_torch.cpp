@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "models_internal.h"
+#include "onnx_emit.h"
 #include "shoplens/core/errors.h"
 
 namespace shoplens::detail {
@@ -89,6 +90,13 @@ class Block : public nn::Module {
     x = x + attn->forward(norm1->forward(x));
     return x + mlp->forward(norm2->forward(x));
   }
+  std::string emit_onnx(OnnxEmitter& e, std::string x, const std::string& name, std::int64_t heads) {
+    const auto attended = e.self_attention(e.layer_norm(x, *norm1, name + ".norm1"), *attn->qkv, *attn->proj, heads, "",
+                                           name + ".attn");
+    x = e.g.node("Add", {x, attended});
+    const auto hidden = e.gelu(e.linear(e.layer_norm(x, *norm2, name + ".norm2"), *mlp->fc1, name + ".mlp.fc1"));
+    return e.g.node("Add", {x, e.linear(hidden, *mlp->fc2, name + ".mlp.fc2")});
+  }
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   std::shared_ptr<Attention> attn;
   std::shared_ptr<Mlp> mlp;
@@ -96,7 +104,8 @@ class Block : public nn::Module {
 
 class VisionTransformer : public Classifier {
  public:
-  VisionTransformer(const ModelSpec& spec, int dim, int heads) : Classifier(spec), grid_(spec.image_size / kPatch) {
+  VisionTransformer(const ModelSpec& spec, int dim, int heads)
+      : Classifier(spec), grid_(spec.image_size / kPatch), heads_(heads) {
     patch_embed_ = register_module("patch_embed", std::make_shared<PatchEmbed>(dim));
     cls_token_ = register_parameter("cls_token", torch::zeros({1, 1, dim}));
     pos_embed_ = register_parameter("pos_embed", torch::zeros({1, 1 + grid_ * grid_, dim}));
@@ -118,6 +127,25 @@ class VisionTransformer : public Classifier {
     for (auto& block : *blocks_) x = block->as<Block>()->forward(x);
     x = norm_->forward(x).select(1, 0);  // class-token pooling
     return head_->forward(head_drop_->forward(x));
+  }
+
+  void emit_onnx(onnx::Graph& graph) override {
+    OnnxEmitter e(graph);
+    const auto images = e.image_input(spec_.image_size);
+    auto x = e.conv(images, *patch_embed_->proj, "patch_embed.proj", kPatch, 0);           // [B, D, G, G]
+    x = graph.node("Reshape", {x, graph.int64s({0, 0, -1})});                               // [B, D, N]
+    x = graph.node("Transpose", {x}, {onnx::attr("perm", std::vector<std::int64_t>{0, 2, 1})});  // [B, N, D]
+    // The class token, repeated over the batch: Expand to [B, 1, D].
+    const auto cls_shape = graph.node("Concat", {e.dim_of(images, 0), graph.int64s({1, cls_token_.size(2)})},
+                                      {onnx::attr("axis", 0)});
+    const auto cls = graph.node("Expand", {e.weight("cls_token", cls_token_), cls_shape});
+    x = graph.node("Concat", {cls, x}, {onnx::attr("axis", 1)});
+    x = graph.node("Add", {x, e.weight("pos_embed", pos_embed_)});
+    for (std::size_t i = 0; i < blocks_->size(); ++i)
+      x = blocks_->ptr(i)->as<Block>()->emit_onnx(e, x, "blocks." + std::to_string(i), heads_);
+    x = graph.node("Gather", {e.layer_norm(x, *norm_, "norm"), graph.add_int64s("cls_index", {}, {0})},
+                   {onnx::attr("axis", 1)});  // class-token pooling
+    e.logits_output(e.linear_2d(x, *head_, "head"), num_classes());
   }
 
   std::string head_prefix() const override { return "head."; }
@@ -157,6 +185,7 @@ class VisionTransformer : public Classifier {
   }
 
   int64_t grid_;
+  int64_t heads_;
   std::shared_ptr<PatchEmbed> patch_embed_;
   at::Tensor cls_token_, pos_embed_;
   nn::ModuleList blocks_{nullptr};

@@ -13,7 +13,18 @@ class ExportCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     app.add_option("-r,--run", o_.run_dir, "run directory of `shoplens train` (required unless --check)");
-    app.add_option("-o,--out", o_.out_dir, "model folder to write (must not exist unless --force)")->required();
+    app.add_option("-o,--out", o_.out_dir,
+                   "model folder to write (must not exist unless --force); with --format triton, the Triton model "
+                   "repository that receives <name>/")->required();
+    app.add_option("--format", o_.format,
+                   "folder (safetensors + card), onnx (the folder plus model.onnx; a text run: model.onnx only) or "
+                   "triton (a Triton model repository)")
+        ->check(CLI::IsMember({"folder", "onnx", "triton"}));
+    app.add_option("--triton-name", o_.triton_name, "triton: the model's folder in the repository (empty: the architecture name)");
+    app.add_option("--max-batch", o_.max_batch, "triton: max_batch_size, and the largest batch timed for the batching");
+    app.add_option("--p95-target-ms", o_.p95_target_ms,
+                   "triton: latency budget; the preferred batch is the largest whose measured p95 fits it (as serve)");
+    app.add_option("--warmup-reps", o_.warmup_reps, "triton: timed passes per batch size");
     app.add_option("--checkpoint", o_.checkpoint, "best, last, or a checkpoint file");
     app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
     app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
@@ -25,8 +36,10 @@ class ExportCommand : public Command {
     set_log_level(log_level_);
     if (check_only_) {
       const auto loaded = load_exported_model(o_.out_dir, "fp32", true);
+      // Each reduced-precision weights file too; model.onnx is covered by the checksums above.
       for (const auto& [file, entry] : loaded.card.at("files").items())
-        if (file != "model.safetensors") load_exported_model(o_.out_dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
+        if (file != "model.safetensors" && std::filesystem::path(file).extension() == ".safetensors")
+          load_exported_model(o_.out_dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
       std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>() << ", "
                 << loaded.class_names.size() << " classes)" << std::endl;
       return 0;
@@ -35,8 +48,16 @@ class ExportCommand : public Command {
     for (const auto& part : split(variants_, ','))
       if (!trim(part).empty()) o_.variants.emplace_back(trim(part));
     const auto result = export_model(o_);
-    std::cout << "model folder: " << result.out_dir.string() << "\n"
-              << "card: " << (result.out_dir / "model_card.json").string() << std::endl;
+    if (o_.format == "triton") {
+      std::cout << "triton repository: " << result.out_dir.string() << " (model "
+                << result.card["triton"].get<std::string>() << ")" << std::endl;
+    } else if (!result.card.contains("format")) {  // a text run: model.onnx only
+      std::cout << "onnx: " << (result.out_dir / "model.onnx").string() << std::endl;
+    } else {
+      std::cout << "model folder: " << result.out_dir.string() << "\n"
+                << "card: " << (result.out_dir / "model_card.json").string() << std::endl;
+      if (o_.format == "onnx") std::cout << "onnx: " << (result.out_dir / "model.onnx").string() << std::endl;
+    }
     return 0;
   }
 

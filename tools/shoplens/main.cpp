@@ -28,7 +28,8 @@ const CommandEntry kCommands[] = {
      &make_launch_command},
     {"verify-ledger", "prove from a run's sample ledger that every training sample was used exactly once per epoch",
      &make_verify_ledger_command},
-    {"export", "turn a trained run into a verified model folder: safetensors weights + model card", &make_export_command},
+    {"export", "turn a trained run into a verified model folder (safetensors weights + model card), ONNX or a Triton "
+     "repository", &make_export_command},
     {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles", &make_score_command},
     {"predict", "top-k predictions from weights (model folder, run, checkpoint, .pth/.safetensors) for a folder, "
                 "CSV, list or one image",

@@ -5,6 +5,10 @@
 //   MODEL_DIR/model.bf16.safetensors     optional reduced-precision variants (and .fp16)
 //   MODEL_DIR/model_card.json            architecture, classes, preprocessing, training metrics,
 //                                        fingerprints, file checksums, verification logits
+//   MODEL_DIR/model.onnx                 with --format onnx: the model as standard ONNX (opset 17)
+//
+// --format triton writes a Triton model repository instead: OUT/<name>/1/model.onnx and
+// OUT/<name>/config.pbtxt (docs/DEPLOYING.md). Text runs export to ONNX only (onnx, triton).
 //
 // The folder is written under a temporary name and renamed into place only after the weights
 // were read back into a fresh model and reproduced the reference logits: a folder named
@@ -33,6 +37,11 @@ struct ExportOptions {
   std::string checkpoint = "best";        // best | last | a checkpoint file
   std::vector<std::string> variants;      // "bf16", "fp16"
   bool force = false;                     // replace an existing MODEL_DIR
+  std::string format = "folder";          // folder | onnx (folder + model.onnx) | triton (a Triton repository)
+  std::string triton_name;                // triton: the model's folder in the repository; empty: the architecture
+  int max_batch = 16;                     // triton: max_batch_size and the largest batch measured
+  double p95_target_ms = 50;              // triton: the latency budget that picks the preferred batch
+  int warmup_reps = 5;                    // triton: timed passes per measured batch size
 };
 
 struct ExportResult {

@@ -15,6 +15,10 @@
 
 namespace shoplens {
 
+namespace onnx {
+class Graph;
+}  // namespace onnx
+
 struct ModelSpec {
   std::string name = "small_cnn";   // small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base
   int num_classes = 12;
@@ -46,6 +50,10 @@ class Classifier : public torch::nn::Module {
   // Parameter-name prefixes of the backbone stages from input to output ("conv1.", "bn1.",
   // "layer1.", ...), for gradual unfreezing: stage k unfreezes after the stages above it.
   virtual std::vector<std::string> stage_prefixes() const = 0;
+  // Adds this model's eval-mode forward to `graph` as ONNX nodes (shoplens/infer/onnx_graph.h):
+  // its inputs, its weights as initializers and the output "logits" [batch, classes]. Each model
+  // emits itself next to its forward(); one without an emitter throws UsageError.
+  virtual void emit_onnx(onnx::Graph& graph);
   // Replaces the head with a freshly initialised one for `num_classes` classes.
   virtual void reset_head(int num_classes) = 0;
   virtual int num_classes() const = 0;

@@ -34,6 +34,10 @@ class LayerNormImpl;
 
 namespace shoplens {
 
+namespace onnx {
+class Graph;
+}  // namespace onnx
+
 struct TextEncoderSpec {
   int vocab_size = 8192;
   int max_length = 512;             // position embeddings; longer inputs are a ConfigError
@@ -62,6 +66,7 @@ bool text_attention_uses_fused(const std::string& attention);
 void validate_text_encoder_spec(const TextEncoderSpec& spec);
 
 namespace detail {
+class OnnxEmitter;
 class TextEmbedding;
 class TextEncoderLayer;
 class TextMetadata;
@@ -82,6 +87,10 @@ class TextEncoderNet : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask, const at::Tensor& categorical,
                      const at::Tensor& numeric);
 
+  // The eval-mode forward as ONNX nodes: inputs input_ids and attention_mask (int64 [batch,
+  // length]), categorical / numeric when the model has such fields, output "logits".
+  void emit_onnx(onnx::Graph& graph);
+
   // Input side first: "embed.", "layers.0.", ..., "norm.". "meta." and "head." are not stages:
   // they train with the head.
   std::vector<std::string> stage_prefixes() const;
@@ -93,6 +102,7 @@ class TextEncoderNet : public torch::nn::Module {
   bool uses_fused_attention() const { return fused_; }
 
  private:
+  std::string emit_metadata(detail::OnnxEmitter& emitter, const std::string& pooled);
   TextEncoderSpec spec_;
   bool fused_ = false;
   std::shared_ptr<detail::TextEmbedding> embed_;
