@@ -5,27 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "shoplens/core/strings.h"
 #include "shoplens/infer/evaluation.h"
 
 namespace shoplens {
 using json = nlohmann::json;
 
 namespace {
-
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string headline(const json& m) {
   return fmt::format(
@@ -46,7 +32,7 @@ std::string per_class_table(const json& m) {
                     "<th>predicted</th></tr>\n";
   for (const auto& c : m["per_class"])
     out += fmt::format("<tr><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td></tr>\n",
-                       escaped(c["name"].get<std::string>()), c["precision"].get<double>(), c["recall"].get<double>(),
+                       xml_escape(c["name"].get<std::string>()), c["precision"].get<double>(), c["recall"].get<double>(),
                        c["f1"].get<double>(), c["support"].get<std::int64_t>(), c["predicted"].get<std::int64_t>());
   return out + "</table>\n";
 }
@@ -55,13 +41,13 @@ std::string per_class_table(const json& m) {
 std::string confusion_heat_map(const json& m) {
   const auto& names = m["classes"];
   std::string out = "<table class=\"cm\"><tr><th>true \\ predicted</th>";
-  for (const auto& n : names) out += "<th>" + escaped(n.get<std::string>()) + "</th>";
+  for (const auto& n : names) out += "<th>" + xml_escape(n.get<std::string>()) + "</th>";
   out += "</tr>\n";
   for (std::size_t t = 0; t < names.size(); ++t) {
     const auto& row = m["confusion"][t];
     std::int64_t total = 0;
     for (const auto& v : row) total += v.get<std::int64_t>();
-    out += "<tr><th>" + escaped(names[t].get<std::string>()) + "</th>";
+    out += "<tr><th>" + xml_escape(names[t].get<std::string>()) + "</th>";
     for (std::size_t p = 0; p < row.size(); ++p) {
       const std::int64_t v = row[p].get<std::int64_t>();
       const double share = total ? static_cast<double>(v) / total : 0.0;
@@ -99,11 +85,11 @@ std::string reliability_svg(const json& m) {
 }  // namespace
 
 std::string evaluation_report_html(const json& m, const std::string& title) {
-  std::string out = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + escaped(title) +
+  std::string out = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + xml_escape(title) +
                     "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
                     "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
                     "table.cm td{min-width:2.5em;text-align:center}</style></head><body>\n";
-  out += "<h1>" + escaped(title) + "</h1>\n" + headline(m);
+  out += "<h1>" + xml_escape(title) + "</h1>\n" + headline(m);
   out += "<h2>Confusion matrix</h2>\n" + confusion_heat_map(m);
   out += "<h2>Per class</h2>\n" + per_class_table(m);
   out += "<h2>Reliability (accuracy per confidence bin; dashed: perfect calibration)</h2>\n" + reliability_svg(m);

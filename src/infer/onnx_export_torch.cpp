@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
+#include <map>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -11,8 +11,8 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
+#include "shoplens/infer/latency_curve.h"
 #include "shoplens/models/classifier.h"
-#include "shoplens/serve/micro_batcher.h"
 
 namespace shoplens {
 namespace fs = std::filesystem;
@@ -53,11 +53,9 @@ void append_tensors(std::ostringstream& out, const char* key, const std::vector<
 
 // One timed forward of `batch` inputs shaped as the model reads them (images at the spec's size,
 // text at max_length, every token real), in inference mode on the CPU.
-double forward_ms(Classifier& model, const Batch& batch) {
+void forward_once(Classifier& model, const Batch& batch) {
   c10::InferenceMode inference;
-  const auto t0 = std::chrono::steady_clock::now();
   model.forward_batch(batch, torch::kCPU);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -107,24 +105,19 @@ std::string onnx_model_bytes(const onnx::Graph& graph, const std::map<std::strin
 
 TritonBatching choose_triton_batching(Classifier& model, const TritonOptions& o) {
   if (o.max_batch < 1) throw UsageError("export: --max-batch must be >= 1, got " + std::to_string(o.max_batch));
-  // The batches `serve` measures in its warm-up: powers of two below max_batch, then max_batch.
-  std::vector<int> batches;
-  for (int b = 1; b < o.max_batch; b *= 2) batches.push_back(b);
-  batches.push_back(o.max_batch);
-  std::vector<serve::LatencyPoint> points;
+  // The curve `serve` measures in its warm-up, on the model's own example batches.
+  std::map<int, Batch> examples;
+  auto run_batch = [&](int b) {
+    if (!examples.count(b)) examples.emplace(b, model.example_batch(b));
+    forward_once(model, examples.at(b));
+  };
+  const LatencyCurve curve = measure_latency_curve(run_batch, o.max_batch, o.warmup_reps);
   TritonBatching out;
   out.curve = json::array();
-  for (int b : batches) {
-    const Batch batch = model.example_batch(b);
-    for (int w = 0; w < 2; ++w) forward_ms(model, batch);  // the allocator and oneDNN settle first
-    std::vector<double> ms;
-    for (int r = 0; r < std::max(1, o.warmup_reps); ++r) ms.push_back(forward_ms(model, batch));
-    points.push_back({b, percentile(ms, 0.5), percentile(ms, 0.95)});
-    out.curve.push_back({{"batch", b}, {"p50_ms", points.back().p50_ms}, {"p95_ms", points.back().p95_ms}});
-  }
+  for (const auto& p : curve.points())
+    out.curve.push_back({{"batch", p.batch}, {"p50_ms", p.p50_ms}, {"p95_ms", p.p95_ms}});
   // serve's rule: the largest batch whose p95 fits the target; the rest of the budget is what a
   // request may wait in the queue for that batch to fill.
-  const serve::LatencyCurve curve(points);
   out.preferred_batch = curve.largest_within(o.p95_target_ms, o.max_batch);
   out.max_queue_delay_us = std::max(0L, static_cast<long>((o.p95_target_ms - curve.p95_ms(out.preferred_batch)) * 1000));
   return out;

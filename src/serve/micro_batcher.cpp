@@ -36,46 +36,6 @@ void InferenceRequest::finish(RequestStatus status) {
   cv_.notify_all();
 }
 
-LatencyCurve::LatencyCurve(std::vector<LatencyPoint> points) : points_(std::move(points)) {
-  std::sort(points_.begin(), points_.end(), [](const auto& a, const auto& b) { return a.batch < b.batch; });
-  // A batch never costs more than a larger one: on a busy machine one size's timing can catch a
-  // stall (seen: batch 2 at 1.4 s between batch 1 and 4 at 50-90 ms), which would otherwise make
-  // the planner avoid that size and everything it interpolates through.
-  for (std::size_t i = points_.size(); i-- > 1;) {
-    points_[i - 1].p50_ms = std::min(points_[i - 1].p50_ms, points_[i].p50_ms);
-    points_[i - 1].p95_ms = std::min(points_[i - 1].p95_ms, points_[i].p95_ms);
-  }
-}
-
-namespace {
-template <typename Get>
-double interpolate(const std::vector<LatencyPoint>& points, int batch, Get get) {
-  if (points.empty()) return 0;
-  if (points.size() == 1) return get(points[0]) * batch / points[0].batch;
-  std::size_t hi = 1;
-  while (hi + 1 < points.size() && points[hi].batch < batch) ++hi;
-  const auto& a = points[hi - 1];
-  const auto& b = points[hi];
-  if (batch <= a.batch) return get(a);
-  const double slope = (get(b) - get(a)) / (b.batch - a.batch);
-  return get(a) + slope * (batch - a.batch);
-}
-}  // namespace
-
-double LatencyCurve::p95_ms(int batch) const {
-  return interpolate(points_, batch, [](const LatencyPoint& p) { return p.p95_ms; });
-}
-double LatencyCurve::p50_ms(int batch) const {
-  return interpolate(points_, batch, [](const LatencyPoint& p) { return p.p50_ms; });
-}
-
-int LatencyCurve::largest_within(double budget_ms, int max_batch) const {
-  int best = 1;
-  for (int b = 1; b <= max_batch; ++b)
-    if (p95_ms(b) <= budget_ms) best = b;
-  return best;
-}
-
 MicroBatcher::MicroBatcher(BatcherOptions options, BatchFn model, NowFn now, ServeMetrics* metrics)
     : options_(options), model_(std::move(model)), now_(std::move(now)), metrics_(metrics) {
   options_.max_batch = std::max(1, options_.max_batch);

@@ -61,29 +61,19 @@ class ModelRunner {
 
   // Warm-up doubles as the measurement of the batch -> latency curve the p95 mode plans with.
   LatencyCurve measure(int max_batch, int reps) {
-    std::vector<int> batches;
-    for (int b = 1; b < max_batch; b *= 2) batches.push_back(b);
-    batches.push_back(max_batch);
-    std::vector<LatencyPoint> points;
-    for (int b : batches) {
-      std::vector<std::vector<float>> inputs(b, std::vector<float>(session_.floats_per_sample(), 0.1f));
-      std::vector<const std::vector<float>*> ptrs;
-      for (auto& v : inputs) ptrs.push_back(&v);
-      std::vector<std::vector<float>> outputs(b);
-      // Passes before timing: the allocator and oneDNN's primitive cache settle over a few.
-      for (int w = 0; w < 2; ++w) run(ptrs, outputs);
-      std::vector<double> ms;
-      for (int r = 0; r < reps; ++r) {
-        const auto t0 = Clock::now();
-        run(ptrs, outputs);
-        ms.push_back(ms_between(t0, Clock::now()));
-      }
-      points.push_back({b, percentile(ms, 0.5), percentile(ms, 0.95)});
-      spdlog::info("warm-up: batch {:>3}  p50 {:.2f} ms  p95 {:.2f} ms  {:.0f} images/s", b, points.back().p50_ms,
-                   points.back().p95_ms, b * 1e3 / points.back().p50_ms);
-      if (interrupt_requested()) break;
-    }
-    return LatencyCurve(points);
+    std::vector<std::vector<float>> inputs(max_batch, std::vector<float>(session_.floats_per_sample(), 0.1f));
+    std::vector<const std::vector<float>*> ptrs;
+    for (auto& v : inputs) ptrs.push_back(&v);
+    std::vector<std::vector<float>> outputs(max_batch);
+    auto run_batch = [&](int b) {
+      const std::vector<const std::vector<float>*> batch(ptrs.begin(), ptrs.begin() + b);
+      run(batch, outputs);
+    };
+    auto log_point = [](const LatencyPoint& p) {
+      spdlog::info("warm-up: batch {:>3}  p50 {:.2f} ms  p95 {:.2f} ms  {:.0f} images/s", p.batch, p.p50_ms, p.p95_ms,
+                   p.batch * 1e3 / p.p50_ms);
+    };
+    return measure_latency_curve(run_batch, max_batch, reps, log_point, [] { return interrupt_requested(); });
   }
 
   const std::vector<std::string>& class_names() const { return session_.class_names(); }

@@ -6,6 +6,7 @@
 
 #include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_results.h"
+#include "shoplens/core/strings.h"
 #include "shoplens/bench/compute_plan.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/stats.h"

@@ -3,6 +3,8 @@
 // the drain. No thread, no sleep: run_once() is called at chosen instants.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <numeric>
 
 #include "shoplens/serve/micro_batcher.h"
@@ -190,6 +192,21 @@ TEST(LatencyCurve, InterpolatesBetweenMeasuredBatchesAndFindsTheLargestWithinABu
   EXPECT_DOUBLE_EQ(stalled.p95_ms(2), 29);
   EXPECT_DOUBLE_EQ(stalled.points()[1].p50_ms, 25);
   EXPECT_DOUBLE_EQ(stalled.p95_ms(1), 19);
+}
+
+TEST(LatencyCurve, MeasuringVisitsPowersOfTwoThenTheLargestBatchWithWarmUpPasses) {
+  std::map<int, int> calls;
+  std::vector<int> reported;
+  const LatencyCurve curve = measure_latency_curve([&](int b) { ++calls[b]; }, 12, 3,
+                                                   [&](const LatencyPoint& p) { reported.push_back(p.batch); });
+  EXPECT_EQ(reported, (std::vector<int>{1, 2, 4, 8, 12}));
+  for (int b : reported) EXPECT_EQ(calls[b], 2 + 3) << b;  // two untimed passes, then the timed ones
+  EXPECT_EQ(curve.points().size(), 5u);
+  // Stopped after the first point (a signal during warm-up): nothing more runs.
+  calls.clear();
+  const LatencyCurve stopped = measure_latency_curve([&](int b) { ++calls[b]; }, 12, 3, {}, [] { return true; });
+  EXPECT_EQ(stopped.points().size(), 1u);
+  EXPECT_EQ(calls.size(), 1u);
 }
 
 // The p95 mode on a curve of 10 + 5*b ms (b=1: 15 ms ... b=16: 90 ms) with a 100 ms target.

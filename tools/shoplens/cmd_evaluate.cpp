@@ -6,8 +6,6 @@
 
 #include "command.h"
 #include "inference_flags.h"
-#include "shoplens/core/logging.h"
-#include "shoplens/core/runtime.h"
 #include "shoplens/infer/predict.h"
 
 namespace shoplens::cli {
@@ -21,20 +19,17 @@ class EvaluateCommand : public Command {
                    "labelled images: a class-folder tree, a CSV with path and label columns, or prepared shards")
         ->required();
     app.add_option("-o,--out", o_.out_dir, "output folder: metrics.json, report.html, predictions.csv")->required();
-    app.add_option("--root", o_.root, "CSV input: folder relative paths start from (empty: the CSV's folder)");
-    app.add_option("--split", o_.split, "shards input: all, train, val or test");
     app.add_option("--calibration-bins", o_.calibration_bins, "equal-width confidence bins of the ECE")
         ->check(CLI::Range(1, 1000));
-    app.add_option("-b,--batch-size", o_.batch_size, "images per forward pass")->check(positive());
-    app.add_option("--workers", o_.workers, "decode threads (0: usable cores)")->check(thread_count());
-    app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());
-    app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
   int run() override {
-    set_log_level(log_level_);
-    set_compute_threads(threads_);
+    flags_.apply_runtime();
     o_.model = flags_.model_source();
+    o_.root = flags_.root;
+    o_.split = flags_.split;
+    o_.batch_size = flags_.batch_size;
+    o_.workers = flags_.workers;
     o_.inference = flags_.inference();
     const auto m = run_evaluate(o_);
     std::cout << fmt::format("accuracy {:.4f}  top-{} {:.4f}  macro-F1 {:.4f}  ECE {:.4f}  ({} samples)\n",
@@ -48,8 +43,6 @@ class EvaluateCommand : public Command {
  private:
   InferenceFlags flags_;
   EvaluateOptions o_;
-  int threads_ = 0;
-  std::string log_level_ = "info";
 };
 
 }  // namespace

@@ -3,8 +3,6 @@
 
 #include "command.h"
 #include "inference_flags.h"
-#include "shoplens/core/logging.h"
-#include "shoplens/core/runtime.h"
 #include "shoplens/infer/predict.h"
 
 namespace shoplens::cli {
@@ -21,20 +19,17 @@ class PredictCommand : public Command {
     app.add_option("-o,--out", o_.out, "predictions file (.csv or .jsonl)")->required();
     app.add_option("--format", o_.format, "csv, jsonl, or auto (from the --out extension)")
         ->check(CLI::IsMember({"auto", "csv", "jsonl"}));
-    app.add_option("--root", o_.root, "CSV or list input: folder relative paths start from (empty: the file's folder)");
-    app.add_option("--split", o_.split, "shards input: all, train, val or test");
     app.add_option("-k,--top-k", o_.top_k, "most probable classes written per row")->check(positive());
     app.add_flag("--logits", o_.logits, "also write every class's raw logit");
-    app.add_option("-b,--batch-size", o_.batch_size, "images per forward pass")->check(positive());
-    app.add_option("--workers", o_.workers, "decode threads (0: usable cores)")->check(thread_count());
-    app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());
-    app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
   int run() override {
-    set_log_level(log_level_);
-    set_compute_threads(threads_);
+    flags_.apply_runtime();
     o_.model = flags_.model_source();
+    o_.root = flags_.root;
+    o_.split = flags_.split;
+    o_.batch_size = flags_.batch_size;
+    o_.workers = flags_.workers;
     o_.inference = flags_.inference();
     const auto summary = run_predict(o_);
     std::cout << "predictions: " << summary["out"].get<std::string>() << " (" << summary["rows"] << " rows, "
@@ -45,8 +40,6 @@ class PredictCommand : public Command {
  private:
   InferenceFlags flags_;
   PredictOptions o_;
-  int threads_ = 0;
-  std::string log_level_ = "info";
 };
 
 }  // namespace

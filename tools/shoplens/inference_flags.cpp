@@ -1,7 +1,10 @@
 #include "inference_flags.h"
 
 #include "shoplens/core/atomic_file.h"
+#include "command.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/logging.h"
+#include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens::cli {
@@ -25,15 +28,26 @@ void InferenceFlags::add_to(CLI::App& app) {
   app.add_option("--device", inference_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--fast-decode", fast_decode_,
                "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
+  app.add_option("--root", root, "CSV or list input: folder relative paths start from (empty: the file's folder)");
+  app.add_option("--split", split, "shards input: all, train, val or test");
+  app.add_option("-b,--batch-size", batch_size, "images per forward pass")->check(positive());
+  app.add_option("--workers", workers, "decode threads (0: usable cores)")->check(thread_count());
+  app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());
+  app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
+}
+
+void InferenceFlags::apply_runtime() const {
+  set_log_level(log_level_);
+  set_compute_threads(threads_);
 }
 
 ModelSource InferenceFlags::model_source() const {
   if (!classes_.empty() && !classes_file_.empty()) throw UsageError("give --classes or --classes-file, not both");
   ModelSource s = source_;
   if (!classes_.empty())
-    for (const auto& c : split(classes_, ',')) s.class_names.emplace_back(trim(c));
+    for (const auto& c : shoplens::split(classes_, ',')) s.class_names.emplace_back(trim(c));
   if (!classes_file_.empty())
-    for (const auto& line : split(read_file(classes_file_), '\n'))
+    for (const auto& line : shoplens::split(read_file(classes_file_), '\n'))
       if (!trim(line).empty()) s.class_names.emplace_back(trim(line));
   return s;
 }

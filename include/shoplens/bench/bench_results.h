@@ -157,7 +157,4 @@ GateVerdict gate_one(const std::string& scenario, double current, const std::vec
 std::vector<GateVerdict> gate_results(const std::vector<ScenarioResult>& results,
                                       const std::map<std::string, BaselineEntry>& baseline, double max_regression);
 
-// XML text escaping (&, <, >, ", ').
-std::string xml_escape(std::string_view text);
-
 }  // namespace shoplens

@@ -27,4 +27,8 @@ std::size_t parse_bytes(std::string_view text, std::string_view what);
 std::string format_bytes(double bytes);
 std::string format_duration(double seconds);
 
+// Text made safe inside XML/HTML markup and attribute values (&, <, >, quotes escaped; control
+// characters other than tab and newlines, which XML 1.0 forbids, become spaces).
+std::string xml_escape(std::string_view text);
+
 }  // namespace shoplens

@@ -19,7 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "shoplens/infer/latency_curve.h"
+
 namespace shoplens::serve {
+
+using shoplens::LatencyCurve;
+using shoplens::LatencyPoint;
 
 using TimePoint = std::chrono::steady_clock::time_point;
 using NowFn = std::function<TimePoint()>;
@@ -71,30 +76,6 @@ class InferenceRequest {
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   RequestStatus status_ = RequestStatus::kPending;
-};
-
-// The model's measured latency against batch size (warm-up), interpolated linearly between the
-// measured batches and extrapolated along the last segment. Made non-decreasing in the batch
-// (a stalled measurement is capped by the next larger batch's).
-struct LatencyPoint {
-  int batch = 1;
-  double p50_ms = 0;
-  double p95_ms = 0;
-};
-
-class LatencyCurve {
- public:
-  LatencyCurve() = default;
-  explicit LatencyCurve(std::vector<LatencyPoint> points);  // sorted by batch here
-  bool empty() const { return points_.empty(); }
-  double p95_ms(int batch) const;
-  double p50_ms(int batch) const;
-  // The largest batch <= max_batch whose p95 fits `budget_ms` (at least 1).
-  int largest_within(double budget_ms, int max_batch) const;
-  const std::vector<LatencyPoint>& points() const { return points_; }
-
- private:
-  std::vector<LatencyPoint> points_;
 };
 
 struct BatcherOptions {
