@@ -197,6 +197,35 @@ TEST_F(E2eServe, ConcurrentRequestsGetTheSamePredictionsAsScore) {
   EXPECT_EQ(answered, files.size());
 }
 
+TEST_F(E2eServe, ABf16ServerComputesInBf16) {
+  // The server runs in the inference session's precision: its probabilities move off the fp32
+  // ones by far more than fp32's own rounding (autocast took the convolutions and matmuls to
+  // bf16) but stay close.
+  ServerProcess bf16("--model " + model().string() + " --precision bf16 --max-batch 4 --threads 1 --warmup-reps 1",
+                     dir_->path(), "bf16");
+  ASSERT_TRUE(bf16.wait_ready()) << bf16.log();
+  double bf16_off = 0, fp32_off = 0;  // largest probability difference from score's fp32 rows
+  int compared = 0;
+  for (const auto& [rel, e] : expected_) {
+    if (compared == 8) break;
+    const std::string bytes = file_bytes(catalog() / rel);
+    const HttpReply reduced = bf16.post(bytes, "image/jpeg"), full = server_->post(bytes, "image/jpeg");
+    ASSERT_EQ(reduced.status, 200) << rel << ": " << reduced.body << reduced.error;
+    ASSERT_EQ(full.status, 200) << rel << ": " << full.body << full.error;
+    const json a = json::parse(reduced.body), b = json::parse(full.body);
+    for (std::size_t k = 0; k < classes_.size(); ++k) {
+      bf16_off = std::max(bf16_off, std::abs(a["probabilities"][classes_[k]].get<double>() - e.probs[k]));
+      fp32_off = std::max(fp32_off, std::abs(b["probabilities"][classes_[k]].get<double>() - e.probs[k]));
+    }
+    ++compared;
+  }
+  // fp32 differs from score by rounding alone; bf16 keeps about 3 significant digits.
+  EXPECT_GT(bf16_off, 10 * fp32_off + 1e-6) << "bf16 " << bf16_off << " vs fp32 " << fp32_off
+                                           << ": the precision was not applied";
+  EXPECT_LT(bf16_off, 0.1);
+  EXPECT_EQ(bf16.stop(SIGTERM), 0) << bf16.log();
+}
+
 TEST_F(E2eServe, BadInputGetsAClear4xxAndTheServerKeepsServing) {
   auto expect_error = [](const HttpReply& r, int status, const std::string& fragment) {
     EXPECT_EQ(r.status, status) << r.body << r.error;
