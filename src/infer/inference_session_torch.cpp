@@ -79,19 +79,4 @@ InferenceOutput InferenceSession::run(const at::Tensor& images) {
   return out;
 }
 
-std::vector<std::vector<std::pair<int, float>>> top_k(const at::Tensor& probabilities, int k) {
-  const auto n = probabilities.size(0);
-  const auto classes = probabilities.size(1);
-  const auto kept = std::min<std::int64_t>(std::max(k, 1), classes);
-  const auto [values, indices] = probabilities.topk(kept, 1, /*largest=*/true, /*sorted=*/true);
-  const auto v = values.contiguous(), ix = indices.contiguous();
-  const float* vp = v.data_ptr<float>();
-  const std::int64_t* ip = ix.data_ptr<std::int64_t>();
-  std::vector<std::vector<std::pair<int, float>>> out(static_cast<std::size_t>(n));
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t j = 0; j < kept; ++j)
-      out[r].emplace_back(static_cast<int>(ip[r * kept + j]), vp[r * kept + j]);
-  return out;
-}
-
 }  // namespace shoplens

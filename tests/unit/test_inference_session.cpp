@@ -121,14 +121,5 @@ TEST(BatchInference, EveryRowOnceInOrderWithUnreadableRowsAsErrors) {
   EXPECT_EQ(timing.images, 5);
 }
 
-TEST(InferenceSession, TopKIsSortedAndCappedAtTheClassCount) {
-  const auto probs = torch::tensor({0.1f, 0.6f, 0.3f}).view({1, 3});
-  const auto top = top_k(probs, 5);
-  ASSERT_EQ(top.at(0).size(), 3u);
-  EXPECT_EQ(top[0][0].first, 1);
-  EXPECT_EQ(top[0][1].first, 2);
-  EXPECT_EQ(top[0][2].first, 0);
-}
-
 }  // namespace
 }  // namespace shoplens

@@ -86,8 +86,4 @@ class InferenceSession {
   std::unique_ptr<Impl> impl_;
 };
 
-// The k most probable classes of each row of `probabilities` [n, classes]: (index, probability)
-// pairs, most probable first, k capped at the class count.
-std::vector<std::vector<std::pair<int, float>>> top_k(const at::Tensor& probabilities, int k);
-
 }  // namespace shoplens
