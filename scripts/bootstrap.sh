@@ -25,6 +25,8 @@ PACKAGES=(
   # multi-node tests: network namespaces and a veth link (scripts/netns), a local Slurm cluster
   # with munge authentication (scripts/slurm)
   iproute2 munge slurmctld slurmd slurm-client
+  # a real browser, headless: the HTML reports are rendered and their charts measured in tests
+  chromium
 )
 
 missing=()

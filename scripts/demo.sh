@@ -25,7 +25,7 @@ echo "== 4/5 train: the baseline CNN, 6 epochs, evaluated every epoch, best weig
 rm -rf "$out/train"
 "$bin" train --config configs/train_small_cnn.json --shards "$out/shards" --out "$out/train" --epochs 6
 
-echo "== 5/5 bench --study batch: baseline micro-batch 32 vs find-batch's batch (lr scaled), 3 epochs each"
+echo "== 5/5 bench --study batch: baseline micro-batch 32 vs find-batch's plan (lr scaled), 3 seeds x 3 epochs each"
 "$bin" bench --study batch --config configs/train_small_cnn.json --shards "$out/shards" --out "$out/study" \
   --epochs 3 --memory-budget 512MiB --set find_batch.max_batch=128
 

@@ -61,4 +61,11 @@ std::string read_text(const std::filesystem::path& path);
 // A JSON file's content (throws on a parse error, which the test reports).
 nlohmann::json read_json(const std::filesystem::path& path);
 
+// Renders an HTML report in headless Chromium (Debian's `chromium`, installed by scripts/bootstrap.sh;
+// SHOPLENS_TEST_CHROMIUM overrides) with tests/e2e/html_layout_check.js injected into a copy.
+// Returns {"charts": N, "problems": [...], "console": [...]}: problems are charts without axis
+// labels, texts cut off or overlapping, legends covering data; console holds every console message.
+// Throws std::runtime_error when the browser cannot run.
+nlohmann::json check_page_in_browser(const std::filesystem::path& html);
+
 }  // namespace shoplens::testing

@@ -63,9 +63,9 @@ std::string confusion_heat_map(const json& m) {
 // Accuracy per confidence bin against the diagonal of perfect calibration.
 std::string reliability_svg(const json& m) {
   const int w = 320, h = 320;
-  std::string out = fmt::format("<svg width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">", w + 40, h + 30,
-                                w + 40, h + 30);
-  out += fmt::format("<g transform=\"translate(30,5)\"><rect width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>"
+  std::string out = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+                                "role=\"img\" aria-label=\"reliability\">", w + 60, h + 40, w + 60, h + 40);
+  out += fmt::format("<g transform=\"translate(50,5)\"><rect width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>"
                      "<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#aaa\" stroke-dasharray=\"4\"/>",
                      w, h, h, w);
   const auto& bins = m["calibration_bins"];
@@ -78,7 +78,17 @@ std::string reliability_svg(const json& m) {
                        b * bw + 1, h * (1 - acc), bw - 2, h * acc, bins[b]["count"].get<std::int64_t>(), acc,
                        bins[b]["mean_confidence"].get<double>());
   }
-  out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">confidence</text>", w / 2, h + 20);
+  for (int i = 0; i <= 4; ++i) {  // ticks at 0, 0.25, ..., 1 on both axes
+    const double v = i / 4.0;
+    out += fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\">{:g}</text>",
+                       v * w, h + 11, v);
+    out += fmt::format("<text class=\"tick\" x=\"-3\" y=\"{:.1f}\" font-size=\"9\" text-anchor=\"end\">{:g}</text>",
+                       h * (1 - v) + 3, v);
+  }
+  out += fmt::format("<text class=\"x-label\" x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">confidence "
+                     "(mean per bin)</text>", w / 2, h + 26);
+  out += fmt::format("<text class=\"y-label\" x=\"-24\" y=\"{0}\" font-size=\"11\" text-anchor=\"middle\" "
+                     "transform=\"rotate(-90 -24 {0})\">accuracy</text>", h / 2);
   return out + "</g></svg>\n";
 }
 

@@ -406,7 +406,9 @@ struct Trainer::Impl {
     std::vector<std::pair<std::string, double>> values{
         {"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
         {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
-        {"macro_recall", r.report.macro_recall}};
+        {"macro_recall", r.report.macro_recall},
+        // Training time so far: time-to-accuracy comparisons (the batch study) read it.
+        {"train_seconds", state.train_seconds}};
     if (r.binary) {
       values.emplace_back("roc_auc", r.binary->roc_auc);
       values.emplace_back("pr_auc", r.binary->pr_auc);

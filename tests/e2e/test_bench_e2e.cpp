@@ -204,20 +204,35 @@ TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
 namespace shoplens {
 namespace {
 
-// The batch-size study on the suite's shards: two short real trainings, then a report that must
-// parse as XML (the whole XHTML document, its inline SVG charts included) and as HTML.
+// The batch-size study on the suite's shards: two seeds of two short real trainings, then a
+// report that must parse as XML (the whole XHTML document, its inline SVG charts included) and as
+// HTML, and render in a real browser with labelled axes and nothing overlapping.
 TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   const fs::path study = *dir_ / "study";
   auto r = run_shoplens("bench --study batch --shards " + (*dir_ / "shards").string() + " --out " + study.string() +
-                        " --epochs 2 --baseline-batch 4 --memory-budget 32MiB --threads 1"
-                        " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16 2>&1");
-  ASSERT_EQ(r.exit_code, 0) << r.output << testing::read_text(study / "find_batch.log");
+                        " --epochs 2 --seeds 2 --first-seed 7 --baseline-batch 4 --memory-budget 32MiB --threads 1"
+                        " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16"
+                        // the largest batch that fits, whatever its throughput here: a candidate unlike the baseline
+                        " --set find_batch.objective=memory 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output << testing::read_text(study / "seed-7" / "find_batch.log");
   ASSERT_TRUE(fs::exists(study / "report.html")) << r.output;
   const auto summary = json::parse(testing::read_text(study / "study.json"));
+  EXPECT_EQ(summary["seeds"], 2);
+  ASSERT_EQ(summary["runs"].size(), 2u);
+  EXPECT_EQ(summary["runs"][1]["seed"], 8);
+  EXPECT_EQ(summary["runs"][1]["baseline"]["seed"], 8);  // read back from the run's own config
   EXPECT_EQ(summary["baseline"]["micro_batch"], 4);
   EXPECT_GT(summary["find_batch"]["micro_batch"].get<int>(), 4);
-  // lr scaled with the batch (linear by default): larger batch, larger lr
+  // lr scaled with the batch: larger batch, larger lr
   EXPECT_GT(summary["find_batch"]["lr"].get<double>(), summary["baseline"]["lr"].get<double>());
+  const double f1_mean = (summary["runs"][0]["baseline"]["final_val_macro_f1"].get<double>() +
+                          summary["runs"][1]["baseline"]["final_val_macro_f1"].get<double>()) / 2;
+  EXPECT_NEAR(summary["baseline"]["val_macro_f1_mean"].get<double>(), f1_mean, 1e-12);
+  EXPECT_EQ(summary["baseline"]["seconds_to_f1"].size(), 2u);
+  // Each seed's runs left their logs; different seeds trained differently.
+  EXPECT_TRUE(fs::exists(study / "seed-8" / "baseline.log"));
+  EXPECT_NE(testing::read_text(study / "seed-7" / "baseline" / "metrics.jsonl"),
+            testing::read_text(study / "seed-8" / "baseline" / "metrics.jsonl"));
 
   auto check = testing::run_shell(
       testing::python() +
@@ -233,6 +248,11 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   const std::string html = testing::read_text(study / "report.html");
   EXPECT_NE(html.find("Macro-F1 difference"), std::string::npos);
   EXPECT_NE(html.find("Trade-offs"), std::string::npos);
+
+  const json browser = testing::check_page_in_browser(study / "report.html");
+  EXPECT_EQ(browser["charts"], 4) << browser.dump(2);
+  EXPECT_TRUE(browser["problems"].empty()) << browser.dump(2);
+  EXPECT_TRUE(browser["console"].empty()) << browser.dump(2);
 }
 
 // The text workload through the same recorder: a synthetic text scenario (every token real) and

@@ -2,6 +2,8 @@
 // the regression gate, and the shape of the CSV, Markdown, JUnit XML and JSON lines it writes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "shoplens/bench/batch_study.h"
@@ -303,18 +305,52 @@ TEST(BatchStudy, LossSpikesAreJumpsAboveTheRecentMedian) {
   EXPECT_EQ(count_loss_spikes({{0, 1}, {1, 100}}), 0);  // too few records to judge
 }
 
+namespace {
+StudyRun study_run(std::int64_t seed, int batch, double ips, double final_f1) {
+  StudyRun r;
+  r.seed = seed;
+  r.micro_batch = batch;
+  r.summary = {{"images_per_second", ips}, {"peak_rss_bytes", 100 << 20}, {"steps", 4096 / batch}, {"model", "m<1>"}};
+  r.val_f1 = {{1, final_f1 - 0.1}, {2, final_f1}};
+  r.val_seconds = {10, 20};
+  r.final_val_f1 = final_f1;
+  r.train_loss = {{0.5, 2.0}, {1.5, 1.0}};
+  return r;
+}
+}  // namespace
+
+TEST(BatchStudy, SeedsArePairedAndTheGoalIsJudgedOnTheMeanDifference) {
+  // Seed 1 loses 3 points, seed 2 gains 1, seed 3 equal: mean -2/3 point, within the goal.
+  const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.50), study_run(3, 32, 100, 0.55)};
+  std::vector<StudyRun> cand{study_run(1, 128, 150, 0.57), study_run(2, 128, 120, 0.51), study_run(3, 128, 90, 0.55)};
+  StudySummary s = summarize_study(base, cand);
+  EXPECT_EQ(s.seeds, 3);
+  EXPECT_NEAR(s.f1_difference_mean_points, -2.0 / 3.0, 1e-9);
+  EXPECT_NEAR(s.f1_difference_sd_points, std::sqrt(((-3 + 2.0 / 3) * (-3 + 2.0 / 3) + (1 + 2.0 / 3) * (1 + 2.0 / 3) +
+                                                    (2.0 / 3) * (2.0 / 3)) / 2), 1e-9);
+  EXPECT_NEAR(s.baseline_f1_mean, 0.55, 1e-12);
+  EXPECT_NEAR(s.speedup_mean, 1.2, 1e-12);
+  EXPECT_DOUBLE_EQ(s.speedup_min, 0.9);
+  EXPECT_TRUE(s.goal_met);
+  // Time to the baseline's F1 less a point: seed 1's candidate never gets there (0.57 < 0.59).
+  EXPECT_TRUE(std::isnan(s.candidate_seconds_to_f1[0]));
+  EXPECT_DOUBLE_EQ(s.candidate_seconds_to_f1[1], 20);
+  EXPECT_DOUBLE_EQ(s.baseline_seconds_to_f1[0], 20);
+  cand[1].final_val_f1 = 0.45;  // now seed 2 loses 5: mean -8/3
+  EXPECT_FALSE(summarize_study(base, cand).goal_met);
+  EXPECT_THROW(summarize_study(base, {cand[0]}), Error);
+}
+
+TEST(BatchStudy, SecondsToReachAnF1AreTheFirstValidationAtOrAboveIt) {
+  StudyRun r = study_run(1, 32, 100, 0.6);
+  EXPECT_DOUBLE_EQ(seconds_to_reach(r, 0.45), 10);
+  EXPECT_DOUBLE_EQ(seconds_to_reach(r, 0.6), 20);
+  EXPECT_TRUE(std::isnan(seconds_to_reach(r, 0.61)));
+}
+
 TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
-  StudyRun base, cand;
-  base.summary = {{"images_per_second", 100.0}, {"peak_rss_bytes", 100 << 20}, {"steps", 40}, {"model", "m<1>"}};
-  cand.summary = {{"images_per_second", 150.0}, {"peak_rss_bytes", 200 << 20}, {"steps", 10}};
-  base.micro_batch = 32;
-  cand.micro_batch = 128;
-  base.val_f1 = {{1, 0.5}, {2, 0.60}};
-  cand.val_f1 = {{1, 0.4}, {2, 0.595}};
-  base.final_val_f1 = 0.60;
-  cand.final_val_f1 = 0.595;
-  base.train_loss = {{0.5, 2.0}, {1.5, 1.0}};
-  cand.train_loss = {{0.5, 2.2}, {1.5, 1.1}};
+  const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.60)};
+  const std::vector<StudyRun> cand{study_run(1, 128, 150, 0.595), study_run(2, 128, 150, 0.595)};
   const json fb = {{"search", {{"probes", {{{"batch", 2}, {"ok", true}, {"peak_bytes", 10 << 20}, {"images_per_second", 50}},
                                            {{"batch", 64}, {"ok", true}, {"peak_bytes", 80 << 20}, {"images_per_second", 140}}}},
                                {"fit", {{"static_bytes", 8 << 20}, {"bytes_per_sample", 1 << 20}}}}}};
@@ -328,7 +364,12 @@ TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   };
   EXPECT_EQ(count("<svg "), 4u);
   EXPECT_EQ(count("</svg>"), 4u);
-  EXPECT_NE(html.find("Macro-F1 difference: -0.50 points</b> (goal: within 1 point of the baseline: met)"), std::string::npos);
+  EXPECT_EQ(count("class=\"x-label\""), 4u);
+  EXPECT_EQ(count("class=\"y-label\""), 4u);
+  EXPECT_NE(html.find("(log2 scale)"), std::string::npos);  // batch axes
+  EXPECT_NE(html.find("Macro-F1 difference: -0.50 &#177; 0.00 points</b> (mean &#177; sd over 2 seed(s); goal: within 1 "
+                      "point of the baseline: met)"),
+            std::string::npos);
   EXPECT_NE(html.find("Throughput: 1.50x"), std::string::npos);
   EXPECT_NE(html.find("s&amp;hards"), std::string::npos);
   EXPECT_NE(html.find("m&lt;1&gt;"), std::string::npos);

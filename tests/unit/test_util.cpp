@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -130,6 +131,47 @@ std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalo
   std::vector<std::string> paths;
   for (std::size_t r = 1; r < records.size(); ++r) paths.push_back(records[r].fields[path_col]);
   return paths;
+}
+
+}  // namespace shoplens::testing
+
+namespace shoplens::testing {
+namespace {
+std::string html_unescape(std::string s) {
+  const std::pair<const char*, const char*> entities[] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&amp;", "&"}};
+  for (const auto& [from, to] : entities)
+    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + 1)) s.replace(p, std::strlen(from), to);
+  return s;
+}
+}  // namespace
+
+nlohmann::json check_page_in_browser(const std::filesystem::path& html) {
+  ScratchDir dir("browser");
+  std::string page = read_text(html);
+  const auto body_end = page.rfind("</body>");
+  if (body_end == std::string::npos) throw std::runtime_error(html.string() + " has no </body>");
+  page.insert(body_end, "<script>\n" + read_text(std::filesystem::path(source_dir()) / "tests/e2e/html_layout_check.js") +
+                            "\n</script>\n");
+  write_text(dir / "page.html", page);
+  const std::string browser = from_env("SHOPLENS_TEST_CHROMIUM", "chromium");
+  // --no-sandbox: the suite may run as root; the page is our own file.
+  const auto r = run_shell("timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
+                           (dir / "profile").string() + " --enable-logging=stderr --v=0 --dump-dom file://" +
+                           (dir / "page.html").string() + " > " + (dir / "dom.html").string() + " 2> " +
+                           (dir / "stderr.txt").string());
+  if (r.exit_code != 0)
+    throw std::runtime_error("headless " + browser + " failed (exit " + std::to_string(r.exit_code) +
+                             "; scripts/bootstrap.sh installs chromium): " + r.output + read_text(dir / "stderr.txt"));
+  const std::string dom = read_text(dir / "dom.html");
+  const std::string open = "<pre id=\"layout-check\">";
+  const auto start = dom.rfind(open), end = dom.find("</pre>", start);
+  if (start == std::string::npos || end == std::string::npos) throw std::runtime_error("the layout check did not run:\n" + dom);
+  nlohmann::json result = nlohmann::json::parse(html_unescape(dom.substr(start + open.size(), end - start - open.size())));
+  result["console"] = nlohmann::json::array();
+  std::istringstream log(read_text(dir / "stderr.txt"));
+  for (std::string line; std::getline(log, line);)
+    if (line.find(":CONSOLE") != std::string::npos) result["console"].push_back(line);
+  return result;
 }
 
 }  // namespace shoplens::testing

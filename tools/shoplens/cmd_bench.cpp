@@ -37,6 +37,9 @@ class BenchCommand : public Command {
     app.add_option("--memory-budget", study_options_.memory_budget, "study: the budget find-batch fits into (both runs run under it)");
     app.add_option("--threads", study_options_.threads, "study: CPU threads of each run (0: all usable cores)")
         ->check(thread_count());
+    app.add_option("--seeds", study_options_.seeds, "study: seeds, each training both runs (mean and spread are reported)")
+        ->check(CLI::Range(1, 100));
+    app.add_option("--first-seed", study_options_.first_seed, "study: the first seed (then first+1, ...)");
     app.add_option("--set", study_options_.sets, "study: extra section.key=value overrides for both runs");
   }
 

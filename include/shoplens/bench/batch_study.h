@@ -1,11 +1,13 @@
-// `shoplens bench --study batch` (docs/BENCH.md): trains a baseline (micro-batch 32) and the
-// find-batch configuration on the same shards for the same epochs, the learning rate scaled for
-// the larger batch, and writes a self-contained report.html (inline SVG, no network) comparing
-// throughput, memory, stability and validation macro-F1. Plain C++: both runs are real
-// `shoplens train` processes, so the study measures exactly what users run; the report is built
-// from their summary.json, metrics.jsonl and find_batch.json.
+// `shoplens bench --study batch` (docs/BENCH.md): for each of several seeds, trains a baseline
+// (micro-batch 32) and the find-batch plan (its micro-batch, the learning rate scaled by the
+// plan's rule) on the same shards for the same epochs, then compares them over the seeds: macro-F1
+// mean and spread, the paired difference against the 1-point goal, training time to the
+// baseline's F1, throughput and memory. Writes study.json and a self-contained report.html
+// (inline SVG, no network). Plain C++: each run is a real `shoplens train` process (own peak
+// memory, exactly what users run); the report is built from the runs' files.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -23,32 +25,52 @@ struct BatchStudyOptions {
   int baseline_batch = 32;
   std::string memory_budget = "2GiB";  // what find-batch fits into (both runs run under it)
   int threads = 0;
+  int seeds = 3;                   // paired runs: seeds first_seed .. first_seed + seeds - 1
+  std::int64_t first_seed = 1;
   std::vector<std::string> sets;  // extra --set overrides for both runs
 };
 
 // What one training run left behind, read back.
 struct StudyRun {
   std::string label;
+  std::int64_t seed = 0;
   nlohmann::json summary;
   double lr = 0;
   int micro_batch = 0;
   std::vector<std::pair<double, double>> train_loss;  // (epoch, loss)
   std::vector<std::pair<double, double>> val_f1;      // (epoch, macro-F1)
+  std::vector<double> val_seconds;                    // training seconds at each validation (NaN: not recorded)
   int loss_spikes = 0;
   double final_val_f1 = 0;
+};
+
+// The seeds taken together. F1 figures are fractions; differences are in points (x100).
+struct StudySummary {
+  int seeds = 0;
+  double baseline_f1_mean = 0, baseline_f1_sd = 0, candidate_f1_mean = 0, candidate_f1_sd = 0;
+  double f1_difference_mean_points = 0, f1_difference_sd_points = 0;  // candidate - baseline, paired by seed
+  double speedup_mean = 0, speedup_min = 0, speedup_max = 0;          // images/s, candidate / baseline
+  // Per seed: training seconds until validation macro-F1 first reached the baseline's final F1
+  // minus the goal's point (NaN: never within the run).
+  std::vector<double> baseline_seconds_to_f1, candidate_seconds_to_f1;
+  bool goal_met = false;  // mean difference no worse than -1 point
 };
 
 // Reads a run directory (DataError when summary.json or metrics.jsonl is missing or unreadable).
 StudyRun read_study_run(const std::filesystem::path& run_dir, const std::string& label);
 // A train record whose loss exceeds 1.5x the median of the previous five train records.
 int count_loss_spikes(const std::vector<std::pair<double, double>>& loss);
+// Training seconds at the first validation whose macro-F1 reached `target` (NaN: none did).
+double seconds_to_reach(const StudyRun& run, double target);
+// Pairs baseline[i] with candidate[i] (same seed); both non-empty and of equal length.
+StudySummary summarize_study(const std::vector<StudyRun>& baseline, const std::vector<StudyRun>& candidate);
 
 // The whole report: XHTML (also well-formed XML), inline SVG charts, tables and the trade-offs
-// in words. `find_batch` is the candidate run's find_batch.json (probes and the memory fit).
-std::string batch_study_html(const StudyRun& baseline, const StudyRun& candidate, const nlohmann::json& find_batch,
-                             const BatchStudyOptions& options);
+// in words. `find_batch` is a candidate run's find_batch.json (probes and the memory fit).
+std::string batch_study_html(const std::vector<StudyRun>& baseline, const std::vector<StudyRun>& candidate,
+                             const nlohmann::json& find_batch, const BatchStudyOptions& options);
 
-// Runs both trainings (`shoplens_binary train ...`) and writes DIR/report.html and
+// Runs the trainings (`shoplens_binary train ...`, no shell) and writes DIR/report.html and
 // DIR/study.json; returns the report path. Error when a run fails (its log is named).
 std::filesystem::path run_batch_study(const BatchStudyOptions& options, const std::string& shoplens_binary);
 

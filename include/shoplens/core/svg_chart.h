@@ -1,0 +1,38 @@
+// Small self-contained charts as inline SVG (no scripts, fonts or images), for the HTML reports:
+// labelled axes with rounded ("nice") ticks, an optional log2 axis for batch sizes, and a legend
+// beside the plot so it never covers data. Text elements carry classes (x-label, y-label, tick,
+// legend) so tests and style sheets can find them.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shoplens {
+
+struct ChartSeries {
+  std::string name;
+  std::string color;
+  std::vector<std::pair<double, double>> points;  // non-finite points are skipped
+  bool line = true;                               // false: markers only
+  bool dashed = false;
+};
+
+struct ChartAxis {
+  std::string label;
+  bool log2 = false;       // ticks at powers of two; points at x <= 0 are skipped
+  bool from_zero = false;  // the range includes 0 (amounts: memory, images/s)
+};
+
+std::string svg_chart(const std::string& title, const ChartAxis& x, const ChartAxis& y,
+                      const std::vector<ChartSeries>& series);
+
+// Ticks at 1, 2 or 5 x 10^k steps covering [lo, hi] (about `target` of them), first <= lo and
+// last >= hi, each a round number (no 0.30000000000000004).
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+// Powers of two from the largest <= lo to the smallest >= hi (lo > 0).
+std::vector<double> log2_ticks(double lo, double hi);
+// A tick's text: as many decimals as the step needs, no more.
+std::string format_tick(double value, double step);
+
+}  // namespace shoplens
