@@ -54,6 +54,31 @@ const ProbeResult* SearchResult::probe_at(int b) const {
   return nullptr;
 }
 
+std::vector<int> throughput_ladder(int reference, int largest) {
+  std::vector<int> ladder;
+  if (largest < 1) return ladder;
+  for (long b = std::max(1, std::min(reference, largest)); b < largest; b *= 2) ladder.push_back(static_cast<int>(b));
+  ladder.push_back(largest);
+  return ladder;
+}
+
+int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain) {
+  if (ladder.empty()) return 0;
+  auto measured = [&](int batch) {
+    for (auto it = probes.rbegin(); it != probes.rend(); ++it)
+      if (it->batch == batch && it->fits && it->images_per_second > 0) return it->images_per_second;
+    return 0.0;
+  };
+  if (measured(ladder.front()) <= 0) return ladder.back();
+  std::size_t at = 0;
+  for (std::size_t next = 1; next < ladder.size(); ++next) {
+    const double doublings = std::log2(static_cast<double>(ladder[next]) / ladder[at]);
+    if (measured(ladder[next]) < measured(ladder[at]) * (1.0 + min_gain * doublings)) break;
+    at = next;
+  }
+  return ladder[at];
+}
+
 namespace {
 
 using Outcome = ProbeResult::Outcome;

@@ -33,6 +33,19 @@ std::string probe_outcome_name(const ProbeResult& p) {
 std::string mib(double bytes) { return format_bytes(bytes); }
 }  // namespace
 
+std::int64_t reference_global_batch(const Config& config) {
+  return config.find_batch.reference_batch > 0
+             ? config.find_batch.reference_batch
+             : static_cast<std::int64_t>(config.loader.batch_size) * config.train.accumulation_steps;
+}
+
+std::string resolve_lr_scaling(const Config& config) {
+  if (config.find_batch.lr_scaling != "auto") return config.find_batch.lr_scaling;
+  // Linear for SGD (Goyal et al. 2017); square root for adaptive optimizers, whose update size
+  // does not grow with the gradient's (Malladi et al. 2022), and which linear scaling overshoots.
+  return config.optim.name == "sgd" ? "linear" : "sqrt";
+}
+
 BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config) {
   if (max_micro < 1) throw Error("plan_batch: no micro-batch fits");
   BatchPlan plan;
@@ -64,10 +77,8 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
   }
   plan.global_batch = static_cast<std::int64_t>(plan.micro_batch) * plan.accumulation_steps * plan.world_size;
 
-  plan.reference_batch = config.find_batch.reference_batch > 0
-                             ? config.find_batch.reference_batch
-                             : static_cast<std::int64_t>(config.loader.batch_size) * config.train.accumulation_steps;
-  plan.lr_scaling = config.find_batch.lr_scaling;
+  plan.reference_batch = reference_global_batch(config);
+  plan.lr_scaling = resolve_lr_scaling(config);
   const double ratio = static_cast<double>(plan.global_batch) / static_cast<double>(plan.reference_batch);
   plan.lr_factor = plan.lr_scaling == "linear" ? ratio : plan.lr_scaling == "sqrt" ? std::sqrt(ratio) : 1.0;
   plan.lr = config.optim.lr * plan.lr_factor;
@@ -112,6 +123,7 @@ json search_to_json(const SearchResult& s) {
                       {"steps", p.steps},
                       {"seconds", p.seconds},
                       {"images_per_second", p.images_per_second},
+                      {"purpose", p.for_throughput ? "throughput" : "memory"},
                       {"error", p.error}});
   return {{"found_batch", s.batch},
           {"budget_bytes", s.budget_bytes},
@@ -130,6 +142,7 @@ json search_to_json(const SearchResult& s) {
 json FindBatchResult::to_json() const {
   json doc = search;
   doc["micro_batch"] = micro_batch;
+  doc["planned_micro_batch"] = plan.micro_batch;
   doc["accumulation_steps"] = plan.accumulation_steps;
   doc["world_size"] = plan.world_size;
   doc["global_batch"] = plan.global_batch;
@@ -174,6 +187,9 @@ std::string FindBatchResult::to_table() const {
     os << fmt::format("token budget {} = micro-batch {} x text.max_length {} (loader.token_budget: always safe; shorter "
                       "rows then fit more per micro-batch)\n",
                       token_budget, micro_batch, sequence_length);
+  if (throughput_batch > 0)
+    os << fmt::format("throughput: batch {} (doubling it added less than the required images/s, or it is the largest)\n",
+                      throughput_batch);
   os << fmt::format("global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
                     plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
                     plan.lr_factor, plan.reference_batch);
@@ -190,6 +206,7 @@ std::string find_batch_fingerprint(const Config& c, int num_classes, const std::
   Fingerprint f;
   f.add(kCacheFormat).add(build_commit()).add(torch_version());
   f.add(device_name).add(static_cast<std::uint64_t>(device_total_bytes)).add(static_cast<std::uint64_t>(budget_bytes));
+  f.add(c.find_batch.objective).add(std::to_string(c.find_batch.min_throughput_gain));
   f.add(c.model.name).add(static_cast<std::uint64_t>(num_classes)).add(c.model.channels_last ? 1 : 0);
   f.add(std::to_string(c.model.dropout));
   f.add(static_cast<std::uint64_t>(c.augment.image_size));

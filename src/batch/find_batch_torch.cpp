@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "shoplens/batch/find_batch.h"
@@ -66,6 +67,21 @@ int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, 
     const int step_down = std::max(round_to, std::max(1, micro / 50));
     s.warnings.push_back("batch " + std::to_string(micro) + " exceeded the usable budget during verification; stepped down");
     micro = round_down(std::max(1, micro - step_down), round_to);
+  }
+}
+
+// Throughput at the recipe's batch and its doublings up to the largest that fits (each probed
+// unless a probe already ran there), so the plan can see whether a larger batch is any faster.
+void probe_throughput(JobProbe& job, SearchResult& s, int largest, const Config& config) {
+  for (int b : throughput_ladder(static_cast<int>(reference_global_batch(config)), largest)) {
+    const ProbeResult* known = s.probe_at(b);
+    if (known && known->fits && known->images_per_second > 0) continue;
+    ProbeResult p = job.run(b, std::max(2, config.find_batch.probe_steps));
+    p.batch = b;
+    p.fits = p.outcome == ProbeResult::Outcome::kRan && p.peak_bytes <= s.usable_bytes;
+    p.for_throughput = true;
+    spdlog::info("find-batch: throughput at batch {}: {:.1f} images/s ({})", b, p.images_per_second, outcome_text(p));
+    s.probes.push_back(p);
   }
 }
 
@@ -133,12 +149,17 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   SearchResult s = search_with_probes(config, job, budget);
   int micro = round_down(s.batch, round_to);
   if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
+  if (config.find_batch.objective == "throughput") probe_throughput(job, s, micro, config);
   if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
     s.measured_peak_bytes = at->peak_bytes;
   if (s.fit.points >= 2) s.predicted_peak_bytes = static_cast<std::int64_t>(s.fit.predict(micro));
   json doc = search_to_json(s);
   doc["fingerprint"] = fingerprint;
   doc["micro_batch"] = micro;
+  if (config.find_batch.objective == "throughput") {
+    const auto ladder = throughput_ladder(static_cast<int>(reference_global_batch(config)), micro);
+    doc["throughput_batch"] = round_down(throughput_knee(s.probes, ladder, config.find_batch.min_throughput_gain), round_to);
+  }
   doc["round_to"] = round_to;
   doc["device_free_bytes"] = free_at_start;
   describe_search(doc, config, num_classes, memory, job);
@@ -180,7 +201,15 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   result.eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : result.micro_batch;
   result.sequence_length = result.search.value("sequence_length", 0);
   result.token_budget = static_cast<std::int64_t>(result.micro_batch) * result.sequence_length;
-  result.plan = plan_batch(result.micro_batch, fb.target_global_batch, world_size_from_env(), config);
+  result.throughput_batch = result.search.value("throughput_batch", 0);
+  const bool by_throughput = fb.objective == "throughput" && result.throughput_batch > 0;
+  result.plan = plan_batch(by_throughput ? result.throughput_batch : result.micro_batch, fb.target_global_batch,
+                           world_size_from_env(), config);
+  if (by_throughput && result.throughput_batch < result.micro_batch)
+    result.plan.notes.push_back(fmt::format(
+        "batch {} fits, but doubling beyond {} added less than {:.0f}% images/s: a larger batch would mostly cost "
+        "optimizer steps, so the plan uses {} (find_batch.objective=memory plans the largest that fits)",
+        result.micro_batch, result.throughput_batch, fb.min_throughput_gain * 100, result.throughput_batch));
   result.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -428,7 +428,16 @@ void add_find_batch_fields(std::vector<Field>& f) {
   f.push_back(field(&C::find_batch, "find_batch", &FB::target_global_batch, "target_global_batch",
                     "global batch to reach with accumulation (0: one micro-batch per step)", at_least<std::int64_t>(0)));
   f.push_back(field(&C::find_batch, "find_batch", &FB::lr_scaling, "lr_scaling",
-                    "learning-rate rule for the new global batch: linear | sqrt | none", one_of({"linear", "sqrt", "none"})));
+                    "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
+                    one_of({"auto", "linear", "sqrt", "none"})));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::objective, "objective",
+                    "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
+                    "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
+                    one_of({"throughput", "memory"})));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::min_throughput_gain, "min_throughput_gain",
+                    "objective throughput: the fraction of images/s a doubling of the batch must add to be taken "
+                    "(a larger batch costs optimizer steps)",
+                    in_range(0.0, 10.0)));
   f.push_back(field(&C::find_batch, "find_batch", &FB::reference_batch, "reference_batch",
                     "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
                     at_least<std::int64_t>(0)));

@@ -107,9 +107,11 @@ void check_job(const TrainJob& job) {
 nlohmann::json find_the_batch(Config& config, int num_classes) {
   const FindBatchResult found = find_batch(config, num_classes, /*use_cache=*/true);
   apply_plan(config, found.plan);
-  spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation, lr {:.4g} ({} probes{})",
-               found.plan.micro_batch, found.plan.accumulation_steps, found.plan.lr, found.search.at("probes").size(),
-               found.from_cache ? ", cached" : "");
+  spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
+               "({} probes{})",
+               found.plan.micro_batch, found.plan.accumulation_steps, found.micro_batch, found.plan.lr,
+               found.search.at("probes").size(), found.from_cache ? ", cached" : "");
+  for (const auto& note : found.plan.notes) spdlog::info("train: find-batch: {}", note);
   return found.to_json();
 }
 

@@ -243,5 +243,46 @@ TEST(BatchSearch, RejectsAnUnknownStrategyWithTheNearestName) {
   }
 }
 
+
+namespace {
+ProbeResult throughput_probe(int batch, double images_per_second, bool fits = true) {
+  ProbeResult p;
+  p.batch = batch;
+  p.fits = fits;
+  p.steps = 3;
+  p.images_per_second = images_per_second;
+  return p;
+}
+}  // namespace
+
+TEST(ThroughputPlan, TheLadderDoublesFromTheRecipesBatchToTheLargestThatFits) {
+  EXPECT_EQ(throughput_ladder(32, 161), (std::vector<int>{32, 64, 128, 161}));
+  EXPECT_EQ(throughput_ladder(32, 128), (std::vector<int>{32, 64, 128}));
+  EXPECT_EQ(throughput_ladder(32, 20), (std::vector<int>{20}));  // the recipe's batch does not fit
+  EXPECT_TRUE(throughput_ladder(32, 0).empty());
+}
+
+TEST(ThroughputPlan, TheBatchDoublesOnlyWhileThroughputClearlyRises) {
+  // A GPU-like curve: throughput nearly doubles with the batch until 256, then flattens.
+  const std::vector<int> ladder{32, 64, 128, 256, 512, 700};
+  const std::vector<ProbeResult> gpu{throughput_probe(2, 40), throughput_probe(32, 600), throughput_probe(64, 1100),
+                                     throughput_probe(128, 1800), throughput_probe(256, 2400), throughput_probe(512, 2450),
+                                     throughput_probe(700, 2440)};
+  EXPECT_EQ(throughput_knee(gpu, ladder, 0.2), 256);  // 512 adds 2%, not 20%
+  EXPECT_EQ(throughput_knee(gpu, ladder, 0.0), 512);  // any gain counts; 700 is slower than 512
+  EXPECT_EQ(throughput_knee(gpu, ladder, 0.9), 32);   // 32 -> 64 adds 83% < 90%
+  EXPECT_EQ(throughput_knee(gpu, {32, 64, 128, 200}, 0.2), 128);  // a rung never measured stops the walk
+  // A CPU-like curve: a larger batch is a little faster at first, not enough to pay for its steps.
+  const std::vector<ProbeResult> cpu{throughput_probe(32, 161), throughput_probe(64, 177), throughput_probe(128, 178),
+                                     throughput_probe(256, 169), throughput_probe(512, 137), throughput_probe(656, 900, false)};
+  EXPECT_EQ(throughput_knee(cpu, {32, 64, 128, 256, 512}, 0.2), 32);
+  EXPECT_EQ(throughput_knee(cpu, {32, 64, 128, 256, 512}, 0.05), 64);
+  // The last, partial step is judged pro rata: 256 -> 300 is 0.23 doublings, so 5% more is enough.
+  EXPECT_EQ(throughput_knee({throughput_probe(256, 1000), throughput_probe(300, 1050)}, {256, 300}, 0.2), 300);
+  // Nothing measured at the first rung: the largest.
+  EXPECT_EQ(throughput_knee({throughput_probe(8, 0)}, {8, 16, 161}, 0.2), 161);
+  EXPECT_EQ(throughput_knee({}, {}, 0.2), 0);
+}
+
 }  // namespace
 }  // namespace shoplens

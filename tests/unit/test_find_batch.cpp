@@ -187,6 +187,7 @@ TEST(FindBatchCache, TextShapeIsPartOfTheFingerprint) {
 
 TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {
   Config c;
+  c.find_batch.lr_scaling = "linear";
   c.loader.batch_size = 32;
   c.optim.lr = 0.001;
   auto plan = plan_batch(300, 512, 1, c);
@@ -218,6 +219,21 @@ TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {
   plan = plan_batch(128, 128, 1, c);
   EXPECT_NEAR(plan.lr, 0.001, 1e-12);
   EXPECT_EQ(plan.reference_batch, 64);
+}
+
+TEST(PlanBatch, AutoScalingIsSqrtForAdaptiveOptimizersAndLinearForSgd) {
+  Config c;
+  c.loader.batch_size = 32;
+  c.optim.lr = 0.001;
+  ASSERT_EQ(c.find_batch.lr_scaling, "auto");  // the default
+  c.optim.name = "adamw";
+  auto plan = plan_batch(128, 0, 1, c);
+  EXPECT_EQ(plan.lr_scaling, "sqrt");
+  EXPECT_NEAR(plan.lr, 0.002, 1e-12);
+  c.optim.name = "sgd";
+  plan = plan_batch(128, 0, 1, c);
+  EXPECT_EQ(plan.lr_scaling, "linear");
+  EXPECT_NEAR(plan.lr, 0.004, 1e-12);
 }
 
 TEST(PlanBatch, ThePatchAppliesToAConfig) {

@@ -27,6 +27,7 @@ struct ProbeResult {
   double images_per_second = 0;           // training throughput in the probe (after its first step)
   std::string error;                      // kOutOfMemory / kFailed: the message
   bool fits = false;                      // set by the search: ran and peak within the usable budget
+  bool for_throughput = false;            // run to measure images/s for the plan, not to search memory
 };
 
 using ProbeFn = std::function<ProbeResult(int batch)>;
@@ -75,5 +76,15 @@ struct SearchResult {
 // Runs the chosen strategy. Throws Error when batch 1 does not fit (with the memory it needed),
 // and when a probe fails for a reason other than memory (never mistaken for an OOM).
 SearchResult search_batch(const ProbeFn& probe, const SearchOptions& options);
+
+// Batches whose throughput the plan compares: the recipe's (reference) batch and its doublings
+// below `largest`, then `largest` (only `largest` when the reference does not fit).
+std::vector<int> throughput_ladder(int reference, int largest);
+// A larger batch trains fewer optimizer steps per epoch; it is worth that only when it is clearly
+// faster. Walks `ladder` (throughput_ladder) from its first batch and moves up while the next
+// rung's images/s (the last fitting probe there) beats the current one's by `min_gain` per
+// doubling (pro rata for the last, partial step); returns where it stopped. The ladder's last
+// batch when its first was never measured.
+int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain);
 
 }  // namespace shoplens

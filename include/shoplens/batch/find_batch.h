@@ -24,7 +24,7 @@ struct BatchPlan {
   int world_size = 1;
   std::int64_t global_batch = 0;          // micro x accumulation x world size
   std::int64_t reference_batch = 0;       // what optim.lr was tuned for
-  std::string lr_scaling = "linear";
+  std::string lr_scaling = "sqrt";        // the rule applied (find_batch.lr_scaling "auto" resolved)
   double lr = 0;                          // scaled for global_batch
   double lr_factor = 1;
   double warmup_epochs = 0;               // at least 1 when the lr was scaled up (Goyal et al.)
@@ -34,6 +34,9 @@ struct BatchPlan {
 // The largest micro-batch <= max_micro that reaches `target_global` exactly (micro x k x world),
 // fewest accumulation steps first; without a target, one micro-batch per rank and step. When no
 // exact split exists the global batch is rounded up and a note says so.
+// The global batch optim.lr was tuned for: find_batch.reference_batch, else loader.batch_size x
+// train.accumulation_steps.
+std::int64_t reference_global_batch(const Config& config);
 BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config);
 // {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...};
 // text models also get loader.token_budget (`token_budget` > 0).
@@ -45,7 +48,8 @@ nlohmann::json search_to_json(const SearchResult& search);
 
 struct FindBatchResult {
   nlohmann::json search;                  // search_to_json, plus device, model, fingerprint: what the cache keeps
-  int micro_batch = 0;                    // the answer after rounding and verification
+  int micro_batch = 0;                    // the answer after rounding and verification: the largest that fits
+  int throughput_batch = 0;               // objective throughput: the knee of measured images/s (0: not measured)
   int eval_batch = 0;
   // Text models: the probes' sequence length (text.max_length) and micro_batch x it, the
   // loader.token_budget that is always safe; 0 for image models.

@@ -134,7 +134,9 @@ struct FindBatchConfig {
   int max_batch = 4096;
   int round_to = 0;                             // multiple to round down to (0: 8 on CUDA with bf16/fp16, else 1)
   std::int64_t target_global_batch = 0;         // 0: one micro-batch per rank and step
-  std::string lr_scaling = "linear";            // linear | sqrt | none
+  std::string lr_scaling = "auto";              // auto (sqrt for adamw, linear for sgd) | linear | sqrt | none
+  std::string objective = "throughput";         // the plan's micro-batch: throughput (knee of images/s) | memory (largest)
+  double min_throughput_gain = 0.2;             // objective throughput: images/s a batch doubling must add to be taken
   std::int64_t reference_batch = 0;             // global batch optim.lr was tuned for (0: loader.batch_size x accumulation)
   bool cache = true;
   std::string cache_dir;                        // empty: $XDG_CACHE_HOME/shoplens, else ~/.cache/shoplens
