@@ -278,6 +278,16 @@ void add_augment_fields(std::vector<Field>& f) {
                     in_range(0.0, 100.0)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::mix_prob, "mix_prob", "probability a batch is mixed",
                     in_range(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::pad_crop, "pad_crop",
+                    "CIFAR-style crop: reflect-pad by this many pixels and crop image_size at random, instead of "
+                    "RandomResizedCrop (0: off)",
+                    in_range(0, 1024)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::auto_augment, "auto_augment",
+                    "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
+                    one_of({"none", "trivial"})));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::random_erasing, "random_erasing",
+                    "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
+                    in_range(0.0, 1.0)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel", three_numbers(false)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_crop_pct, "eval_crop_pct",
@@ -314,6 +324,10 @@ void add_model_fields(std::vector<Field>& f) {
                     "start from weights that leave some model tensors at their init (else an error naming them)"));
   f.push_back(field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
   f.push_back(field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
+  f.push_back(field(&C::model, "model", &ModelConfig::drop_path, "drop_path",
+                    "stochastic depth: drop rate of the last residual block, rising linearly from 0 at the first "
+                    "(ViTs only; 0: off)",
+                    in_range(0.0, 1.0)));
 }
 
 void add_optim_fields(std::vector<Field>& f) {
@@ -338,8 +352,9 @@ void add_optim_fields(std::vector<Field>& f) {
 
 void add_schedule_fields(std::vector<Field>& f) {
   using C = Config;
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::name, "name", "cosine | step | constant",
-                    one_of({"cosine", "step", "constant"})));
+  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::name, "name",
+                    "cosine | step | constant | one_cycle (cosine rise over pct_start of the steps, then cosine fall)",
+                    one_of({"cosine", "step", "constant", "one_cycle"})));
   f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_epochs, "warmup_epochs", "linear warm-up length",
                     in_range(0.0, 1e6)));
   f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_start_factor, "warmup_start_factor",
@@ -349,6 +364,9 @@ void add_schedule_fields(std::vector<Field>& f) {
   f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::step_epochs, "step_epochs", "step: epochs between decays",
                     in_range(1e-6, 1e6)));
   f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0)));
+  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::pct_start, "pct_start",
+                    "one_cycle: fraction of the steps spent rising from warmup_start_factor to lr (replaces warmup_epochs)",
+                    in_range(0.0, 1.0)));
 }
 
 void add_train_fields(std::vector<Field>& f) {
@@ -363,6 +381,10 @@ void add_train_fields(std::vector<Field>& f) {
   f.push_back(field(&C::train, "train", &TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"})));
   f.push_back(field(&C::train, "train", &TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon",
                     in_range(0.0, 0.99)));
+  f.push_back(field(&C::train, "train", &TrainConfig::ema_decay, "ema_decay",
+                    "EMA of the weights, updated every step (e.g. 0.999); validation, best checkpoint and test use "
+                    "it (0: off)",
+                    in_range(0.0, 0.999999)));
   f.push_back(field(&C::train, "train", &TrainConfig::class_balance, "class_balance",
                     "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)",
                     one_of({"none", "weighted_loss", "sampler"})));

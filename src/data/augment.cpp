@@ -10,6 +10,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/data/eval_transform.h"
+#include "trivial_augment.h"
 
 namespace shoplens {
 namespace {
@@ -18,7 +19,9 @@ constexpr double kPi = 3.14159265358979323846;
 
 // Independent random streams per decision, so switching one op on or off (say hflip 0 -> 1)
 // leaves every other op's draws unchanged.
-enum Stream : std::uint64_t { kCropStream = 1, kFlipStream = 2, kJitterStream = 3, kMixStream = 4 };
+enum Stream : std::uint64_t {
+  kCropStream = 1, kFlipStream = 2, kJitterStream = 3, kMixStream = 4, kAutoAugmentStream = 5, kErasingStream = 6
+};
 
 // ---- geometry -------------------------------------------------------------------------------
 
@@ -67,7 +70,63 @@ struct Scratch {
   cv::Mat half[2];            // ping-pong buffers for the halving steps
   cv::Mat bytes[3];           // the crop split into channels
   std::vector<float> floats;  // the channels as floats, for the colour jitter
+  cv::Mat warped;             // TrivialAugment's geometric ops and sharpness write through this
 };
+
+// Reflect-padding index (numpy/torch "reflect": the edge pixel is not repeated), for pad < n.
+int reflect_index(int i, int n) {
+  if (i < 0) return -i;
+  if (i >= n) return 2 * (n - 1) - i;
+  return i;
+}
+
+// CIFAR's RandomCrop(size, padding=pad, padding_mode="reflect") on the image first brought to
+// size x size (the short side resized, then the centre, as the eval transform does): the padded
+// image is never made, each output pixel reads its reflected source.
+void pad_and_random_crop(const cv::Mat& rgb, int size, int pad, Rng& rng, Scratch& scratch) {
+  const cv::Mat* square = &rgb;
+  if (rgb.rows != size || rgb.cols != size) {
+    resize_and_center_crop(rgb, size, size, scratch.half[0]);
+    square = &scratch.half[0];
+  }
+  const int top = rng.uniform_int(2 * pad + 1) - pad, left = rng.uniform_int(2 * pad + 1) - pad;
+  scratch.crop.create(size, size, CV_8UC3);
+  for (int y = 0; y < size; ++y) {
+    const std::uint8_t* src = square->ptr<std::uint8_t>(reflect_index(y + top, size));
+    std::uint8_t* dst = scratch.crop.ptr<std::uint8_t>(y);
+    for (int x = 0; x < size; ++x) {
+      const std::uint8_t* p = src + 3 * reflect_index(x + left, size);
+      dst[3 * x] = p[0];
+      dst[3 * x + 1] = p[1];
+      dst[3 * x + 2] = p[2];
+    }
+  }
+}
+
+// torchvision's RandomErasing(p, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0) on the normalized
+// output: with probability p, up to 10 tries for a box of that area fraction and log-uniform
+// aspect ratio that fits strictly inside; every channel of it becomes 0 (the dataset mean colour,
+// as torchvision's default value gives after Normalize). No box found: nothing is erased.
+void random_erase(float* chw, int size, double probability, Rng& rng) {
+  if (!rng.bernoulli(probability)) return;
+  const double area = static_cast<double>(size) * size;
+  const double log_lo = std::log(0.3), log_hi = std::log(3.3);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(0.02, 0.33);
+    const double aspect = std::exp(rng.uniform(log_lo, log_hi));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
+    if (!(h < size && w < size)) continue;
+    const int top = rng.uniform_int(size - h + 1), left = rng.uniform_int(size - w + 1);
+    const std::size_t plane = static_cast<std::size_t>(size) * size;
+    for (int c = 0; c < 3; ++c)
+      for (int y = top; y < top + h; ++y) {
+        float* row = chw + c * plane + static_cast<std::size_t>(y) * size + left;
+        std::fill(row, row + w, 0.0f);
+      }
+    return;
+  }
+}
 
 // Bilinear resampling aliases once it shrinks by 2x or more, where torchvision's PIL resize
 // (antialiased) would not. So while the crop is at least twice the output on both sides, it is
@@ -391,6 +450,23 @@ void validate(const AugmentConfig& c) {
   require(c.brightness >= 0 && c.contrast >= 0 && c.saturation >= 0, "brightness/contrast/saturation: must be >= 0");
   require(c.hue >= 0 && c.hue <= 0.5, "hue: must be in [0, 0.5]");
   require(c.mixup_alpha >= 0 && c.cutmix_alpha >= 0, "mixup_alpha/cutmix_alpha: must be >= 0");
+  require(c.pad_crop >= 0 && c.pad_crop < c.image_size,
+          "pad_crop: must be in [0, image_size) (reflect padding needs a wider image than the pad), got " +
+              std::to_string(c.pad_crop));
+  require(c.auto_augment == "none" || c.auto_augment == "trivial",
+          "auto_augment: expected none or trivial, got '" + c.auto_augment + "'");
+  require(c.random_erasing >= 0 && c.random_erasing <= 1, "random_erasing: must be in [0, 1]");
+}
+
+// The crop: CIFAR's pad-and-crop when augment.pad_crop > 0, else RandomResizedCrop. Both draw
+// from the crop stream.
+void random_geometry(const cv::Mat& rgb, std::uint64_t sample_seed, const AugmentConfig& config, Scratch& scratch) {
+  Rng crop_rng(mix_seed(sample_seed, kCropStream));
+  if (config.pad_crop > 0) {
+    pad_and_random_crop(rgb, config.image_size, config.pad_crop, crop_rng, scratch);
+  } else {
+    crop_and_resize(rgb, random_resized_crop(rgb.cols, rgb.rows, config, crop_rng), config.image_size, scratch);
+  }
 }
 
 }  // namespace
@@ -442,8 +518,11 @@ void Augmenter::apply(const cv::Mat& rgb, std::uint64_t sample_seed, float* dst)
     return;
   }
 
-  Rng crop_rng(mix_seed(sample_seed, kCropStream));
-  crop_and_resize(rgb, random_resized_crop(rgb.cols, rgb.rows, config_, crop_rng), size_, scratch);
+  random_geometry(rgb, sample_seed, config_, scratch);
+  if (config_.auto_augment == "trivial") {
+    Rng rng(mix_seed(sample_seed, kAutoAugmentStream));
+    detail::apply_trivial_op(scratch.crop, detail::draw_trivial_augment(rng), scratch.warped);
+  }
 
   Rng flip_rng(mix_seed(sample_seed, kFlipStream));
   const bool flip = flip_rng.bernoulli(config_.hflip);
@@ -452,11 +531,15 @@ void Augmenter::apply(const cv::Mat& rgb, std::uint64_t sample_seed, float* dst)
   const JitterPlan plan = plan_jitter(config_, jitter_rng);
   if (!any_enabled(plan)) {
     write_chw(scratch.crop, lut_, flip, dst);
-    return;
+  } else {
+    Planes planes = to_planes(scratch.crop, scratch);
+    run_jitter(plan, planes);
+    write_planes(planes, size_, config_.mean, config_.std, flip, dst);
   }
-  Planes planes = to_planes(scratch.crop, scratch);
-  run_jitter(plan, planes);
-  write_planes(planes, size_, config_.mean, config_.std, flip, dst);
+  if (config_.random_erasing > 0) {
+    Rng erase_rng(mix_seed(sample_seed, kErasingStream));
+    random_erase(dst, size_, config_.random_erasing, erase_rng);
+  }
 }
 
 bool Augmenter::mix_batch(float* images, int batch, const std::int64_t* labels, int num_classes,

@@ -151,7 +151,15 @@ struct TrainedModel {
   std::vector<std::string> classes;
   ModelSpec spec;
   std::shared_ptr<Classifier> model;
+  std::string weights;  // "ema" or "raw": which of the checkpoint's weights the model holds
 };
+
+CheckpointWeights checkpoint_weights(const std::string& choice) {
+  if (choice == "auto") return CheckpointWeights::kEmaIfPresent;
+  if (choice == "ema") return CheckpointWeights::kEma;
+  if (choice == "raw") return CheckpointWeights::kRaw;
+  throw UsageError("export: --weights must be auto, ema or raw, got '" + choice + "'");
+}
 
 TrainedModel load_trained_model(const ExportOptions& o) {
   TrainedModel t;
@@ -170,7 +178,12 @@ TrainedModel load_trained_model(const ExportOptions& o) {
                      "; the model folder packages image models only: use --format onnx or triton for text "
                      "(docs/DEPLOYING.md)");
   t.model = make_model(t.spec);
-  restore_model_weights(*t.model, ckpt.tensors);
+  try {
+    t.weights = restore_model_weights(*t.model, ckpt.tensors, checkpoint_weights(o.weights)) ? "ema" : "raw";
+  } catch (const DataError& e) {
+    if (o.weights != "ema") throw;
+    throw UsageError("export --weights ema: " + t.checkpoint.string() + ": " + e.what());
+  }
   return t;
 }
 
@@ -235,7 +248,8 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
       {"class_names", t.classes},
       {"preprocessing", preprocessing_json(t)},
       {"training", training_summary(o.run_dir, t.state)},
-      {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()}}},
+      {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()},
+                  {"weights", t.weights}}},
       {"fingerprint", {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
                        {"data", data_fingerprint(t.config)},
                        {"weights_crc32", files.at(weights_file("fp32")).at("crc32")}}},

@@ -11,11 +11,11 @@ const std::vector<ModelFacts>& all_model_facts() {
   using I = ModelInput;
   using N = ParameterNaming;
   static const std::vector<ModelFacts> facts = {
-      {"small_cnn", I::image, N::shoplens, false, 0},   {"resnet18", I::image, N::torchvision, false, 0},
-      {"resnet34", I::image, N::torchvision, false, 0}, {"resnet50", I::image, N::torchvision, false, 0},
-      {"vit_tiny", I::image, N::timm, true, 16},        {"vit_small", I::image, N::timm, true, 16},
-      {"vit_base", I::image, N::timm, true, 16},        {"text_tiny", I::tokens, N::shoplens, true, 0},
-      {"text_small", I::tokens, N::shoplens, true, 0},  {"text_base", I::tokens, N::shoplens, true, 0},
+      {"small_cnn", I::image, N::shoplens, false, 0, false},   {"resnet18", I::image, N::torchvision, false, 0, false},
+      {"resnet34", I::image, N::torchvision, false, 0, false}, {"resnet50", I::image, N::torchvision, false, 0, false},
+      {"vit_tiny", I::image, N::timm, true, 16, true},         {"vit_small", I::image, N::timm, true, 16, true},
+      {"vit_base", I::image, N::timm, true, 16, true},         {"text_tiny", I::tokens, N::shoplens, true, 0, false},
+      {"text_small", I::tokens, N::shoplens, true, 0, false},  {"text_base", I::tokens, N::shoplens, true, 0, false},
   };
   return facts;
 }
@@ -46,6 +46,13 @@ bool is_text_model(const std::string& name) {
 bool gemm_bound_model(const std::string& name) {
   const ModelFacts* f = find_model_facts(name);
   return f && f->gemm_bound;
+}
+
+std::string drop_path_model_names() {
+  std::vector<std::string> names;
+  for (const auto& f : all_model_facts())
+    if (f.drop_path) names.emplace_back(f.name);
+  return join(names, ", ");
 }
 
 std::string model_names_text(ModelInput input) {

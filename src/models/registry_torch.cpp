@@ -47,6 +47,7 @@ ModelSpec model_spec_from_config(const Config& config, int num_classes) {
   spec.num_classes = num_classes;
   spec.image_size = config.augment.image_size;
   spec.dropout = config.model.dropout;
+  spec.drop_path = config.model.drop_path;
   spec.channels_last = config.model.channels_last;
   spec.vocab_size = config.text.vocab_size;
   spec.max_length = config.text.max_length;
@@ -66,6 +67,11 @@ std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
   detail::check_num_classes(spec.num_classes);
   if (!(spec.dropout >= 0.0 && spec.dropout < 1.0))
     throw ConfigError("model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
+  if (!(spec.drop_path >= 0.0 && spec.drop_path <= 1.0))
+    throw ConfigError("model.drop_path must be in [0, 1], got " + std::to_string(spec.drop_path));
+  if (spec.drop_path > 0 && !facts.drop_path)
+    throw ConfigError("model.drop_path=" + c10::str(spec.drop_path) + ": model " + spec.name +
+                      " has no blocks that take stochastic depth; set it to 0 or use one of " + drop_path_model_names());
   if (facts.input == ModelInput::image && spec.vocab_size > 0)
     throw ConfigError(spec.name + " is an image model but the data is text: choose one of " +
                       model_names_text(ModelInput::tokens));

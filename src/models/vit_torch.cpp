@@ -78,17 +78,29 @@ class Mlp : public nn::Module {
   nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
+// timm's drop_path: in training, each sample's residual branch is zeroed with probability
+// `rate` and the kept ones scaled by 1 / (1 - rate); in evaluation (or at rate 0) the identity.
+at::Tensor drop_path(const at::Tensor& branch, double rate, bool training) {
+  if (rate <= 0.0 || !training) return branch;
+  const double keep = 1.0 - rate;
+  std::vector<int64_t> shape(branch.dim(), 1);
+  shape[0] = branch.size(0);
+  auto mask = torch::empty(shape, branch.options()).bernoulli_(keep);
+  if (keep > 0.0) mask.div_(keep);
+  return branch * mask;
+}
+
 class Block : public nn::Module {
  public:
-  Block(int dim, int heads) {
+  Block(int dim, int heads, double drop_path_rate) : drop_path_rate_(drop_path_rate) {
     norm1 = register_module("norm1", layer_norm(dim));
     attn = register_module("attn", std::make_shared<Attention>(dim, heads));
     norm2 = register_module("norm2", layer_norm(dim));
     mlp = register_module("mlp", std::make_shared<Mlp>(dim));
   }
   at::Tensor forward(at::Tensor x) {
-    x = x + attn->forward(norm1->forward(x));
-    return x + mlp->forward(norm2->forward(x));
+    x = x + drop_path(attn->forward(norm1->forward(x)), drop_path_rate_, is_training());
+    return x + drop_path(mlp->forward(norm2->forward(x)), drop_path_rate_, is_training());
   }
   std::string emit_onnx(OnnxEmitter& e, std::string x, const std::string& name, std::int64_t heads) {
     const auto attended = e.self_attention(e.layer_norm(x, *norm1, name + ".norm1"), *attn->qkv, *attn->proj, heads, "",
@@ -100,6 +112,9 @@ class Block : public nn::Module {
   nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   std::shared_ptr<Attention> attn;
   std::shared_ptr<Mlp> mlp;
+
+ private:
+  double drop_path_rate_;
 };
 
 class VisionTransformer : public Classifier {
@@ -110,7 +125,10 @@ class VisionTransformer : public Classifier {
     cls_token_ = register_parameter("cls_token", torch::zeros({1, 1, dim}));
     pos_embed_ = register_parameter("pos_embed", torch::zeros({1, 1 + grid_ * grid_, dim}));
     blocks_ = register_module("blocks", nn::ModuleList());
-    for (int i = 0; i < kDepth; ++i) blocks_->push_back(std::make_shared<Block>(dim, heads));
+    // Stochastic depth rises linearly over depth, 0 at the first block to model.drop_path at the
+    // last, as timm's drop_path_rate does.
+    for (int i = 0; i < kDepth; ++i)
+      blocks_->push_back(std::make_shared<Block>(dim, heads, spec.drop_path * i / (kDepth - 1)));
     norm_ = register_module("norm", layer_norm(dim));
     head_drop_ = register_module("head_drop", nn::Dropout(spec.dropout));
     head_ = register_module("head", nn::Linear(dim, spec.num_classes));

@@ -7,6 +7,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/amp.h"
+#include "shoplens/train/ema.h"
 
 namespace shoplens {
 using json = nlohmann::json;
@@ -21,11 +22,37 @@ void write_model(torch::serialize::OutputArchive& archive, const Classifier& mod
   for (const auto& b : model.named_buffers(true)) archive.write("model." + b.key(), b.value().cpu(), /*is_buffer=*/true);
 }
 
-void read_model(torch::serialize::InputArchive& archive, Classifier& model) {
+constexpr const char* kEmaPrefix = "ema.";
+
+void write_ema(torch::serialize::OutputArchive& archive, const WeightsEma& ema) {
+  for (std::size_t i = 0; i < ema.names().size(); ++i)
+    archive.write(kEmaPrefix + ema.names()[i], ema.tensors()[i].cpu(), ema.is_buffer(i));
+}
+
+// Whether the archive holds EMA weights (its first tensor is enough: they are written together).
+bool has_ema(torch::serialize::InputArchive& archive, const Classifier& model) {
+  const auto params = model.named_parameters(true);
+  if (params.is_empty()) return false;
+  at::Tensor probe;
+  return archive.try_read(kEmaPrefix + params.begin()->key(), probe);
+}
+
+void read_ema(torch::serialize::InputArchive& archive, WeightsEma& ema) {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < ema.names().size(); ++i) {
+    at::Tensor loaded;
+    if (!archive.try_read(kEmaPrefix + ema.names()[i], loaded))
+      throw DataError("checkpoint has no EMA tensor for '" + ema.names()[i] + "'");
+    ema.mutable_tensors()[i].copy_(loaded);
+  }
+}
+
+// `prefix` "model." reads the trained weights, "ema." the averaged ones.
+void read_model(torch::serialize::InputArchive& archive, Classifier& model, const std::string& prefix = "model.") {
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, at::Tensor& target, bool buffer) {
     at::Tensor loaded;
-    if (!archive.try_read("model." + name, loaded, buffer))
+    if (!archive.try_read(prefix + name, loaded, buffer))
       throw DataError("checkpoint has no tensor for '" + name + "' (made for another model?)");
     if (loaded.sizes() != target.sizes())
       throw ConfigError("checkpoint tensor '" + name + "' has shape " + c10::str(loaded.sizes()) + ", the model " +
@@ -60,9 +87,10 @@ json state_to_json(const TrainState& s, const Config& config, const Classifier& 
           {"config", config_to_json(config)}};
 }
 
-std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer) {
+std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer, const WeightsEma* ema) {
   torch::serialize::OutputArchive archive;
   write_model(archive, model);
+  if (ema) write_ema(archive, *ema);
   torch::serialize::OutputArchive optim_archive;
   optimizer.save(optim_archive);
   archive.write("optimizer", optim_archive);
@@ -79,15 +107,19 @@ std::string serialize_tensors(const Classifier& model, const torch::optim::Optim
   return out;
 }
 
-void restore_model_weights(Classifier& model, const std::string& tensors) {
+bool restore_model_weights(Classifier& model, const std::string& tensors, CheckpointWeights which) {
   torch::serialize::InputArchive archive;
   archive.load_from(tensors.data(), tensors.size());
-  read_model(archive, model);
+  const bool ema = which != CheckpointWeights::kRaw && has_ema(archive, model);
+  if (which == CheckpointWeights::kEma && !ema)
+    throw DataError("the checkpoint has no EMA weights (its run had train.ema_decay=0)");
+  read_model(archive, model, ema ? kEmaPrefix : "model.");
+  return ema;
 }
 
 void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& model,
                    const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
-                   TrainState& s) {
+                   TrainState& s, WeightsEma* ema) {
   const json& j = ckpt.state;
   const std::string where = "checkpoint '" + ckpt.path.string() + "'";
   try {
@@ -133,6 +165,12 @@ void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& mod
   try {
     archive.load_from(ckpt.tensors.data(), ckpt.tensors.size());
     read_model(archive, model);
+    if (ema && has_ema(archive, model)) {
+      read_ema(archive, *ema);
+    } else if (ema) {
+      // A run that turns EMA on when resumed: the average starts from the weights it resumes with.
+      *ema = WeightsEma(model, ema->decay());
+    }
     torch::serialize::InputArchive optim_archive;
     archive.read("optimizer", optim_archive);
     optimizer.load(optim_archive);

@@ -20,6 +20,7 @@
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/binary_metrics.h"
+#include "shoplens/train/ema.h"
 #include "shoplens/train/metric_log.h"
 #include "shoplens/train/metrics.h"
 #include "shoplens/train/optimizer.h"
@@ -98,6 +99,7 @@ struct Trainer::Impl {
   std::unique_ptr<TrainStep> step_runner;
   std::unique_ptr<CheckpointStore> store;
   std::unique_ptr<MetricLog> log;
+  std::unique_ptr<WeightsEma> ema;  // train.ema_decay > 0
   TrainState state;
 
   std::int64_t micro_batches_per_epoch = 0;
@@ -179,6 +181,7 @@ struct Trainer::Impl {
     }
     step_options.group = group.get();
     step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
+    if (config.train.ema_decay > 0) ema = std::make_unique<WeightsEma>(*model, config.train.ema_decay);
     stages = model->stage_prefixes();
     store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
     if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
@@ -401,7 +404,8 @@ struct Trainer::Impl {
     return rec;
   }
 
-  void log_eval(const EvalResult& r, const std::string& phase) {
+  // `raw`: with EMA, the raw weights' scores, logged beside the EMA's as raw_<metric>.
+  void log_eval(const EvalResult& r, const std::string& phase, const EvalResult* raw = nullptr) {
     if (!log) return;
     std::vector<std::pair<std::string, double>> values{
         {"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
@@ -414,16 +418,34 @@ struct Trainer::Impl {
       values.emplace_back("pr_auc", r.binary->pr_auc);
       values.emplace_back("f1_at_threshold", r.binary->f1);
     }
+    if (raw) {
+      values.emplace_back("raw_loss", raw->loss);
+      values.emplace_back("raw_accuracy", raw->report.accuracy);
+      values.emplace_back("raw_macro_f1", raw->report.macro_f1);
+    }
     log->record(state.step, epoch_progress(), phase, values);
   }
 
   // Validation + early-stopping bookkeeping; returns true when the current weights are the best.
   bool validate() {
     if (!has_samples(data.val)) return true;
-    EvalResult r = evaluate(data.val, "val");
+    std::optional<EvalResult> raw;
+    if (ema) {
+      raw = evaluate(data.val, "val (raw weights)");
+      if (should_stop()) return false;
+    }
+    EvalResult r = evaluate_ema(data.val, "val");
     if (should_stop()) return false;
-    log_eval(r, "val");
-    state.history.push_back(eval_record(r, "val"));
+    // With EMA the validation (and so the best checkpoint) is the EMA's; the raw weights' scores
+    // sit beside it for comparison.
+    log_eval(r, "val", raw ? &*raw : nullptr);
+    json record = eval_record(r, "val");
+    if (raw) {
+      record["weights"] = "ema";
+      record["raw"] = {{"macro_f1", raw->report.macro_f1}, {"accuracy", raw->report.accuracy},
+                       {"loss", std::isfinite(raw->loss) ? json(raw->loss) : json(nullptr)}};
+    }
+    state.history.push_back(record);
     const double value = metric_value(r.report, r.loss, state.best_metric, r.binary ? &*r.binary : nullptr);
     const bool higher = metric_higher_is_better(state.best_metric);
     const bool improved = !state.best_step.has_value() || (std::isfinite(value) && (higher ? value > state.best_value
@@ -438,6 +460,12 @@ struct Trainer::Impl {
     return improved;
   }
 
+  // Evaluates with the EMA weights swapped in when EMA is on (the log line says so).
+  EvalResult evaluate_ema(const std::shared_ptr<const SampleSource>& source, const std::string& what) {
+    EmaInModel in_model(ema.get(), *model);
+    return evaluate(source, ema ? what + " (EMA weights)" : what);
+  }
+
   void checkpoint(bool is_best) {
     last_checkpoint_step = state.step;
     // A checkpoint marks its steps as done. With a ledger, every rank's line for them must be
@@ -447,7 +475,7 @@ struct Trainer::Impl {
     if (!is_main()) return;  // the replicas are identical: rank 0's copy stands for all
     state.train_seconds_at_save = state.train_seconds;
     const json doc = state_to_json(state, config, *model, data.class_names, step_runner->scaler());
-    const std::string tensors = serialize_tensors(*model, optim->optimizer());
+    const std::string tensors = serialize_tensors(*model, optim->optimizer(), ema.get());
     const auto path = store->save(state.step, doc, tensors, is_best);
     spdlog::info("checkpoint: {}{}", path.string(), is_best ? " (best so far)" : "");
   }
@@ -544,6 +572,8 @@ struct Trainer::Impl {
     state.global_batch = global_batch;
     state.world_size = world;
     broadcast_model(/*buffers_only=*/false);
+    // A fresh run's average starts from the weights every rank now shares; a resumed one has its own.
+    if (ema && state.step == 0) *ema = WeightsEma(*model, config.train.ema_decay);
     if (config.dist.ledger)
       ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
@@ -600,6 +630,7 @@ struct Trainer::Impl {
     const auto step_start = std::chrono::steady_clock::now();
     if (sync_buffers) broadcast_model(/*buffers_only=*/true);
     StepResult r = run_step(micro);
+    if (ema && r.applied) ema->update(*model);
     state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     state.step++;
     state.epoch_samples += r.samples;
@@ -716,14 +747,18 @@ struct Trainer::Impl {
     if (!has_samples(data.test)) return nullptr;
     // Training is over: its gradients only take memory the best weights are about to need.
     for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-    if (state.best_step && *state.best_step != state.step) {
+    const bool from_checkpoint = state.best_step && *state.best_step != state.step;
+    if (from_checkpoint) {
       // Rank 0 reads the best checkpoint and hands the weights on: other nodes may not share its disk.
+      // With EMA the best is the EMA's (validation scored it), so those are the weights tested.
       if (is_main() && fs::exists(store->best_path()))
-        restore_model_weights(*model, read_checkpoint(store->best_path()).tensors);
+        restore_model_weights(*model, read_checkpoint(store->best_path()).tensors,
+                              ema ? CheckpointWeights::kEmaIfPresent : CheckpointWeights::kRaw);
       broadcast_model(/*buffers_only=*/false);
-      spdlog::info("test: using the best weights (step {})", *state.best_step);
+      spdlog::info("test: using the best {}weights (step {})", ema ? "EMA " : "", *state.best_step);
     }
-    EvalResult r = evaluate(data.test, "test");
+    EmaInModel in_model(from_checkpoint ? nullptr : ema.get(), *model);
+    EvalResult r = evaluate(data.test, ema ? "test (EMA weights)" : "test");
     if (should_stop()) throw InterruptedError();
     log_eval(r, "test");
     if (is_main()) write_file_atomic(run_dir / "test_report.md", report_to_markdown(r.report, data.class_names));
@@ -750,6 +785,7 @@ struct Trainer::Impl {
         {"wall_seconds_this_process", wall},
         {"images_per_second", state.train_seconds > 0 ? state.images_trained / state.train_seconds : 0.0},
         {"skipped_steps", step_runner->scaler().skipped_steps()},
+        {"weights_evaluated", ema ? "ema" : "raw"},
         {"peak_rss_bytes", peak_rss_bytes()},
         {"micro_batches_this_process", micro_batches_run},
         {"best", {{"metric", state.best_metric},
@@ -804,7 +840,8 @@ Trainer::~Trainer() = default;
 
 void Trainer::resume(const Checkpoint& checkpoint) {
   auto& s = *impl_;
-  restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(), s.state);
+  restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(), s.state,
+                s.ema.get());
   s.last_checkpoint_step = s.state.step;
   s.resumed = true;
   if (s.log) s.log->truncate_after(s.state.step);

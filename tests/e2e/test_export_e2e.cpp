@@ -98,5 +98,29 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
+// A run with train.ema_decay exports its EMA weights unless told otherwise; a run without one has
+// none to give (usage error naming the flag).
+TEST_F(E2eExport, ExportsTheEmaWeightsOfARunThatKeptThem) {
+  const fs::path ema_run = *dir_ / "ema_run";
+  auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + ema_run.string() +
+                              " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("val (EMA weights)"), std::string::npos) << trained.output;
+  for (const char* choice : {"auto", "ema", "raw"}) {
+    const fs::path model = *dir_ / (std::string("ema_model_") + choice);
+    auto r = run_shoplens("export --run " + ema_run.string() + " --out " + model.string() + " --weights " + choice);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json card = json::parse(testing::read_text(model / "model_card.json"));
+    EXPECT_EQ(card["source"]["weights"], std::string(choice) == "raw" ? "raw" : "ema") << choice;
+  }
+  const fs::path raw_model = *dir_ / "no_ema_model";
+  auto plain = run_shoplens("export --run " + run().string() + " --out " + raw_model.string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(json::parse(testing::read_text(raw_model / "model_card.json"))["source"]["weights"], "raw");
+  auto none = run_shoplens("export --run " + run().string() + " --out " + (*dir_ / "m4").string() + " --weights ema");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("--weights ema"), std::string::npos) << none.output;
+}
+
 }  // namespace
 }  // namespace shoplens

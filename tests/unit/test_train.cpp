@@ -13,6 +13,7 @@
 #include "shoplens/train/schedule.h"
 #include "shoplens/train/train_step.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/train/train_state.h"
 #include "shoplens/train/trainer.h"
 #include "shoplens/batch/memory_probe.h"
 #include "model_test_util.h"
@@ -338,6 +339,43 @@ TEST(Trainer, ResumedRunFollowsTheSameLossCurve) {
   ASSERT_EQ(resumed.size(), 9u);  // steps 10..18
   for (std::size_t i = 0; i < resumed.size(); ++i) EXPECT_NEAR(resumed[i], full[9 + i], 1e-5) << "step " << 10 + i;
   EXPECT_NEAR(summary2["test_macro_f1"].get<double>(), summary["test_macro_f1"].get<double>(), 1e-9);
+}
+
+// The EMA weights of a checkpoint, loaded into a fresh model.
+std::shared_ptr<Classifier> ema_weights_of(const Config& c, const std::filesystem::path& checkpoint) {
+  auto model = tiny_model(c);
+  EXPECT_TRUE(restore_model_weights(*model, read_checkpoint(checkpoint).tensors, CheckpointWeights::kEma));
+  return model;
+}
+
+// train.ema_decay: validation scores the average (the raw weights beside it), and a run resumed
+// from step 9 continues the checkpoint's average, so its last EMA equals the uninterrupted run's.
+TEST(Trainer, EmaIsValidatedAndResumeRestoresIt) {
+  testing::ScratchDir dir("ema");
+  const auto full_dir = dir.path() / "full";
+  Config config = tiny_config(full_dir);
+  config.train.ema_decay = 0.8;
+  const auto summary = Trainer(config, tiny_model(config), tiny_data(), full_dir).fit();
+  EXPECT_EQ(summary["weights_evaluated"], "ema");
+  EXPECT_EQ(summary["final_val"]["weights"], "ema");
+  EXPECT_TRUE(summary["final_val"]["raw"]["macro_f1"].is_number());
+
+  const auto resumed_dir = dir.path() / "resumed";
+  Config config2 = tiny_config(resumed_dir);
+  config2.train.ema_decay = 0.8;
+  Trainer trainer(config2, tiny_model(config2), tiny_data(), resumed_dir);
+  trainer.resume(read_checkpoint(full_dir / "checkpoints" / "step-000000000009.ckpt"));
+  trainer.fit();
+  const std::string last = "checkpoints/step-000000000018.ckpt";
+  const auto full = ema_weights_of(config, full_dir / last), resumed = ema_weights_of(config, resumed_dir / last);
+  const auto want = full->named_parameters(true), got = resumed->named_parameters(true);
+  for (const auto& p : want) testing::expect_close(got[p.key()], p.value(), p.key());
+  // The average is not the raw weights, so the comparison above is of the average.
+  auto raw = tiny_model(config);
+  restore_model_weights(*raw, read_checkpoint(full_dir / last).tensors, CheckpointWeights::kRaw);
+  double gap = 0;
+  for (const auto& p : raw->named_parameters(true)) gap += (p.value() - want[p.key()]).abs().sum().item<double>();
+  EXPECT_GT(gap, 1e-4);
 }
 
 // Validation at an evaluation batch that does not fit the memory budget is redone at half the

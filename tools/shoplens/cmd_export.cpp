@@ -26,6 +26,11 @@ class ExportCommand : public Command {
                    "triton: latency budget; the preferred batch is the largest whose measured p95 fits it (as serve)");
     app.add_option("--warmup-reps", o_.warmup_reps, "triton: timed passes per batch size");
     app.add_option("--checkpoint", o_.checkpoint, "best, last, or a checkpoint file");
+    app.add_option("--weights", o_.weights,
+                   "which weights of the checkpoint: auto (the EMA when the run kept one, train.ema_decay > 0), "
+                   "ema or raw")
+        ->check(CLI::IsMember({"auto", "ema", "raw"}))
+        ->capture_default_str();
     app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
     app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
     app.add_flag("--check", check_only_, "only verify an existing model folder given by --out (files, checksums, logits)");

@@ -50,6 +50,9 @@ struct AugmentConfig {
   double mixup_alpha = 0.0;                     // 0 disables
   double cutmix_alpha = 0.0;                    // 0 disables
   double mix_prob = 1.0;                        // chance a batch is mixed when mixup/cutmix is on
+  int pad_crop = 0;                             // > 0: reflect-pad by this many px and crop back (instead of RandomResizedCrop)
+  std::string auto_augment = "none";            // none | trivial (TrivialAugmentWide)
+  double random_erasing = 0.0;                  // probability of erasing a box (0 disables)
   std::vector<double> mean{0.485, 0.456, 0.406};
   std::vector<double> std{0.229, 0.224, 0.225};
   // Evaluation transform (torchvision's Resize then CenterCrop(image_size), Pillow's pixels):
@@ -75,6 +78,7 @@ struct ModelConfig {
   bool partial_load = false;                    // accept weights that leave model tensors at their init
   double dropout = 0.0;                         // before the head
   bool channels_last = false;
+  double drop_path = 0.0;                       // stochastic depth of the last block (ViTs; 0 disables)
 };
 
 struct OptimConfig {
@@ -90,12 +94,13 @@ struct OptimConfig {
 };
 
 struct ScheduleConfig {
-  std::string name = "cosine";                  // cosine | step | constant
+  std::string name = "cosine";                  // cosine | step | constant | one_cycle
   double warmup_epochs = 1.0;                   // linear warm-up from warmup_start_factor
   double warmup_start_factor = 0.01;
   double min_lr_ratio = 0.0;                    // cosine floor as a fraction of lr
   double step_epochs = 30.0;                    // step: decay every this many epochs
   double gamma = 0.1;                           // step: decay factor
+  double pct_start = 0.3;                       // one_cycle: fraction of the steps spent rising
 };
 
 struct TrainConfig {
@@ -105,6 +110,7 @@ struct TrainConfig {
   std::string precision = "fp32";               // fp32 | bf16 | fp16 (fp16 needs CUDA)
   std::string device = "auto";                  // auto | cpu | cuda
   double label_smoothing = 0.0;
+  double ema_decay = 0.0;                       // EMA of the weights (0 disables), evaluated and saved when on
   std::string class_balance = "none";           // none | weighted_loss | sampler
   double freeze_backbone_epochs = 0.0;          // only the head trains at first
   double unfreeze_every_epochs = 0.0;           // then stages unfreeze one by one, output first (0: all at once)

@@ -42,6 +42,7 @@ struct ExportOptions {
   int max_batch = 16;                     // triton: max_batch_size and the largest batch measured
   double p95_target_ms = 50;              // triton: the latency budget that picks the preferred batch
   int warmup_reps = 5;                    // triton: timed passes per measured batch size
+  std::string weights = "auto";           // auto (EMA when the run kept one) | ema | raw
 };
 
 struct ExportResult {

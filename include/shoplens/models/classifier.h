@@ -25,6 +25,7 @@ struct ModelSpec {
   int image_size = 224;             // ViT position embeddings are sized for it
   double dropout = 0.0;             // before the head
   bool channels_last = false;       // memory format of parameters and inputs (CNNs)
+  double drop_path = 0.0;           // stochastic depth of the last residual block (models whose facts allow it)
   // Text models: the dataset's shape (text_dataset.json) and the encoder's options (text.*).
   int vocab_size = 0;
   int max_length = 512;             // longest sequence the model reads (position embeddings)

@@ -22,6 +22,8 @@ struct ModelFacts {
   bool gemm_bound;
   // A ViT: the image size must be a multiple of its 16-pixel patch.
   int patch_size;  // 0: not a patch model
+  // Its residual blocks take stochastic depth (model.drop_path).
+  bool drop_path;
 };
 
 // Every registered model, in the order --help lists them.
@@ -37,6 +39,8 @@ std::vector<std::string> model_names();
 bool is_text_model(const std::string& name);
 // Whether `name`'s step is GEMM-bound (ModelFacts::gemm_bound). False for unknown names.
 bool gemm_bound_model(const std::string& name);
+// The models that take model.drop_path, for error messages: "vit_tiny, vit_small, vit_base".
+std::string drop_path_model_names();
 // Image models, text models: "small_cnn, resnet18, ..." for help texts.
 std::string model_names_text(ModelInput input);
 // "torchvision", "timm" or "shoplens": the model card's parameter_names field.

@@ -21,6 +21,7 @@ namespace shoplens {
 
 class Classifier;
 class LossScaler;
+class WeightsEma;
 
 constexpr int kCheckpointFormat = 1;
 
@@ -47,14 +48,23 @@ struct TrainState {
 
 nlohmann::json state_to_json(const TrainState& state, const Config& config, const Classifier& model,
                              const std::vector<std::string>& class_names, const LossScaler& scaler);
-// Model parameters and buffers, optimizer state and the CPU RNG state.
-std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer);
+// Model parameters and buffers, optimizer state and the CPU RNG state; with `ema`, its weights too
+// (as "ema.<name>").
+std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer,
+                              const WeightsEma* ema = nullptr);
 
 // Restores everything; ConfigError when the checkpoint was made for another model or classes.
+// With `ema`: its weights from the checkpoint, or (a checkpoint saved without EMA) the model's.
 void restore_state(const Checkpoint& checkpoint, const Config& config, Classifier& model,
                    const std::vector<std::string>& class_names, torch::optim::Optimizer& optimizer, LossScaler& scaler,
-                   TrainState& state);
-// Only the model weights (used to score the test split with the best checkpoint).
-void restore_model_weights(Classifier& model, const std::string& tensors);
+                   TrainState& state, WeightsEma* ema = nullptr);
+
+// Which weights of a checkpoint to load: the trained ones, the EMA (DataError when the checkpoint
+// has none), or the EMA when there is one.
+enum class CheckpointWeights { kRaw, kEma, kEmaIfPresent };
+// Only the model weights (the test split with the best checkpoint, export). Returns whether the
+// EMA weights were loaded.
+bool restore_model_weights(Classifier& model, const std::string& tensors,
+                           CheckpointWeights which = CheckpointWeights::kRaw);
 
 }  // namespace shoplens
