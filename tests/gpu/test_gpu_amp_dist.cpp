@@ -5,10 +5,14 @@
 
 #include <torch/torch.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "shoplens/core/runtime.h"
 #include "shoplens/dist/dist_env.h"
@@ -58,10 +62,27 @@ TEST(GpuAutocast, Fp16AndBf16RegionsCastMatmulsAndRestoreOnExit) {
   }
 }
 
+// A loopback port the kernel just handed out and nobody holds, for the store to bind. A number
+// derived from the pid collided when two test processes' pids agreed modulo the range; an
+// ephemeral port is not handed out again at once.
+int unused_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error("no loopback port to bind");
+  return ntohs(sa.sin_port);
+}
+
 TEST(GpuProcessGroup, NcclAllReduceAndBroadcastOnOneRank) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   DistEnv env;
-  env.master_port = 29600 + static_cast<int>(::getpid() % 2000);
+  env.master_addr = "127.0.0.1";
+  env.master_port = unused_loopback_port();
   GroupOptions options;
   options.backend = "nccl";
   options.timeout = std::chrono::milliseconds(60000);
