@@ -10,6 +10,8 @@
 #include "shoplens/bench/bench_results.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/bench/compute_plan.h"
+#include "shoplens/bench/train_bench.h"
+#include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
@@ -44,6 +46,14 @@ BenchEnvironment env() {
   e.usable_cores = 2;
   e.load_average = "1.50 2.00 3.00";
   return e;
+}
+
+// bench, bench-train and train measure the same job by default: one optimizer default, train's.
+TEST(BenchDefaults, EveryBenchmarkUsesTrainsDefaultOptimizer) {
+  const std::string train_default = Config{}.optim.name;
+  EXPECT_EQ(BenchScenario{}.optimizer, train_default);
+  EXPECT_EQ(TrainBenchOptions{}.optimizer, train_default);
+  EXPECT_FALSE(train_default.empty());
 }
 
 TEST(BenchPercentile, InterpolatesBetweenClosestRanks) {

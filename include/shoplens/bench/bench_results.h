@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/core/config.h"
+
 namespace shoplens {
 
 // One cell of the matrix: what to run.
@@ -34,7 +36,7 @@ struct BenchScenario {
   // vocabulary is the dataset's.
   int seq_len = 256;
   int vocab_size = 8192;
-  std::string optimizer = "adamw";
+  std::string optimizer = OptimConfig{}.name;  // train's default: one default for every verb
   bool channels_last = false;
   int warmup_steps = 3;
   int steps = 10;               // measured steps per trial

@@ -23,7 +23,7 @@ struct SyntheticJobOptions {
   int num_classes = 12;
   int image_size = 64;
   bool channels_last = false;
-  std::string optimizer = "adamw";
+  std::string optimizer = OptimConfig{}.name;  // train's default
   std::string precision = "fp32";
   bool cuda = false;
   // Text models: synthetic token ids in [2, vocab_size), sequences of seq_len (the model's

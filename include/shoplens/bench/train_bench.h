@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "shoplens/core/config.h"
+
 namespace shoplens {
 
 struct TrainBenchOptions {
@@ -21,7 +23,7 @@ struct TrainBenchOptions {
   int vocab_size = 8192;
   std::string precision = "fp32";
   bool channels_last = false;
-  std::string optimizer = "adamw";
+  std::string optimizer = OptimConfig{}.name;  // train's default
   int threads = 0;          // 0: all usable cores
   int warmup_steps = 3;
   int steps = 10;
