@@ -189,17 +189,31 @@ class Report:
         s = load_json(f"{self.raw}/study/study.json")
         if not s:
             return self.missing("batch study", "study")
-        self.keep("study/study.json", [{k: v for k, v in s.items() if k != "report"}])
+        self.keep("study/study.json", [{k: v for k, v in s.items() if k not in ("report", "runs")}])
+        self.keep("study/study.json#runs", s["runs"])
         rows = []
-        for name in ("baseline", "find_batch"):
-            r, m = s[name], s[name]["summary"]
-            rows.append([name, f"{r['micro_batch']} x {m.get('accumulation_steps', 1)}", r["lr"], m.get("images_per_second"),
-                         m.get("train_seconds"), m.get("steps"), m.get("oom_retries"), r.get("loss_spikes"),
-                         fmt(r.get("final_val_macro_f1"), 3), mib(m.get("peak_rss_bytes"))])
-        self.add("\n## batch study (`shoplens bench --study batch`): baseline vs find-batch, same shards, seed, epochs\n\n" +
-                 table(["run", "micro-batch x accum", "lr", "img/s", "train s", "steps", "OOM retries", "loss spikes",
-                        "val macro-F1", "peak RSS MiB"], rows) +
-                 f"\nmacro-F1 difference: {fmt(s.get('macro_f1_difference_points'), 2)} points "
+        for run in s["runs"]:
+            for name in ("baseline", "find_batch"):
+                r, m = run[name], run[name]["summary"]
+                rows.append([run["seed"], name, f"{r['micro_batch']} x {m.get('accumulation_steps', 1)}", r["lr"],
+                             m.get("images_per_second"), m.get("train_seconds"), m.get("steps"), m.get("oom_retries"),
+                             r.get("loss_spikes"), fmt(r.get("final_val_macro_f1"), 3), mib(m.get("peak_rss_bytes"))])
+        self.problems += [f"study seed {run['seed']} {name}: {run[name]['summary'].get('oom_retries')} OOM retries"
+                          for run in s["runs"] for name in ("baseline", "find_batch")
+                          if run[name]["summary"].get("oom_retries")]
+        diff, speed = s["macro_f1_difference_points"], s["speedup"]
+        arms = [[name, s[name]["micro_batch"], s[name]["lr"], fmt(s[name]["val_macro_f1_mean"], 3),
+                 fmt(s[name]["val_macro_f1_sd"], 3), " / ".join(fmt(x, 1) for x in s[name]["seconds_to_f1"])]
+                for name in ("baseline", "find_batch")]
+        self.add(f"\n## batch study (`shoplens bench --study batch`): baseline vs find-batch, same shards and epochs, "
+                 f"{s['seeds']} seeds\n\n" +
+                 table(["seed", "run", "micro-batch x accum", "lr", "img/s", "train s", "steps", "OOM retries",
+                        "loss spikes", "val macro-F1", "peak RSS MiB"], rows) + "\n" +
+                 table(["arm", "micro-batch", "lr", "val macro-F1 mean", "sd", "seconds to baseline F1 - 1 point, per seed"],
+                       arms) +
+                 f"\nmacro-F1 difference (find-batch - baseline, paired by seed): {fmt(diff['mean'], 2)} +- "
+                 f"{fmt(diff['sd'], 2)} points, goal (within 1 point) {'met' if s['goal_met'] else 'NOT met'}; "
+                 f"images/s ratio mean {fmt(speed['mean'], 2)} (min {fmt(speed['min'], 2)}, max {fmt(speed['max'], 2)}) "
                  f"(report.html in raw-call{self.a.call}.tar.gz)\n")
 
     def bench(self):
@@ -272,6 +286,7 @@ def main():
         try:
             section()
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:  # a malformed input: say so, keep going
+            r.problems.append(f"{section.__name__}: unreadable results ({type(e).__name__}: {e})")
             r.add(f"\n_{section.__name__}: could not read its results ({type(e).__name__}: {e})._\n")
     if r.problems:
         r.add("\n**Problems:** " + "; ".join(r.problems) + "\n")
