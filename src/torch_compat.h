@@ -28,6 +28,17 @@ inline void set_autocast_dtype(bool cuda, at::ScalarType t) {
 }
 #endif
 
+// ---- CUDA's lazy initialisation: the caching allocator's statistics, peak reset and memory
+// fraction throw ("Invalid device argument", "Allocator not initialized") until something has
+// initialised CUDA in this process; a tensor op does it implicitly, allocator calls do not.
+inline void init_cuda_lazily() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+
 // ---- attention: the fused kernel (flash / memory-efficient / math by device and dtype) is public
 // from 2.0; 1.13 has only the private math composite. `attend` is a bool mask, true = may attend.
 inline constexpr bool kFusedAttentionIsDefault = TORCH_VERSION_MAJOR >= 2;

@@ -2,6 +2,7 @@
 // Compiled only against a CUDA LibTorch (SHOPLENS_WITH_CUDA, set by CMake when c10_cuda exists).
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/core/errors.h"
+#include "torch_compat.h"
 
 #ifdef SHOPLENS_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -16,6 +17,8 @@ namespace {
 class CudaMemoryProbe final : public MemoryProbe {
  public:
   explicit CudaMemoryProbe(int device) : device_(device) {
+    // The probe's first call may come before any tensor of the process touches the GPU.
+    compat::init_cuda_lazily();
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, device_);
@@ -23,7 +26,10 @@ class CudaMemoryProbe final : public MemoryProbe {
     total_ = static_cast<std::int64_t>(prop.totalGlobalMem);
   }
   ~CudaMemoryProbe() override {
-    if (budget_ > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, device_);
+    try {
+      if (budget_ > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, device_);
+    } catch (const std::exception&) {  // a destructor must not throw: the fraction dies with the process anyway
+    }
   }
   std::string device_name() const override { return name_; }
   std::int64_t device_total_bytes() const override { return total_; }

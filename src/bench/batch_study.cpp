@@ -149,8 +149,9 @@ fs::path train_run(const BatchStudyOptions& o, const std::string& binary, const 
   const fs::path log = dir.string() + ".log";
   spdlog::info("batch study: seed {}: {} run, log {}", seed, name, log.string());
   const ProcessExit exit = run_process(argv, log);
-  if (exit.signalled || exit.code == 130) throw InterruptedError();
-  if (!exit.ok()) throw Error(fmt::format("batch study: the {} run (seed {}) failed (exit {}); see {}", name, seed, exit.code, log.string()));
+  if (exit.interrupted()) throw InterruptedError();
+  if (!exit.ok())
+    throw Error(fmt::format("batch study: the {} run (seed {}) failed ({}); see {}", name, seed, exit.describe(), log.string()));
   return dir;
 }
 

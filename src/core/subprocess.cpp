@@ -4,6 +4,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <csignal>
 #include <cerrno>
 #include <cstring>
 
@@ -37,6 +38,15 @@ ProcessExit wait_for(pid_t pid, const std::string& program) {
 }
 
 }  // namespace
+
+bool ProcessExit::interrupted() const {
+  return signalled ? (code == SIGINT || code == SIGTERM) : code == 130;
+}
+
+std::string ProcessExit::describe() const {
+  if (!signalled) return "exit " + std::to_string(code);
+  return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
+}
 
 ProcessExit run_process(const std::vector<std::string>& argv, const std::filesystem::path& log_file) {
   if (argv.empty()) throw UsageError("run_process: no program given");

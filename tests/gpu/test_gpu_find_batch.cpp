@@ -38,6 +38,24 @@ TEST(GpuMemoryProbe, SeesCachingAllocatorPeaksAndEnforcesTheBudget) {
   memory->set_budget(0);
 }
 
+// The probe's allocator calls must work in a process where no tensor has touched the GPU yet
+// (the bench's fixed-batch scenario and a train run under --memory-budget start that way): the
+// death test re-executes this binary for just this body, so CUDA starts uninitialised.
+TEST(GpuMemoryProbe, WorksBeforeAnyCudaTensorExistsInTheProcess) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto memory = make_cuda_memory_probe(0);
+        memory->set_budget(256 * kMiB);
+        memory->reset_peak();
+        const auto stats = memory->stats();
+        memory.reset();  // restores the fraction in its destructor
+        std::exit(stats.allocated_bytes == 0 ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(GpuJobProbe, ProbesTheCudaStepWithBf16) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   Config c;

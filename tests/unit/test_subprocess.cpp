@@ -32,6 +32,22 @@ TEST(Subprocess, ExitCodesSignalsAndStderrAreReported) {
   EXPECT_EQ(killed.code, 15);
 }
 
+// A child that crashes (the GPU machine's study saw SIGABRT from an uncaught c10::Error) is a
+// failure the caller reports with the signal, not an interruption by the user.
+TEST(Subprocess, ACrashIsAFailureAndOnlySigintSigtermOr130AreInterruptions) {
+  testing::ScratchDir dir;
+  const ProcessExit aborted = run_process({"/bin/sh", "-c", "kill -ABRT $$"}, dir / "log");
+  EXPECT_TRUE(aborted.signalled);
+  EXPECT_FALSE(aborted.interrupted());
+  EXPECT_NE(aborted.describe().find("signal 6"), std::string::npos) << aborted.describe();
+  EXPECT_TRUE(run_process({"/bin/sh", "-c", "kill -INT $$"}, dir / "log").interrupted());
+  EXPECT_TRUE(run_process({"/bin/sh", "-c", "kill -TERM $$"}, dir / "log").interrupted());
+  EXPECT_TRUE(run_process({"/bin/sh", "-c", "exit 130"}, dir / "log").interrupted());
+  const ProcessExit failed = run_process({"/bin/sh", "-c", "exit 1"}, dir / "log");
+  EXPECT_FALSE(failed.interrupted());
+  EXPECT_EQ(failed.describe(), "exit 1");
+}
+
 TEST(Subprocess, AMissingProgramOrAnUnwritableLogIsAnErrorNamingIt) {
   testing::ScratchDir dir;
   try {

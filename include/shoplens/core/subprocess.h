@@ -12,6 +12,11 @@ struct ProcessExit {
   bool signalled = false;  // killed by a signal (code is the signal number)
   int code = 0;            // exit status, or the signal
   bool ok() const { return !signalled && code == 0; }
+  // The user (or a scheduler) stopped it: SIGINT or SIGTERM, or the 130 our programs exit with then.
+  // A crash (SIGABRT, SIGSEGV, ...) is a failure, not an interruption.
+  bool interrupted() const;
+  // "exit 1", "killed by signal 6 (Aborted)".
+  std::string describe() const;
 };
 
 // Starts argv[0] (a path; PATH is searched when it has no '/') with argv, stdout and stderr
