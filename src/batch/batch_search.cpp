@@ -62,21 +62,38 @@ std::vector<int> throughput_ladder(int reference, int largest) {
   return ladder;
 }
 
-int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain) {
-  if (ladder.empty()) return 0;
-  auto measured = [&](int batch) {
+std::vector<double> ladder_rates(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder) {
+  std::vector<double> rates;
+  for (int batch : ladder) {
+    double rate = 0;
     for (auto it = probes.rbegin(); it != probes.rend(); ++it)
-      if (it->batch == batch && it->fits && it->images_per_second > 0) return it->images_per_second;
-    return 0.0;
+      if (it->batch == batch && it->fits && it->images_per_second > 0) {
+        rate = it->images_per_second;
+        break;
+      }
+    rates.push_back(rate);
+  }
+  return rates;
+}
+
+int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain, double input_rate) {
+  if (ladder.empty()) return 0;
+  auto rate = [&](std::size_t i) {
+    const double r = i < rates.size() ? rates[i] : 0.0;
+    return input_rate > 0 ? std::min(r, input_rate) : r;
   };
-  if (measured(ladder.front()) <= 0) return ladder.back();
+  if (rate(0) <= 0) return ladder.back();
   std::size_t at = 0;
   for (std::size_t next = 1; next < ladder.size(); ++next) {
     const double doublings = std::log2(static_cast<double>(ladder[next]) / ladder[at]);
-    if (measured(ladder[next]) < measured(ladder[at]) * (1.0 + min_gain * doublings)) break;
+    if (rate(next) < rate(at) * (1.0 + min_gain * doublings)) break;
     at = next;
   }
   return ladder[at];
+}
+
+int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain) {
+  return throughput_knee(ladder_rates(probes, ladder), ladder, min_gain);
 }
 
 namespace {

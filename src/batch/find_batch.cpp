@@ -143,6 +143,7 @@ json FindBatchResult::to_json() const {
   json doc = search;
   doc["micro_batch"] = micro_batch;
   doc["planned_micro_batch"] = plan.micro_batch;
+  if (throughput_batch > 0) doc["throughput_batch"] = throughput_batch;  // capped by the input rate when measured
   doc["accumulation_steps"] = plan.accumulation_steps;
   doc["world_size"] = plan.world_size;
   doc["global_batch"] = plan.global_batch;
@@ -152,6 +153,7 @@ json FindBatchResult::to_json() const {
   doc["lr_scaling"] = plan.lr_scaling;
   doc["reference_batch"] = plan.reference_batch;
   doc["notes"] = plan.notes;
+  doc["input_images_per_second"] = input_images_per_second > 0 ? json(input_images_per_second) : json(nullptr);
   if (sequence_length > 0) {
     doc["sequence_length"] = sequence_length;
     doc["token_budget"] = token_budget;

@@ -43,6 +43,13 @@ const char* outcome_text(const ProbeResult& p) {
   return "ran";
 }
 
+// A probe at `batch` counts as fitting when it ran and its peak stayed within the usable budget.
+ProbeResult judged(ProbeResult p, int batch, std::int64_t usable_bytes) {
+  p.batch = batch;
+  p.fits = p.outcome == ProbeResult::Outcome::kRan && p.peak_bytes <= usable_bytes;
+  return p;
+}
+
 int round_down(int micro, int round_to) { return round_to > 1 && micro >= round_to ? micro - micro % round_to : micro; }
 
 // The answer must itself have run verify_steps steps within the usable budget: verify it, stepping
@@ -51,9 +58,7 @@ int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, 
   for (int attempt = 0;; ++attempt) {
     const ProbeResult* known = s.probe_at(micro);
     if (known && known->fits && known->steps >= fb.verify_steps) return micro;
-    ProbeResult v = job.run(micro, fb.verify_steps);
-    v.batch = micro;
-    v.fits = v.outcome == ProbeResult::Outcome::kRan && v.peak_bytes <= s.usable_bytes;
+    const ProbeResult v = judged(job.run(micro, fb.verify_steps), micro, s.usable_bytes);
     spdlog::info("find-batch: verifying batch {} over {} steps: {}, peak {}", micro, fb.verify_steps,
                  v.fits ? "fits" : outcome_text(v), format_bytes(static_cast<double>(v.peak_bytes)));
     s.probes.push_back(v);
@@ -76,9 +81,7 @@ void probe_throughput(JobProbe& job, SearchResult& s, int largest, const Config&
   for (int b : throughput_ladder(static_cast<int>(reference_global_batch(config)), largest)) {
     const ProbeResult* known = s.probe_at(b);
     if (known && known->fits && known->images_per_second > 0) continue;
-    ProbeResult p = job.run(b, std::max(2, config.find_batch.probe_steps));
-    p.batch = b;
-    p.fits = p.outcome == ProbeResult::Outcome::kRan && p.peak_bytes <= s.usable_bytes;
+    ProbeResult p = judged(job.run(b, std::max(2, config.find_batch.probe_steps)), b, s.usable_bytes);
     p.for_throughput = true;
     spdlog::info("find-batch: throughput at batch {}: {:.1f} images/s ({})", b, p.images_per_second, outcome_text(p));
     s.probes.push_back(p);
@@ -158,7 +161,11 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   doc["micro_batch"] = micro;
   if (config.find_batch.objective == "throughput") {
     const auto ladder = throughput_ladder(static_cast<int>(reference_global_batch(config)), micro);
-    doc["throughput_batch"] = round_down(throughput_knee(s.probes, ladder, config.find_batch.min_throughput_gain), round_to);
+    const auto rates = ladder_rates(s.probes, ladder);
+    json rungs = json::array();
+    for (std::size_t i = 0; i < ladder.size(); ++i) rungs.push_back({{"batch", ladder[i]}, {"images_per_second", rates[i]}});
+    doc["throughput_ladder"] = rungs;  // the step's rates; the plan caps them by the input rate of each use
+    doc["throughput_batch"] = round_down(throughput_knee(rates, ladder, config.find_batch.min_throughput_gain), round_to);
   }
   doc["round_to"] = round_to;
   doc["device_free_bytes"] = free_at_start;
@@ -166,9 +173,23 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   return doc;
 }
 
+// objective throughput with a measured input rate: the knee of the step's rates, each capped by
+// what the loader delivers. The throughput ladder of a cache written before it was recorded: the
+// cached (uncapped) knee.
+int input_bound_batch(const FindBatchResult& result, const FindBatchConfig& fb, int round_to) {
+  if (!result.search.contains("throughput_ladder")) return result.throughput_batch;
+  std::vector<int> ladder;
+  std::vector<double> rates;
+  for (const auto& rung : result.search.at("throughput_ladder")) {
+    ladder.push_back(rung.at("batch").get<int>());
+    rates.push_back(rung.at("images_per_second").get<double>());
+  }
+  return round_down(throughput_knee(rates, ladder, fb.min_throughput_gain, result.input_images_per_second), round_to);
+}
+
 }  // namespace
 
-FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache) {
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second) {
   const auto start = std::chrono::steady_clock::now();
   const auto& fb = config.find_batch;
   const Precision precision = parse_precision(config.train.precision);
@@ -202,9 +223,16 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   result.sequence_length = result.search.value("sequence_length", 0);
   result.token_budget = static_cast<std::int64_t>(result.micro_batch) * result.sequence_length;
   result.throughput_batch = result.search.value("throughput_batch", 0);
+  result.input_images_per_second = input_images_per_second;
+  if (input_images_per_second > 0) result.throughput_batch = input_bound_batch(result, fb, round_to);
   const bool by_throughput = fb.objective == "throughput" && result.throughput_batch > 0;
   result.plan = plan_batch(by_throughput ? result.throughput_batch : result.micro_batch, fb.target_global_batch,
                            world_size_from_env(), config);
+  if (by_throughput && input_images_per_second > 0)
+    result.plan.notes.push_back(fmt::format(
+        "the input pipeline delivered {:.0f} images/s (loader.workers {}, this config's augmentation): the step's "
+        "images/s count only up to that rate",
+        input_images_per_second, config.loader.workers));
   if (by_throughput && result.throughput_batch < result.micro_batch)
     result.plan.notes.push_back(fmt::format(
         "batch {} fits, but doubling beyond {} added less than {:.0f}% images/s: a larger batch would mostly cost "

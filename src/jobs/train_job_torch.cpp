@@ -31,6 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr double kInputRateSeconds = 3.0;  // long enough to fill the loader's prefetch ring several times
+
 template <class Source>
 std::shared_ptr<const SampleSource> non_empty(std::shared_ptr<const Source> split, const std::string& shards, Split which) {
   if (split && split->size() > 0) return split;
@@ -104,8 +106,9 @@ void check_job(const TrainJob& job) {
 
 // loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
 // Returns find-batch's record for the run directory.
-nlohmann::json find_the_batch(Config& config, int num_classes) {
-  const FindBatchResult found = find_batch(config, num_classes, /*use_cache=*/true);
+nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env) {
+  const FindBatchResult found =
+      find_batch(config, static_cast<int>(data.class_names.size()), /*use_cache=*/true, plan_input_rate(config, data, env));
   apply_plan(config, found.plan);
   spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
                "({} probes{})",
@@ -162,6 +165,14 @@ std::string segment_name(const DistEnv& env) {
 
 }  // namespace
 
+double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env) {
+  if (config.find_batch.objective != "throughput" || env.distributed()) return 0;
+  const double rate = measure_input_rate(data, config, kInputRateSeconds);
+  spdlog::info("train: the loader delivers {:.0f} samples/s ({} workers); find-batch's plan counts no batch faster",
+               rate, config.loader.workers);
+  return rate;
+}
+
 TrainData open_train_data(Config& config) {
   return is_text_dataset(config.data.shards) ? open_text_data(config) : open_image_data(config);
 }
@@ -202,7 +213,7 @@ TrainJobResult run_train_job(TrainJob job) {
   std::optional<nlohmann::json> found_batch;
   if (config.loader.auto_batch) {
     cap_batch_search_at_samples(config, data.train->size(), job.env.world_size, "train");
-    found_batch = find_the_batch(config, num_classes);
+    found_batch = find_the_batch(config, data, job.env);
   }
   std::string segment = segment_name(job.env);
   std::shared_ptr<ProcessGroup> group;

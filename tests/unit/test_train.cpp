@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -339,6 +342,53 @@ TEST(Trainer, ResumedRunFollowsTheSameLossCurve) {
   ASSERT_EQ(resumed.size(), 9u);  // steps 10..18
   for (std::size_t i = 0; i < resumed.size(); ++i) EXPECT_NEAR(resumed[i], full[9 + i], 1e-5) << "step " << 10 + i;
   EXPECT_NEAR(summary2["test_macro_f1"].get<double>(), summary["test_macro_f1"].get<double>(), 1e-9);
+}
+
+// A source whose every read takes `delay`: a loader-bound run in miniature.
+class SlowImageSource : public ImageSource {
+ public:
+  SlowImageSource(std::shared_ptr<const ImageSource> inner, std::chrono::milliseconds delay)
+      : inner_(std::move(inner)), delay_(delay) {}
+  std::size_t size() const override { return inner_->size(); }
+  int num_classes() const override { return inner_->num_classes(); }
+  SampleRef sample(std::size_t index) const override {
+    std::this_thread::sleep_for(delay_);
+    return inner_->sample(index);
+  }
+
+ private:
+  std::shared_ptr<const ImageSource> inner_;
+  std::chrono::milliseconds delay_;
+};
+
+// train_seconds (and so images/s and the study's speed-up) counts the wait for the loader: 72
+// reads of 10 ms on one worker are at least 0.5 s of training, however fast the steps are.
+TEST(Trainer, TrainSecondsIncludeWaitingForTheLoader) {
+  testing::ScratchDir dir("slow-loader");
+  Config config = tiny_config(dir.path());
+  config.loader.workers = 1;
+  config.train.checkpoint_every_steps = 0;
+  TrainData data = tiny_data();
+  data.train = std::make_shared<SlowImageSource>(tiny_source(24, 3, 0), std::chrono::milliseconds(10));
+  const auto summary = Trainer(config, tiny_model(config), data, dir.path()).fit();
+  EXPECT_GE(summary["train_seconds"].get<double>(), 0.5) << summary.dump();
+  EXPECT_GE(summary["input_wait_seconds_this_process"].get<double>(), 0.3) << summary.dump();
+  EXPECT_LE(summary["images_per_second"].get<double>(), 72 / 0.5);
+}
+
+// find-batch's ceiling: one worker reading 10 ms per sample delivers at most 100 samples/s,
+// whatever the step could do; a source with too few batches to time gives 0 (no ceiling).
+TEST(InputRate, IsBoundedByWhatTheLoaderCanDeliver) {
+  Config config = tiny_config("unused");
+  config.loader.workers = 1;
+  config.loader.prefetch_batches = 2;
+  TrainData data = tiny_data();
+  data.train = std::make_shared<SlowImageSource>(tiny_source(80, 3, 0), std::chrono::milliseconds(10));
+  const double rate = measure_input_rate(data, config, 0.3);
+  EXPECT_GT(rate, 0);
+  EXPECT_LE(rate, 100.0 * 1.05);
+  data.train = tiny_source(8, 3, 0);  // two batches of 4: all of them warm-up
+  EXPECT_EQ(measure_input_rate(data, config, 0.3), 0);
 }
 
 // The EMA weights of a checkpoint, loaded into a fresh model.

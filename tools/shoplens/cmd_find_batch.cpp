@@ -2,14 +2,14 @@
 // budget, by probing the real training step (docs/FIND_BATCH.md).
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "command.h"
 #include "shoplens/batch/find_batch.h"
 #include "shoplens/core/atomic_file.h"
-#include "shoplens/data/shards.h"
-#include "shoplens/data/text_task.h"
+#include "shoplens/jobs/train_job.h"
 #include "shoplens/models/classifier.h"
 
 namespace shoplens::cli {
@@ -31,7 +31,7 @@ class FindBatchCommand : public Command {
                           "global batch to reach with accumulation (0: one micro-batch per step)");
     options_.add_flag_for(app, "--lr-scaling", "find_batch.lr_scaling", "linear, sqrt or none");
     options_.add_flag_for(app, "--max-batch", "find_batch.max_batch", "largest micro-batch considered");
-    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset: sizes the head by its classes");
+    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset: sizes the head by its classes; its loader's samples/s caps the throughput plan");
     classes_option_ = app.add_option("--classes", classes_,
                                      "classes of the head when neither --shards nor data.classes says (text models: 2)")
                           ->check(CLI::Range(2, 100000));
@@ -47,19 +47,20 @@ class FindBatchCommand : public Command {
     // Text tasks are binary unless told otherwise.
     if (is_text_model(config->model.name) && classes_option_->count() == 0) classes = 2;
     if (!config->data.classes.empty()) classes = static_cast<int>(config->data.classes.size());
-    if (!config->data.shards.empty() && is_text_dataset(config->data.shards)) {
-      // The model's shape comes from the dataset (vocabulary, metadata), as `train` resolves it.
-      resolve_text_config(*config, read_text_dataset_info(config->data.shards), config->data.shards);
-      classes = static_cast<int>(text_class_names().size());
-    } else if (!config->data.shards.empty()) {
-      classes = static_cast<int>(ShardDataset::open(config->data.shards, Split::kTrain)->info().classes.size());
+    std::optional<TrainData> data;
+    if (!config->data.shards.empty()) {
+      // The dataset sizes the head (and a text dataset the model's shape, as `train` resolves it),
+      // and its loader's rate caps the throughput plan.
+      data = open_train_data(*config);
+      classes = static_cast<int>(data->class_names.size());
     }
     if (is_text_model(config->model.name) && config->text.vocab_size < 3)
       throw UsageError("find-batch: " + config->model.name +
                        " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
     if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
 
-    const FindBatchResult result = find_batch(*config, classes, !no_cache_);
+    const double input_rate = data ? plan_input_rate(*config, *data, DistEnv{}) : 0.0;
+    const FindBatchResult result = find_batch(*config, classes, !no_cache_, input_rate);
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
     if (json_) std::cout << doc.dump(2) << std::endl;

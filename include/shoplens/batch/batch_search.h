@@ -86,5 +86,12 @@ std::vector<int> throughput_ladder(int reference, int largest);
 // doubling (pro rata for the last, partial step); returns where it stopped. The ladder's last
 // batch when its first was never measured.
 int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain);
+// The same walk over rates already looked up: rates[i] is ladder[i]'s images/s (0: not measured).
+// `input_rate` > 0 caps every rate: training cannot run faster than the loader delivers images, so
+// a batch whose steps outrun it is no faster than the one that just keeps up.
+int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain,
+                    double input_rate = 0);
+// The last fitting probe's images/s at each batch of `ladder` (0 where none ran).
+std::vector<double> ladder_rates(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder);
 
 }  // namespace shoplens

@@ -50,6 +50,7 @@ struct FindBatchResult {
   nlohmann::json search;                  // search_to_json, plus device, model, fingerprint: what the cache keeps
   int micro_batch = 0;                    // the answer after rounding and verification: the largest that fits
   int throughput_batch = 0;               // objective throughput: the knee of measured images/s (0: not measured)
+  double input_images_per_second = 0;     // the loader's measured rate that capped the step's (0: not measured)
   int eval_batch = 0;
   // Text models: the probes' sequence length (text.max_length) and micro_batch x it, the
   // loader.token_budget that is always safe; 0 for image models.
@@ -77,6 +78,8 @@ void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int 
 
 // Runs the search on this machine's device (or answers from the cache when allowed).
 // `num_classes` sizes the head; the data itself is not read (inputs are synthetic, worst case).
-FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache);
+// `input_images_per_second` > 0 (measure_input_rate on the job's data): with objective throughput
+// the plan counts no batch's images/s above it, since training cannot outrun its loader.
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second = 0);
 
 }  // namespace shoplens

@@ -22,6 +22,7 @@ namespace shoplens {
 class Classifier;
 class ProcessGroup;
 class BatchBuilder;
+class Loader;
 struct LoaderOptions;
 
 // Builds the batches of one split for a loader with these options (train or eval).
@@ -44,6 +45,17 @@ std::vector<double> inverse_frequency_weights(const std::vector<std::int64_t>& c
 // A class-balanced epoch: `size` draws with replacement, each class equally likely, a function of
 // (seed, epoch) only.
 std::vector<std::uint32_t> balanced_epoch_order(const SampleSource& source, std::uint64_t seed, std::int64_t epoch);
+
+// The loader over one split of `data`: the text builder when data.make_builder is set, else the
+// image loader with config.augment.
+std::unique_ptr<Loader> make_split_loader(const TrainData& data, const std::shared_ptr<const SampleSource>& split,
+                                          const Config& config, const LoaderOptions& options);
+
+// Images (or rows) per second the training loader delivers with this config (workers,
+// augmentation, batch size) when nothing consumes slower: read for about `seconds` once the
+// workers have started and the prefetch ring has been drained, at most one epoch (0 when the epoch
+// ends first). The ceiling on any training step's images/s.
+double measure_input_rate(const TrainData& data, const Config& config, double seconds);
 
 class Trainer {
  public:
