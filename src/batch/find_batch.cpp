@@ -93,13 +93,28 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
 json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget) {
   json loader = {{"batch_size", plan.micro_batch}};
   if (token_budget > 0) loader["token_budget"] = token_budget;
+  json train = {{"accumulation_steps", plan.accumulation_steps}, {"eval_batch_size", eval_batch}};
+  if (plan.epochs > 0) train["epochs"] = plan.epochs;
   return {{"loader", loader},
-          {"train", {{"accumulation_steps", plan.accumulation_steps}, {"eval_batch_size", eval_batch}}},
+          {"train", train},
           {"optim", {{"lr", plan.lr}}},
           {"schedule", {{"warmup_epochs", plan.warmup_epochs}}}};
 }
 
+void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config) {
+  plan.speedup = speedup > 0 ? speedup : 1.0;
+  if (config.find_batch.train_budget != "time" || plan.speedup <= 1.0) return;
+  const int epochs = static_cast<int>(std::lround(config.train.epochs * plan.speedup));
+  if (epochs <= config.train.epochs) return;
+  plan.epochs = epochs;
+  plan.notes.push_back(fmt::format(
+      "batch {} measured {:.2f}x the images/s of batch {}: {} epochs instead of {} take about the reference batch's "
+      "wall time with the optimizer steps a larger batch lacks (find_batch.train_budget=epochs keeps {})",
+      plan.micro_batch, plan.speedup, plan.reference_batch, epochs, config.train.epochs, config.train.epochs));
+}
+
 void apply_plan(Config& config, const BatchPlan& plan) {
+  if (plan.epochs > 0) config.train.epochs = plan.epochs;
   config.loader.batch_size = plan.micro_batch;
   config.loader.auto_batch = false;
   config.train.accumulation_steps = plan.accumulation_steps;
@@ -151,6 +166,8 @@ json FindBatchResult::to_json() const {
   doc["lr"] = plan.lr;
   doc["lr_factor"] = plan.lr_factor;
   doc["lr_scaling"] = plan.lr_scaling;
+  doc["speedup"] = plan.speedup;
+  doc["epochs"] = plan.epochs > 0 ? json(plan.epochs) : json(nullptr);
   doc["reference_batch"] = plan.reference_batch;
   doc["notes"] = plan.notes;
   doc["input_images_per_second"] = input_images_per_second > 0 ? json(input_images_per_second) : json(nullptr);

@@ -1,6 +1,7 @@
 // find-batch on this machine's device: budget, the job probe, the search, rounding, verification.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -173,18 +174,30 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   return doc;
 }
 
-// objective throughput with a measured input rate: the knee of the step's rates, each capped by
-// what the loader delivers. The throughput ladder of a cache written before it was recorded: the
-// cached (uncapped) knee.
-int input_bound_batch(const FindBatchResult& result, const FindBatchConfig& fb, int round_to) {
-  if (!result.search.contains("throughput_ladder")) return result.throughput_batch;
+// objective throughput: the knee of the step's rates along the ladder, each capped by what the
+// loader delivers when that was measured, and its speed-up over the ladder's first (reference)
+// batch. A cache written before the ladder was recorded: its knee, speed-up unknown (1).
+struct ThroughputChoice {
+  int batch = 0;
+  double speedup = 1;
+};
+
+ThroughputChoice choose_throughput_batch(const json& search, const FindBatchConfig& fb, double input_rate, int round_to) {
+  if (!search.contains("throughput_ladder")) return {search.value("throughput_batch", 0), 1.0};
   std::vector<int> ladder;
   std::vector<double> rates;
-  for (const auto& rung : result.search.at("throughput_ladder")) {
+  for (const auto& rung : search.at("throughput_ladder")) {
     ladder.push_back(rung.at("batch").get<int>());
-    rates.push_back(rung.at("images_per_second").get<double>());
+    const double rate = rung.at("images_per_second").get<double>();
+    rates.push_back(input_rate > 0 ? std::min(rate, input_rate) : rate);
   }
-  return round_down(throughput_knee(rates, ladder, fb.min_throughput_gain, result.input_images_per_second), round_to);
+  ThroughputChoice choice;
+  const int knee = throughput_knee(rates, ladder, fb.min_throughput_gain);
+  choice.batch = round_down(knee, round_to);
+  const auto at = std::find(ladder.begin(), ladder.end(), knee) - ladder.begin();
+  if (!rates.empty() && rates.front() > 0 && at < static_cast<std::ptrdiff_t>(rates.size()) && rates[at] > 0)
+    choice.speedup = rates[at] / rates.front();
+  return choice;
 }
 
 }  // namespace
@@ -222,12 +235,14 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   result.eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : result.micro_batch;
   result.sequence_length = result.search.value("sequence_length", 0);
   result.token_budget = static_cast<std::int64_t>(result.micro_batch) * result.sequence_length;
-  result.throughput_batch = result.search.value("throughput_batch", 0);
   result.input_images_per_second = input_images_per_second;
-  if (input_images_per_second > 0) result.throughput_batch = input_bound_batch(result, fb, round_to);
+  const ThroughputChoice choice = choose_throughput_batch(result.search, fb, input_images_per_second, round_to);
+  result.throughput_batch = choice.batch;
   const bool by_throughput = fb.objective == "throughput" && result.throughput_batch > 0;
   result.plan = plan_batch(by_throughput ? result.throughput_batch : result.micro_batch, fb.target_global_batch,
                            world_size_from_env(), config);
+  // The speed-up was measured for one micro-batch per step; an accumulation target changes the step.
+  if (by_throughput && fb.target_global_batch <= 0) budget_epochs_by_time(result.plan, choice.speedup, config);
   if (by_throughput && input_images_per_second > 0)
     result.plan.notes.push_back(fmt::format(
         "the input pipeline delivered {:.0f} images/s (loader.workers {}, this config's augmentation): the step's "

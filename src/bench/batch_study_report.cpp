@@ -137,6 +137,11 @@ std::string throughput_words(double speedup) {
   return "Throughput was about the same: the device was saturated at the baseline batch already.";
 }
 
+std::string epochs_of(const StudyRun& r) {
+  const json& e = r.summary.contains("epochs") ? r.summary["epochs"] : json();
+  return e.is_number() ? fmt::format("{:.3g}", e.get<double>()) : std::string("?");
+}
+
 void write_tradeoffs(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand,
                      const StudySummary& s) {
   os << "<h2>Trade-offs</h2>\n<ul>\n<li><b>Hardware efficiency.</b> " << throughput_words(s.speedup_mean)
@@ -146,10 +151,13 @@ void write_tradeoffs(std::ostringstream& os, const std::vector<StudyRun>& base, 
                     base.front().summary.value("steps", 0))
      << "fewer, larger steps carry less gradient noise and need the scaled learning rate (with warm-up) to cover the "
         "same distance. "
-     << (s.goal_met ? "Here mean macro-F1 stayed within a point of the baseline's (or improved) in the same epochs."
-                    : "Here the larger batch lost more than a point of mean macro-F1 in the same epochs: give it more "
-                      "epochs, a longer warm-up, or keep the recipe's global batch (find_batch.target_global_batch) "
-                      "with gradient accumulation.")
+     << fmt::format("It trained {} epochs against the baseline's {} (find_batch.train_budget time turns the measured "
+                    "speed-up into epochs at about the baseline's wall time; epochs keeps them equal). ",
+                    epochs_of(cand.front()), epochs_of(base.front()))
+     << (s.goal_met ? "Here mean macro-F1 stayed within a point of the baseline's (or improved)."
+                    : "Here the larger batch lost more than a point of mean macro-F1: give it more epochs "
+                      "(find_batch.train_budget time), a longer warm-up, or keep the recipe's global batch "
+                      "(find_batch.target_global_batch) with gradient accumulation.")
      << "</li>\n";
   int spikes[2] = {0, 0};
   for (const auto& r : base) spikes[0] += r.loss_spikes;
@@ -171,7 +179,7 @@ std::string batch_study_html(const std::vector<StudyRun>& base, const std::vecto
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
         "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid #eee}</style>\n</head>\n<body>\n";
   os << "<h1>Batch-size study</h1>\n";
-  os << fmt::format("<p>Shards <code>{}</code>, {} epochs each, {} seed(s), memory budget {}; model {}, precision {}, {} "
+  os << fmt::format("<p>Shards <code>{}</code>, {} epochs for the baseline, {} seed(s), memory budget {}; model {}, precision {}, {} "
                     "threads. Each seed trains both with <code>shoplens train</code> on the same data; the find-batch "
                     "run's learning rate is scaled from the baseline's for its batch ({}).</p>\n",
                     xml_escape(o.shards), o.epochs, s.seeds, xml_escape(o.memory_budget),

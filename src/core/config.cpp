@@ -460,6 +460,11 @@ void add_find_batch_fields(std::vector<Field>& f) {
                     "objective throughput: the fraction of images/s a doubling of the batch must add to be taken "
                     "(a larger batch costs optimizer steps)",
                     in_range(0.0, 10.0)));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::train_budget, "train_budget",
+                    "what a run at the planned batch keeps from the recipe: time (train.epochs x the measured "
+                    "images/s speed-up over the reference batch: about the same wall time, more epochs) | epochs "
+                    "(train.epochs as given: faster, fewer optimizer steps)",
+                    one_of({"time", "epochs"})));
   f.push_back(field(&C::find_batch, "find_batch", &FB::reference_batch, "reference_batch",
                     "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
                     at_least<std::int64_t>(0)));

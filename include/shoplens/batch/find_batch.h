@@ -28,6 +28,8 @@ struct BatchPlan {
   double lr = 0;                          // scaled for global_batch
   double lr_factor = 1;
   double warmup_epochs = 0;               // at least 1 when the lr was scaled up (Goyal et al.)
+  double speedup = 1;                     // measured images/s at micro_batch over the reference batch's (1: unknown)
+  int epochs = 0;                         // find_batch.train_budget time: train.epochs x speedup (0: unchanged)
   std::vector<std::string> notes;
 };
 
@@ -41,6 +43,11 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
 // {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...};
 // text models also get loader.token_budget (`token_budget` > 0).
 nlohmann::json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget = 0);
+// find_batch.train_budget time: a plan measured `speedup` times faster than the reference batch
+// trains train.epochs x speedup epochs (rounded), about the wall time the reference batch would
+// have taken: a larger batch at equal epochs takes fewer optimizer steps and loses accuracy (the
+// GPU study: -2 to -8 points of macro-F1 at 2x images/s). Notes what it did.
+void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config);
 // Applies the plan to a config (what `train` does with batch_size "auto").
 void apply_plan(Config& config, const BatchPlan& plan);
 

@@ -143,6 +143,7 @@ struct FindBatchConfig {
   std::string lr_scaling = "auto";              // auto (sqrt for adamw, linear for sgd) | linear | sqrt | none
   std::string objective = "throughput";         // the plan's micro-batch: throughput (knee of images/s) | memory (largest)
   double min_throughput_gain = 0.2;             // objective throughput: images/s a batch doubling must add to be taken
+  std::string train_budget = "time";            // time: epochs x the plan's measured speed-up (the reference batch's wall time) | epochs
   std::int64_t reference_batch = 0;             // global batch optim.lr was tuned for (0: loader.batch_size x accumulation)
   bool cache = true;
   std::string cache_dir;                        // empty: $XDG_CACHE_HOME/shoplens, else ~/.cache/shoplens
