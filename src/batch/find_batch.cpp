@@ -131,6 +131,7 @@ json search_to_json(const SearchResult& s) {
                       {"oom", p.outcome == ProbeResult::Outcome::kOutOfMemory},
                       {"peak_bytes", p.peak_bytes},
                       {"baseline_bytes", p.baseline_bytes},
+                      {"process_peak_bytes", p.process_peak_bytes},
                       {"step_spread_bytes", p.step_spread_bytes},
                       {"reserved_gap_bytes", p.reserved_gap_bytes},
                       {"inactive_split_bytes", p.inactive_split_bytes},

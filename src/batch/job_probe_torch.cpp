@@ -7,6 +7,7 @@
 
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/process_memory.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/augment.h"
 #include "shoplens/data/loader.h"
@@ -28,6 +29,9 @@ struct JobProbe::Impl {
   std::unique_ptr<TrainStep> step;
   int image_size = 0;
   bool soft_targets = true;
+  std::vector<at::Tensor> ema_copy;
+  bool measure_process = false;
+  ProgramFootprint program;
 
   Impl(const Config& c, int classes, MemoryProbe& m) : config(c), num_classes(classes), memory(m) {
     precision = parse_precision(config.train.precision);
@@ -47,6 +51,18 @@ struct JobProbe::Impl {
     TrainStepOptions options = step_options_from_config(config, precision, cuda);
     if (config.train.class_balance == "weighted_loss") options.class_weights = torch::ones({num_classes});
     step = std::make_unique<TrainStep>(*model, optim->optimizer(), options);
+    // train.ema_decay keeps a second copy of the weights for the whole run.
+    if (config.train.ema_decay > 0) {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : model->parameters()) ema_copy.push_back(p.detach().clone());
+      for (const auto& b : model->buffers()) ema_copy.push_back(b.detach().clone());
+    }
+    // On CPU the job shares the process with the program itself: its footprint (libraries, code),
+    // measured once here, is what each probe's process peak is net of.
+    if (!cuda && reset_resident_peak()) {
+      program = measure_program_footprint(memory.stats().allocated_bytes);
+      measure_process = true;
+    }
   }
 
   torch::Device device() const { return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
@@ -61,7 +77,8 @@ struct JobProbe::Impl {
     std::int64_t params = 0;
     for (const auto& p : model->parameters()) params += p.numel() * static_cast<std::int64_t>(p.element_size());
     const double state = config.optim.name == "adamw" ? 2.0 : (config.optim.momentum > 0 ? 1.0 : 0.0);
-    return static_cast<std::int64_t>(params * (2.0 + state));  // weights + gradients + optimizer state
+    const double ema = config.train.ema_decay > 0 ? 1.0 : 0.0;
+    return static_cast<std::int64_t>(params * (2.0 + state + ema));  // weights + gradients + optimizer state (+ EMA)
   }
 
   // The worst batch the loader can deliver (largest images with mixed targets, or text at its
@@ -97,6 +114,10 @@ struct JobProbe::Impl {
     const auto start = std::chrono::steady_clock::now();
     memory.release_cached();
     memory.reset_peak();
+    if (measure_process) {  // a fresh peak: not what an earlier, larger probe left cached
+      release_free_heap();
+      reset_resident_peak();
+    }
     const std::int64_t retries_before = memory.stats().alloc_retries;
     std::vector<double> step_seconds;
     try {
@@ -136,6 +157,7 @@ struct JobProbe::Impl {
         max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
         max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
       }
+      if (measure_process) r.process_peak_bytes = job_resident_peak(program);
       r.peak_bytes = max_step_peak;
       r.step_spread_bytes = min_step_peak < 0 ? 0 : max_step_peak - min_step_peak;
       r.reserved_gap_bytes = max_gap;
@@ -174,6 +196,9 @@ JobProbe::~JobProbe() = default;
 ProbeResult JobProbe::run(int batch, int steps) { return impl_->run(batch, steps); }
 std::int64_t JobProbe::static_bytes_estimate() const { return impl_->static_bytes_estimate(); }
 int JobProbe::loader_batches_held() const { return impl_->loader_batches_held(); }
+std::int64_t JobProbe::program_resident_bytes() const {
+  return impl_->measure_process ? impl_->program.resident : 0;
+}
 bool JobProbe::cuda() const { return impl_->cuda; }
 
 }  // namespace shoplens

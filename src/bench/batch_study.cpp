@@ -12,6 +12,7 @@
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/subprocess.h"
+#include "study_json.h"
 
 namespace shoplens {
 namespace {
@@ -27,10 +28,6 @@ json read_json(const fs::path& p) {
   } catch (const json::parse_error& e) {
     throw DataError("batch study: " + p.string() + ": " + e.what());
   }
-}
-
-double num_or(const json& j, const char* key, double fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
 }
 
 void read_metric_records(StudyRun& run, const fs::path& path) {
@@ -52,21 +49,6 @@ void read_metric_records(StudyRun& run, const fs::path& path) {
       run.val_seconds.push_back(num_or(r, "train_seconds", NAN));
     }
   }
-}
-
-double mean_of(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return v.empty() ? NAN : sum / static_cast<double>(v.size());
-}
-
-// Sample standard deviation (n - 1); 0 for a single value.
-double sd_of(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean_of(v);
-  double ss = 0;
-  for (double x : v) ss += (x - m) * (x - m);
-  return std::sqrt(ss / static_cast<double>(v.size() - 1));
 }
 
 }  // namespace
@@ -119,11 +101,11 @@ StudySummary summarize_study(const std::vector<StudyRun>& baseline, const std::v
     s.candidate_seconds_to_f1.push_back(seconds_to_reach(c, target));
   }
   s.baseline_f1_mean = mean_of(base_f1);
-  s.baseline_f1_sd = sd_of(base_f1);
+  s.baseline_f1_sd = sample_sd(base_f1);
   s.candidate_f1_mean = mean_of(cand_f1);
-  s.candidate_f1_sd = sd_of(cand_f1);
+  s.candidate_f1_sd = sample_sd(cand_f1);
   s.f1_difference_mean_points = mean_of(diff);
-  s.f1_difference_sd_points = sd_of(diff);
+  s.f1_difference_sd_points = sample_sd(diff);
   s.speedup_mean = mean_of(speedup);
   s.speedup_min = speedup.empty() ? NAN : *std::min_element(speedup.begin(), speedup.end());
   s.speedup_max = speedup.empty() ? NAN : *std::max_element(speedup.begin(), speedup.end());

@@ -7,30 +7,20 @@
 
 #include "shoplens/bench/batch_study.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/core/stats.h"
 #include "shoplens/core/svg_chart.h"
+#include "study_json.h"
 
 namespace shoplens {
 namespace {
 
 using json = nlohmann::json;
 
-double num_or(const json& j, const char* key, double fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
 double images_per_second(const StudyRun& r) { return num_or(r.summary, "images_per_second", 0); }
 std::string format_or_na(double v, const char* spec) {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("n/a");
 }
 std::string run_label(const char* what, const StudyRun& r) { return fmt::format("{} b{}", what, r.micro_batch); }
-
-double mean_finite(const std::vector<double>& v, int* missing = nullptr) {
-  double sum = 0;
-  int n = 0;
-  for (double x : v)
-    if (std::isfinite(x)) sum += x, ++n;
-  if (missing) *missing = static_cast<int>(v.size()) - n;
-  return n > 0 ? sum / n : NAN;
-}
 
 // images/s and tensor memory against batch (log2): find-batch's probes and fitted line, the runs.
 void write_batch_charts(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand,
@@ -95,12 +85,12 @@ std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, const std
     rss = std::max(rss, num_or(r.summary, "peak_rss_bytes", 0));
   }
   int missing = 0;
-  const double to_f1 = mean_finite(seconds_to_f1, &missing);
+  const double to_f1 = mean_of_finite(seconds_to_f1, &missing);
   const StudyRun& r = runs.front();
   std::vector<std::string> cells{
       fmt::format("{} x {}", r.micro_batch, r.summary.value("accumulation_steps", 1)), format_or_na(r.lr, "{:.4g}"),
-      std::to_string(r.summary.value("steps", 0)), format_or_na(mean_finite(ips), "{:.1f}"),
-      format_or_na(mean_finite(secs), "{:.1f} s"),
+      std::to_string(r.summary.value("steps", 0)), format_or_na(mean_of_finite(ips), "{:.1f}"),
+      format_or_na(mean_of_finite(secs), "{:.1f} s"),
       format_or_na(to_f1, "{:.1f} s") + (missing > 0 ? fmt::format(" (not reached in {})", missing) : ""),
       fmt::format("{:.0f} MiB", rss / 1048576.0), std::to_string(spikes), std::to_string(skipped), std::to_string(oom),
       per_seed};

@@ -168,8 +168,10 @@ std::string segment_name(const DistEnv& env) {
 double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env) {
   if (config.find_batch.objective != "throughput" || env.distributed()) return 0;
   const double rate = measure_input_rate(data, config, kInputRateSeconds);
-  spdlog::info("train: the loader delivers {:.0f} samples/s ({} workers); find-batch's plan counts no batch faster",
-               rate, config.loader.workers);
+  if (rate > 0)
+    spdlog::info("train: the loader delivers {:.0f} samples/s; find-batch's plan counts no batch faster", rate);
+  else
+    spdlog::info("train: the training split is too short to time its loader; find-batch plans on the step's rates");
   return rate;
 }
 

@@ -34,7 +34,13 @@ WeightsEma::WeightsEma(const Classifier& model, double decay) : decay_(decay) {
 
 void WeightsEma::update(const Classifier& model) {
   torch::NoGradGuard no_grad;
-  const auto current = model_tensors(model);
+  // The model's parameters and buffers keep their tensor objects for the whole run (moves and
+  // restores write into them): look them up by name once, not at every step.
+  if (source_ != &model) {
+    source_tensors_ = model_tensors(model);
+    source_ = &model;
+  }
+  const auto& current = source_tensors_;
   if (current.size() != tensors_.size())
     throw Error("ema: the model has " + std::to_string(current.size()) + " tensors, the average " +
                 std::to_string(tensors_.size()));

@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/process_memory.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/strings.h"
@@ -113,6 +114,8 @@ struct Trainer::Impl {
   // Text: token slots the model computed on (rows x padded length) and the real tokens among them.
   std::int64_t padded_tokens = 0, real_tokens = 0, micro_batches_run = 0;
   double input_wait_seconds = 0;      // this process: training time spent waiting for the loader
+  ProgramFootprint program;           // resident before training: libraries, code (measure_program)
+  bool job_peak_measured = false;
   double train_seconds_at_start = 0;  // a resumed run's earlier segments are in state.train_seconds
 
   // Data parallelism: null group = one process. Rank 0 alone writes the run's files.
@@ -187,6 +190,19 @@ struct Trainer::Impl {
     store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
     if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
     state.best_metric = config.train.early_stopping_metric;
+    measure_program();
+  }
+
+  // The program's own footprint (libraries, code), so that the summary can report the job's
+  // resident peak net of it: what a CPU memory budget covers (docs/FIND_BATCH.md).
+  void measure_program() {
+    std::int64_t host_tensors = 0;
+    if (!cuda) {
+      for (const auto& p : model->parameters()) host_tensors += p.numel() * static_cast<std::int64_t>(p.element_size());
+      for (const auto& b : model->buffers()) host_tensors += b.numel() * static_cast<std::int64_t>(b.element_size());
+    }
+    program = measure_program_footprint(host_tensors);
+    job_peak_measured = reset_resident_peak();
   }
 
   bool resumed = false;
@@ -792,6 +808,8 @@ struct Trainer::Impl {
         {"skipped_steps", step_runner->scaler().skipped_steps()},
         {"weights_evaluated", ema ? "ema" : "raw"},
         {"peak_rss_bytes", peak_rss_bytes()},
+        {"program_resident_bytes", program.resident},
+        {"job_peak_bytes", job_peak_measured ? json(job_resident_peak(program)) : json(nullptr)},
         {"micro_batches_this_process", micro_batches_run},
         {"best", {{"metric", state.best_metric},
                   {"value", state.best_step && std::isfinite(state.best_value) ? json(state.best_value) : json(nullptr)},

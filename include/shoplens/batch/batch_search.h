@@ -20,6 +20,10 @@ struct ProbeResult {
   std::int64_t step_spread_bytes = 0;     // max - min of the per-step peaks: steady-state noise
   std::int64_t inactive_split_bytes = 0;  // CUDA: fragmentation left after the probe
   std::int64_t alloc_retries = 0;         // CUDA: allocations that had to free the cache first (during the probe)
+  std::int64_t process_peak_bytes = 0;    // CPU: the job's resident peak over the probe (tensors and what
+                                          // oneDNN, decoders and the allocator hold beside them), net of the
+                                          // program's own footprint; find-batch's verification holds the
+                                          // answer to it. 0: not measured (CUDA, or no clear_refs)
   std::int64_t baseline_bytes = 0;        // live after the steps with the batch freed: weights,
                                           // gradients, optimizer state (a lower bound of the static part)
   int steps = 0;

@@ -1,7 +1,9 @@
 // A probe of the real training job at a given micro-batch: the configured model, optimizer and
 // TrainStep (AMP, loss scaling, clipping, optimizer state) for a few steps, then an evaluation
 // forward, on worst-case inputs (largest input size, mixed soft targets), with the loader's batch
-// buffers held where they share the device's memory (CPU). Measures peak memory and speed.
+// buffers held where they share the device's memory (CPU), and the EMA copy of the weights when
+// train.ema_decay is set. Measures peak memory and speed; on CPU the peak is the larger of the
+// tensors' and the process's (a CPU budget covers the whole job: docs/FIND_BATCH.md).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,9 @@ class JobProbe {
   ProbeResult run(int batch, int steps);
   // Weights + gradients + optimizer state: what no batch size can go below.
   std::int64_t static_bytes_estimate() const;
+  // CPU: the program's own resident footprint (libraries, code) that the probes' process peaks are
+  // net of, measured when the probe was made; 0 on CUDA or where peaks cannot be measured.
+  std::int64_t program_resident_bytes() const;
   // Training batches the loader keeps alive at once on the device (0 on CUDA: they live on the host).
   int loader_batches_held() const;
   bool cuda() const;
