@@ -76,53 +76,6 @@ int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, 
   }
 }
 
-// On CPU the budget covers the whole job, and the process holds more than the tensors: oneDNN's
-// cached primitives and their scratch, decoder and allocator buffers, growing with the batch too.
-// That growth per tensor byte is read between the search's first probe that measured the process
-// and the first after it with at least 4x its tensors (later probes also carry the cached
-// primitives of every shape probed before them).
-struct ProcessModel {
-  bool measured = false;
-  double fixed_bytes = 0;           // untracked at the first probe
-  double per_tensor_byte = 0;       // untracked growth per byte of tensor growth
-  double first_tensor_bytes = 0;
-};
-
-ProcessModel process_model(const SearchResult& s) {
-  const ProbeResult* first = nullptr;
-  for (const auto& p : s.probes) {
-    if (p.outcome != ProbeResult::Outcome::kRan || p.process_peak_bytes <= 0) continue;
-    if (!first) {
-      first = &p;
-    } else if (p.peak_bytes >= 4 * first->peak_bytes) {  // a growth clearly above the noise
-      ProcessModel m;
-      m.measured = true;
-      m.fixed_bytes = std::max<double>(0, first->process_peak_bytes - first->peak_bytes);
-      const double grown = static_cast<double>(p.process_peak_bytes - p.peak_bytes) - m.fixed_bytes;
-      m.per_tensor_byte = std::max(0.0, grown / static_cast<double>(p.peak_bytes - first->peak_bytes));
-      m.first_tensor_bytes = static_cast<double>(first->peak_bytes);
-      return m;
-    }
-  }
-  return {};
-}
-
-// The largest batch whose tensors plus the process's growth fit the usable budget, at most `micro`:
-// t + fixed + k (t - t1) <= usable  <=>  t <= (usable - fixed + k t1) / (1 + k).
-int cap_for_the_process(SearchResult& s, const ProcessModel& m, int micro, int max_batch) {
-  if (!m.measured || s.fit.points < 2) return micro;
-  const double tensor_room =
-      (static_cast<double>(s.usable_bytes) - m.fixed_bytes + m.per_tensor_byte * m.first_tensor_bytes) /
-      (1.0 + m.per_tensor_byte);
-  const int cap = std::max(1, s.fit.largest_within(tensor_room, max_batch));
-  if (cap >= micro) return micro;
-  s.warnings.push_back(fmt::format(
-      "the process holds {:.2f} bytes beside each tensor byte the batch adds (oneDNN's cached primitives, decoder and "
-      "allocator buffers) and {} more at the first probe: batch {} fits the tensors, {} the whole job",
-      m.per_tensor_byte, format_bytes(m.fixed_bytes), micro, cap));
-  return cap;
-}
-
 // Throughput at the recipe's batch and its doublings up to the largest that fits (each probed
 // unless a probe already ran there), so the plan can see whether a larger batch is any faster.
 void probe_throughput(JobProbe& job, SearchResult& s, int largest, const Config& config) {
@@ -199,8 +152,7 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   check_budget_covers_the_model(config, job, budget);
   memory.set_budget(budget);  // the allocator refuses beyond it, as the real card would
   SearchResult s = search_with_probes(config, job, budget);
-  const ProcessModel process = process_model(s);
-  int micro = round_down(cap_for_the_process(s, process, s.batch, config.find_batch.max_batch), round_to);
+  int micro = round_down(s.batch, round_to);
   if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
   if (config.find_batch.objective == "throughput") probe_throughput(job, s, micro, config);
   if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
@@ -209,9 +161,6 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   json doc = search_to_json(s);
   doc["fingerprint"] = fingerprint;
   doc["micro_batch"] = micro;
-  if (process.measured)
-    doc["process_model"] = {{"untracked_bytes_at_first_probe", process.fixed_bytes},
-                            {"untracked_bytes_per_tensor_byte", process.per_tensor_byte}};
   if (config.find_batch.objective == "throughput") {
     const auto ladder = throughput_ladder(static_cast<int>(reference_global_batch(config)), micro);
     const auto rates = ladder_rates(s.probes, ladder);

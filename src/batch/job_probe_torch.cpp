@@ -107,6 +107,24 @@ struct JobProbe::Impl {
     if (cuda) torch::ones({1}, torch::TensorOptions().device(device())).item<float>();
   }
 
+  // Validation runs between steps: weights, gradients and optimizer state stay, the train loader
+  // keeps its buffers, and the eval loader adds its own. The memory statistics of that pass.
+  MemoryStats evaluation_pass(int batch) {
+    const int eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : batch;
+    memory.reset_peak();
+    {
+      const std::vector<at::Tensor> eval_held = loader_buffers(eval_batch);
+      torch::NoGradGuard no_grad;
+      model->eval();
+      AutocastScope autocast(cuda, precision);
+      auto logits = model->forward_batch(synthetic_batch(eval_batch), device());
+      logits.argmax(1).to(torch::kCPU);
+      synchronize();
+    }
+    model->train();
+    return memory.stats();
+  }
+
   ProbeResult run(int batch, int steps) {
     ProbeResult r;
     r.batch = batch;
@@ -139,21 +157,7 @@ struct JobProbe::Impl {
           max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
         }
         micro.clear();
-        // Validation runs between steps: weights, gradients and optimizer state stay, the train
-        // loader keeps its buffers, and the eval loader adds its own.
-        const int eval_batch = config.train.eval_batch_size > 0 ? config.train.eval_batch_size : batch;
-        memory.reset_peak();
-        {
-          const std::vector<at::Tensor> eval_held = loader_buffers(eval_batch);
-          torch::NoGradGuard no_grad;
-          model->eval();
-          AutocastScope autocast(cuda, precision);
-          auto logits = model->forward_batch(synthetic_batch(eval_batch), device());
-          logits.argmax(1).to(torch::kCPU);
-          synchronize();
-        }
-        model->train();
-        const MemoryStats st = memory.stats();
+        const MemoryStats st = evaluation_pass(batch);
         max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
         max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
       }

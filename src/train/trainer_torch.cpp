@@ -851,6 +851,20 @@ struct Trainer::Impl {
                  summary["test_roc_auc"].is_number() ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
                                                      : std::string(),
                  summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
+    warn_if_the_job_outgrew_its_budget(summary);
+  }
+
+  // On CPU the budget caps LibTorch's tensors; oneDNN's cached primitives, decoder and allocator
+  // buffers come on top. Say so when the job's resident peak went past the budget.
+  void warn_if_the_job_outgrew_its_budget(const json& summary) const {
+    if (cuda || config.train.memory_budget.empty() || !summary["job_peak_bytes"].is_number()) return;
+    const double budget = static_cast<double>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
+    const double peak = summary["job_peak_bytes"].get<double>();
+    if (peak <= budget) return;
+    spdlog::warn("train: the job's resident memory peaked at {}, over train.memory_budget {}: the budget caps "
+                 "LibTorch's tensors, and oneDNN's cached primitives, decoder and allocator buffers came on top "
+                 "(docs/FIND_BATCH.md); lower the budget by the difference to keep the process within it",
+                 format_bytes(peak), format_bytes(budget));
   }
 };
 

@@ -75,11 +75,10 @@ TEST_F(E2eFindBatch, FitFindsAVerifiedBatchInFewProbesAndCachesIt) {
   EXPECT_EQ(again["micro_batch"], micro);
   EXPECT_EQ(again["fingerprint"], first["fingerprint"]);
 
-  // Lightning's binsearch on the same job: more probes, a smaller answer for the tensors (its 5%
-  // margin; both answers are then capped for the process's own growth).
+  // Lightning's binsearch on the same job: more probes, a smaller answer (its 5% margin).
   const json bin = find_batch_json("--no-cache --strategy binsearch");
   EXPECT_GT(memory_probes(bin), memory_probes(first));
-  EXPECT_LT(bin["found_batch"].get<int>(), first["found_batch"].get<int>());
+  EXPECT_LT(bin["micro_batch"].get<int>(), micro);
   EXPECT_NE(bin["fingerprint"], first["fingerprint"]);
 
   // A target global batch comes back as micro-batch x accumulation with the lr scaled.
@@ -126,9 +125,10 @@ TEST_F(E2eFindBatch, ThePlanDoublesTheBatchOnlyWhileThroughputClearlyRises) {
 
 // On CPU the process holds more than the tensors the budget's allocator counts (oneDNN's cached
 // primitives and scratch, decoder and allocator buffers: a real epoch of resnet18 at the batch that
-// fitted 768 MiB of tensors held 1.1 GiB). The probes measure the process, the plan leaves room for
-// its growth, and the run reports the job's resident peak beside the program's own footprint.
-TEST_F(E2eFindBatch, CpuProbesMeasureTheWholeJobAndThePlanLeavesRoomForIt) {
+// fitted 768 MiB of tensors held 1.1 GiB). The tool reports both: each probe's process peak, and
+// the run's resident peak beside the program's own footprint, with a warning when it outgrew the
+// budget.
+TEST_F(E2eFindBatch, CpuRunsReportTheWholeJobsMemoryBesideTheTensors) {
   const fs::path run = *dir_ / "whole-job";
   auto r = run_shoplens("train" + job_args("96MiB") + " --out " + run.string() +
                         " --epochs 1 -b auto --set find_batch.objective=memory --set find_batch.cache=false");
@@ -142,21 +142,14 @@ TEST_F(E2eFindBatch, CpuProbesMeasureTheWholeJobAndThePlanLeavesRoomForIt) {
     ++measured;
   }
   EXPECT_GT(measured, 1);
-  ASSERT_TRUE(found.contains("process_model")) << found.dump(1);
-  const double per_byte = found["process_model"]["untracked_bytes_per_tensor_byte"].get<double>();
-  EXPECT_GE(per_byte, 0);
-  const int micro = found["micro_batch"].get<int>(), tensors_only = found["found_batch"].get<int>();
-  EXPECT_LE(micro, tensors_only);
-  if (micro < tensors_only) {
-    bool said = false;
-    for (const auto& w : found["warnings"]) said = said || w.get<std::string>().find("whole job") != std::string::npos;
-    EXPECT_TRUE(said) << found.dump(1);
-  }
   const json summary = json::parse(testing::read_text(run / "summary.json"));
   ASSERT_TRUE(summary["job_peak_bytes"].is_number()) << summary.dump(1);
-  EXPECT_GT(summary["job_peak_bytes"].get<double>(), 0);
   EXPECT_GT(summary["program_resident_bytes"].get<double>(), 0);
-  EXPECT_EQ(summary["micro_batch"], micro);
+  const double peak = summary["job_peak_bytes"].get<double>();
+  EXPECT_GT(peak, 0);
+  EXPECT_LT(peak, summary["peak_rss_bytes"].get<double>());  // the program's own footprint is not the job's
+  const bool warned = r.output.find("over train.memory_budget") != std::string::npos;
+  EXPECT_EQ(warned, peak > 96.0 * 1024 * 1024) << r.output;
 }
 
 TEST_F(E2eFindBatch, BudgetsThatCannotWorkGetClearErrors) {
