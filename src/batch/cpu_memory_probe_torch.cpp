@@ -119,7 +119,7 @@ class CpuMemoryProbe final : public MemoryProbe {
 std::unique_ptr<MemoryProbe> make_cpu_memory_probe() { return std::make_unique<CpuMemoryProbe>(); }
 
 std::unique_ptr<MemoryProbe> make_memory_probe(bool cuda) {
-  return cuda ? make_cuda_memory_probe(0) : make_cpu_memory_probe();
+  return cuda ? make_cuda_memory_probe() : make_cpu_memory_probe();
 }
 
 }  // namespace shoplens

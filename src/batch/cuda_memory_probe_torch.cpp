@@ -19,6 +19,7 @@ class CudaMemoryProbe final : public MemoryProbe {
   explicit CudaMemoryProbe(int device) : device_(device) {
     // The probe's first call may come before any tensor of the process touches the GPU.
     compat::init_cuda_lazily();
+    if (device_ < 0) device_ = static_cast<int>(c10::cuda::current_device());
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_));
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, device_);

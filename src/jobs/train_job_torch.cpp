@@ -22,6 +22,7 @@
 #include "shoplens/data/text_batches.h"
 #include "shoplens/data/text_shards.h"
 #include "shoplens/data/text_task.h"
+#include "shoplens/dist/cuda_device.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
@@ -204,6 +205,8 @@ TrainJobResult run_train_job(TrainJob job) {
     throw UsageError("train: data.shards '" + config.data.shards + "' is not a folder of prepared shards");
   TrainData data = open_train_data(config);
   check_job(job);
+  // Each local rank on its own GPU, before anything touches CUDA (the probe, the model, NCCL).
+  if (wants_cuda(config.train.device)) bind_cuda_device(job.env);
   if (job.checkpoint) keep_global_batch(config, *job.checkpoint, job.env.world_size);
   // The budget stands in for the fleet's card: the allocator refuses beyond it for the whole run.
   std::unique_ptr<MemoryProbe> budget_guard;

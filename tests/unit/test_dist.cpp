@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "model_test_util.h"
+#include "shoplens/dist/cuda_device.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/dist/dist_env.h"
@@ -33,6 +34,17 @@ DistEnv parse(const std::map<std::string, std::string>& vars) {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
   });
+}
+
+// Every rank of a node used cuda:0 before: LOCAL_RANK now picks the GPU, and where the scheduler
+// shows each task a single GPU (Slurm's binding) every rank takes the one it sees.
+TEST(CudaDevice, EachLocalRankGetsItsOwnVisibleGpu) {
+  EXPECT_EQ(cuda_device_for(0, 8), 0);
+  EXPECT_EQ(cuda_device_for(3, 8), 3);
+  EXPECT_EQ(cuda_device_for(3, 1), 0);   // one visible device per task
+  EXPECT_EQ(cuda_device_for(5, 4), 1);   // more local ranks than devices: shared round-robin
+  EXPECT_EQ(cuda_device_for(2, 0), 0);   // none visible
+  EXPECT_EQ(cuda_device_for(-1, 4), 0);
 }
 
 TEST(DistEnv, NoVariablesMeansOneProcess) {

@@ -39,8 +39,9 @@ class MemoryProbe {
 
 // Installs the tracking allocator on first use (it then serves every later CPU allocation).
 std::unique_ptr<MemoryProbe> make_cpu_memory_probe();
-// ConfigError when this build has no CUDA.
-std::unique_ptr<MemoryProbe> make_cuda_memory_probe(int device = 0);
+// ConfigError when this build has no CUDA. device -1: the current device (dist/cuda_device.h
+// binds it per local rank).
+std::unique_ptr<MemoryProbe> make_cuda_memory_probe(int device = -1);
 std::unique_ptr<MemoryProbe> make_memory_probe(bool cuda);
 
 }  // namespace shoplens
