@@ -76,12 +76,9 @@ std::vector<double> ladder_rates(const std::vector<ProbeResult>& probes, const s
   return rates;
 }
 
-int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain, double input_rate) {
+int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain) {
   if (ladder.empty()) return 0;
-  auto rate = [&](std::size_t i) {
-    const double r = i < rates.size() ? rates[i] : 0.0;
-    return input_rate > 0 ? std::min(r, input_rate) : r;
-  };
+  auto rate = [&](std::size_t i) { return i < rates.size() ? rates[i] : 0.0; };
   if (rate(0) <= 0) return ladder.back();
   std::size_t at = 0;
   for (std::size_t next = 1; next < ladder.size(); ++next) {
@@ -92,8 +89,10 @@ int throughput_knee(const std::vector<double>& rates, const std::vector<int>& la
   return ladder[at];
 }
 
-int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain) {
-  return throughput_knee(ladder_rates(probes, ladder), ladder, min_gain);
+std::vector<double> cap_rates(std::vector<double> rates, double input_rate) {
+  if (input_rate > 0)
+    for (double& r : rates) r = std::min(r, input_rate);
+  return rates;
 }
 
 namespace {

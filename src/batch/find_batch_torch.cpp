@@ -166,8 +166,7 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
     const auto rates = ladder_rates(s.probes, ladder);
     json rungs = json::array();
     for (std::size_t i = 0; i < ladder.size(); ++i) rungs.push_back({{"batch", ladder[i]}, {"images_per_second", rates[i]}});
-    doc["throughput_ladder"] = rungs;  // the step's rates; the plan caps them by the input rate of each use
-    doc["throughput_batch"] = round_down(throughput_knee(rates, ladder, config.find_batch.min_throughput_gain), round_to);
+    doc["throughput_ladder"] = rungs;  // the step's rates; each use caps them by its loader's rate
   }
   doc["round_to"] = round_to;
   doc["device_free_bytes"] = free_at_start;
@@ -177,7 +176,7 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
 
 // objective throughput: the knee of the step's rates along the ladder, each capped by what the
 // loader delivers when that was measured, and its speed-up over the ladder's first (reference)
-// batch. A cache written before the ladder was recorded: its knee, speed-up unknown (1).
+// batch. A cache written before the ladder was recorded: the knee it stored, speed-up unknown (1).
 struct ThroughputChoice {
   int batch = 0;
   double speedup = 1;
@@ -189,9 +188,9 @@ ThroughputChoice choose_throughput_batch(const json& search, const FindBatchConf
   std::vector<double> rates;
   for (const auto& rung : search.at("throughput_ladder")) {
     ladder.push_back(rung.at("batch").get<int>());
-    const double rate = rung.at("images_per_second").get<double>();
-    rates.push_back(input_rate > 0 ? std::min(rate, input_rate) : rate);
+    rates.push_back(rung.at("images_per_second").get<double>());
   }
+  rates = cap_rates(std::move(rates), input_rate);
   ThroughputChoice choice;
   const int knee = throughput_knee(rates, ladder, fb.min_throughput_gain);
   choice.batch = round_down(knee, round_to);

@@ -74,8 +74,7 @@ struct JobProbe::Impl {
   }
 
   std::int64_t static_bytes_estimate() const {
-    std::int64_t params = 0;
-    for (const auto& p : model->parameters()) params += p.numel() * static_cast<std::int64_t>(p.element_size());
+    const std::int64_t params = tensor_bytes(model->parameters());
     const double state = config.optim.name == "adamw" ? 2.0 : (config.optim.momentum > 0 ? 1.0 : 0.0);
     const double ema = config.train.ema_decay > 0 ? 1.0 : 0.0;
     return static_cast<std::int64_t>(params * (2.0 + state + ema));  // weights + gradients + optimizer state (+ EMA)

@@ -82,4 +82,10 @@ std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
   return entry->make(spec);
 }
 
+std::int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
+  std::int64_t bytes = 0;
+  for (const auto& t : tensors) bytes += t.numel() * static_cast<std::int64_t>(t.element_size());
+  return bytes;
+}
+
 }  // namespace shoplens

@@ -196,11 +196,7 @@ struct Trainer::Impl {
   // The program's own footprint (libraries, code), so that the summary can report the job's
   // resident peak net of it: what a CPU memory budget covers (docs/FIND_BATCH.md).
   void measure_program() {
-    std::int64_t host_tensors = 0;
-    if (!cuda) {
-      for (const auto& p : model->parameters()) host_tensors += p.numel() * static_cast<std::int64_t>(p.element_size());
-      for (const auto& b : model->buffers()) host_tensors += b.numel() * static_cast<std::int64_t>(b.element_size());
-    }
+    const std::int64_t host_tensors = cuda ? 0 : tensor_bytes(model->parameters()) + tensor_bytes(model->buffers());
     program = measure_program_footprint(host_tensors);
     job_peak_measured = reset_resident_peak();
   }

@@ -253,6 +253,10 @@ ProbeResult throughput_probe(int batch, double images_per_second, bool fits = tr
   p.images_per_second = images_per_second;
   return p;
 }
+// The knee over the probes' rates, as find-batch reads them.
+int knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain) {
+  return throughput_knee(ladder_rates(probes, ladder), ladder, min_gain);
+}
 }  // namespace
 
 TEST(ThroughputPlan, TheLadderDoublesFromTheRecipesBatchToTheLargestThatFits) {
@@ -268,20 +272,20 @@ TEST(ThroughputPlan, TheBatchDoublesOnlyWhileThroughputClearlyRises) {
   const std::vector<ProbeResult> gpu{throughput_probe(2, 40), throughput_probe(32, 600), throughput_probe(64, 1100),
                                      throughput_probe(128, 1800), throughput_probe(256, 2400), throughput_probe(512, 2450),
                                      throughput_probe(700, 2440)};
-  EXPECT_EQ(throughput_knee(gpu, ladder, 0.2), 256);  // 512 adds 2%, not 20%
-  EXPECT_EQ(throughput_knee(gpu, ladder, 0.0), 512);  // any gain counts; 700 is slower than 512
-  EXPECT_EQ(throughput_knee(gpu, ladder, 0.9), 32);   // 32 -> 64 adds 83% < 90%
-  EXPECT_EQ(throughput_knee(gpu, {32, 64, 128, 200}, 0.2), 128);  // a rung never measured stops the walk
+  EXPECT_EQ(knee(gpu, ladder, 0.2), 256);  // 512 adds 2%, not 20%
+  EXPECT_EQ(knee(gpu, ladder, 0.0), 512);  // any gain counts; 700 is slower than 512
+  EXPECT_EQ(knee(gpu, ladder, 0.9), 32);   // 32 -> 64 adds 83% < 90%
+  EXPECT_EQ(knee(gpu, {32, 64, 128, 200}, 0.2), 128);  // a rung never measured stops the walk
   // A CPU-like curve: a larger batch is a little faster at first, not enough to pay for its steps.
   const std::vector<ProbeResult> cpu{throughput_probe(32, 161), throughput_probe(64, 177), throughput_probe(128, 178),
                                      throughput_probe(256, 169), throughput_probe(512, 137), throughput_probe(656, 900, false)};
-  EXPECT_EQ(throughput_knee(cpu, {32, 64, 128, 256, 512}, 0.2), 32);
-  EXPECT_EQ(throughput_knee(cpu, {32, 64, 128, 256, 512}, 0.05), 64);
+  EXPECT_EQ(knee(cpu, {32, 64, 128, 256, 512}, 0.2), 32);
+  EXPECT_EQ(knee(cpu, {32, 64, 128, 256, 512}, 0.05), 64);
   // The last, partial step is judged pro rata: 256 -> 300 is 0.23 doublings, so 5% more is enough.
-  EXPECT_EQ(throughput_knee({throughput_probe(256, 1000), throughput_probe(300, 1050)}, {256, 300}, 0.2), 300);
+  EXPECT_EQ(knee({throughput_probe(256, 1000), throughput_probe(300, 1050)}, {256, 300}, 0.2), 300);
   // Nothing measured at the first rung: the largest.
-  EXPECT_EQ(throughput_knee({throughput_probe(8, 0)}, {8, 16, 161}, 0.2), 161);
-  EXPECT_EQ(throughput_knee(std::vector<ProbeResult>{}, {}, 0.2), 0);
+  EXPECT_EQ(knee({throughput_probe(8, 0)}, {8, 16, 161}, 0.2), 161);
+  EXPECT_EQ(knee(std::vector<ProbeResult>{}, {}, 0.2), 0);
 }
 
 // The H200's find-batch probes for resnet18 at 128 px (synthetic inputs, the step alone) rose to
@@ -291,9 +295,9 @@ TEST(ThroughputPlan, TheLoadersRateCapsWhatALargerBatchCanGain) {
   const std::vector<int> ladder{32, 64, 128, 256, 512};
   const std::vector<double> h200{3323, 6676, 12362, 21594, 28896};
   EXPECT_EQ(throughput_knee(h200, ladder, 0.2), 512);
-  EXPECT_EQ(throughput_knee(h200, ladder, 0.2, 3300.0), 32);
-  EXPECT_EQ(throughput_knee(h200, ladder, 0.2, 9000.0), 128);  // 64 -> 128 still gains 35% (6676 -> 9000)
-  EXPECT_EQ(throughput_knee(h200, ladder, 0.2, 0.0), 512);     // not measured: no cap
+  EXPECT_EQ(throughput_knee(cap_rates(h200, 3300.0), ladder, 0.2), 32);
+  EXPECT_EQ(throughput_knee(cap_rates(h200, 9000.0), ladder, 0.2), 128);  // 64 -> 128 still gains 35% (6676 -> 9000)
+  EXPECT_EQ(cap_rates(h200, 0.0), h200);                                  // not measured: no cap
   const std::vector<ProbeResult> probes{throughput_probe(32, 3323), throughput_probe(64, 6676, false),
                                         throughput_probe(64, 6000)};
   EXPECT_EQ(ladder_rates(probes, {32, 64, 128}), (std::vector<double>{3323, 6000, 0}));

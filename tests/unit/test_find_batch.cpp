@@ -98,11 +98,7 @@ TEST(JobProbe, TheEmaCopyOfTheWeightsIsPartOfTheJob) {
   JobProbe job(with_ema, 5, *memory);
   const auto probe = job.run(4, 2);
   ASSERT_EQ(probe.outcome, ProbeResult::Outcome::kRan) << probe.error;
-  std::int64_t weights = 0;
-  {
-    auto model = make_model(model_spec_from_config(with_ema, 5));
-    for (const auto& p : model->parameters()) weights += p.numel() * static_cast<std::int64_t>(p.element_size());
-  }
+  const std::int64_t weights = tensor_bytes(make_model(model_spec_from_config(with_ema, 5))->parameters());
   EXPECT_EQ(job.static_bytes_estimate() - static_plain, weights);
   EXPECT_GE(probe.baseline_bytes - baseline_plain, weights);
 }

@@ -22,8 +22,8 @@ struct ProbeResult {
   std::int64_t alloc_retries = 0;         // CUDA: allocations that had to free the cache first (during the probe)
   std::int64_t process_peak_bytes = 0;    // CPU: the job's resident peak over the probe (tensors and what
                                           // oneDNN, decoders and the allocator hold beside them), net of the
-                                          // program's own footprint; find-batch's verification holds the
-                                          // answer to it. 0: not measured (CUDA, or no clear_refs)
+                                          // program's own footprint; reported, not planned on (it also holds
+                                          // earlier probes' cached primitives). 0: not measured (CUDA, no clear_refs)
   std::int64_t baseline_bytes = 0;        // live after the steps with the batch freed: weights,
                                           // gradients, optimizer state (a lower bound of the static part)
   int steps = 0;
@@ -85,16 +85,14 @@ SearchResult search_batch(const ProbeFn& probe, const SearchOptions& options);
 // below `largest`, then `largest` (only `largest` when the reference does not fit).
 std::vector<int> throughput_ladder(int reference, int largest);
 // A larger batch trains fewer optimizer steps per epoch; it is worth that only when it is clearly
-// faster. Walks `ladder` (throughput_ladder) from its first batch and moves up while the next
-// rung's images/s (the last fitting probe there) beats the current one's by `min_gain` per
-// doubling (pro rata for the last, partial step); returns where it stopped. The ladder's last
-// batch when its first was never measured.
-int throughput_knee(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder, double min_gain);
-// The same walk over rates already looked up: rates[i] is ladder[i]'s images/s (0: not measured).
-// `input_rate` > 0 caps every rate: training cannot run faster than the loader delivers images, so
-// a batch whose steps outrun it is no faster than the one that just keeps up.
-int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain,
-                    double input_rate = 0);
+// faster. Walks `ladder` (throughput_ladder) from its first batch, where rates[i] is ladder[i]'s
+// images/s (0: not measured), and moves up while the next rung's rate beats the current one's by
+// `min_gain` per doubling (pro rata for the last, partial step); returns where it stopped. The
+// ladder's last batch when its first was never measured.
+int throughput_knee(const std::vector<double>& rates, const std::vector<int>& ladder, double min_gain);
+// Each rate capped at `input_rate` (> 0; 0 leaves them): training cannot run faster than its loader
+// delivers images, so a batch whose steps outrun it is no faster than one that just keeps up.
+std::vector<double> cap_rates(std::vector<double> rates, double input_rate);
 // The last fitting probe's images/s at each batch of `ladder` (0 where none ran).
 std::vector<double> ladder_rates(const std::vector<ProbeResult>& probes, const std::vector<int>& ladder);
 

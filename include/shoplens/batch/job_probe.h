@@ -2,8 +2,8 @@
 // TrainStep (AMP, loss scaling, clipping, optimizer state) for a few steps, then an evaluation
 // forward, on worst-case inputs (largest input size, mixed soft targets), with the loader's batch
 // buffers held where they share the device's memory (CPU), and the EMA copy of the weights when
-// train.ema_decay is set. Measures peak memory and speed; on CPU the peak is the larger of the
-// tensors' and the process's (a CPU budget covers the whole job: docs/FIND_BATCH.md).
+// train.ema_decay is set. Measures the tensors' peak memory and speed; on CPU also the process's
+// resident peak (ProbeResult::process_peak_bytes, docs/FIND_BATCH.md).
 #pragma once
 
 #include <cstdint>

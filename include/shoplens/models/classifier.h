@@ -74,4 +74,7 @@ ModelSpec model_spec_from_config(const Config& config, int num_classes);
 // unknown name (with the nearest name) or an invalid spec.
 std::shared_ptr<Classifier> make_model(const ModelSpec& spec);
 
+// Bytes the tensors hold (numel x element size, summed): model.parameters(), model.buffers().
+std::int64_t tensor_bytes(const std::vector<at::Tensor>& tensors);
+
 }  // namespace shoplens
