@@ -235,6 +235,7 @@ std::string find_batch_fingerprint(const Config& c, int num_classes, const std::
   f.add(c.optim.clip_grad_norm > 0 ? 1 : 0).add(c.train.class_balance).add(std::to_string(c.train.label_smoothing));
   f.add(static_cast<std::uint64_t>(c.train.eval_batch_size));
   f.add(static_cast<std::uint64_t>(c.loader.prefetch_batches)).add(static_cast<std::uint64_t>(c.loader.workers));
+  f.add(c.loader.pin_memory ? 1 : 0);
   f.add(static_cast<std::uint64_t>(resolve_threads(c.run.threads)));
   const auto& fb = c.find_batch;
   f.add(fb.strategy).add(std::to_string(fb.headroom)).add(static_cast<std::uint64_t>(fb.probe_steps));

@@ -81,14 +81,16 @@ struct JobProbe::Impl {
   }
 
   // The worst batch the loader can deliver (largest images with mixed targets, or text at its
-  // longest), on the device as the step would see it after the copy.
+  // longest), in host memory as the loader delivers it (pinned for a CUDA step): the step's timing
+  // includes the copy to the device, which at a large batch is a real share of a real step.
   Batch synthetic_batch(int batch) const {
     Batch b = model->example_batch(batch);
     if (soft_targets && !model->is_text()) {
       b.targets = torch::softmax(torch::randn({batch, num_classes}), 1);
       b.mixed = true;
     }
-    return cuda ? b.to(device()) : b;
+    if (cuda && config.loader.pin_memory && b.images.defined()) b.images = b.images.pin_memory();
+    return b;
   }
 
   // Host buffers the loader keeps in flight: the size of a batch's inputs, contents irrelevant.

@@ -310,6 +310,8 @@ void add_loader_fields(std::vector<Field>& f) {
   f.push_back(field(&C::loader, "loader", &LoaderConfig::token_budget, "token_budget",
                     "text: cut each micro-batch so that rows x longest row <= this many tokens (0: no cap)",
                     at_least<std::int64_t>(0)));
+  f.push_back(field(&C::loader, "loader", &LoaderConfig::pin_memory, "pin_memory",
+                    "CUDA jobs: batches in page-locked memory, copied to the device without staging"));
 }
 
 void add_model_fields(std::vector<Field>& f) {

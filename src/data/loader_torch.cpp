@@ -27,6 +27,7 @@ LoaderOptions loader_options_from_config(const Config& config, bool train) {
   o.drop_last = train && config.loader.drop_last;
   o.train = train;
   o.seed = static_cast<std::uint64_t>(config.run.seed);
+  o.pin_memory = config.loader.pin_memory && wants_cuda(config.train.device);
   return o;
 }
 
@@ -153,6 +154,10 @@ void Loader::worker_loop() {
 
 at::Tensor ImageBatchBuilder::acquire_images(std::int64_t batch_size) {
   const std::int64_t s = augmenter_.output_size();
+  // Pinned batches are not pooled: a copy to the device may still be reading one after the step
+  // let go of it, and torch's host allocator reuses a pinned block only once those copies are done.
+  if (options_.pin_memory)
+    return torch::empty({batch_size, 3, s, s}, torch::TensorOptions(torch::kFloat32).pinned_memory(true));
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
     // A pooled tensor whose only owner is the pool is free to overwrite; reusing it avoids

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/runtime.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/data/loader.h"
 
@@ -150,6 +151,43 @@ TEST(Loader, RejectsEmptySourceAndTooFewSamples) {
   EXPECT_THROW(Loader(std::make_shared<InMemoryImageSource>(2), small_augment(), options(1)), DataError);
   Loader loader(fake_source(3), small_augment(), options(1));
   EXPECT_THROW(loader.start_epoch(0), DataError);
+}
+
+// A CUDA job's batches travel pinned (one DMA per step instead of a staged copy); a CPU job's stay
+// pageable and pooled. Whether the device is named or found, the options follow the job's device.
+TEST(LoaderOptions, PinBatchesOnlyForACudaJob) {
+  Config config;
+  config.train.device = "cpu";
+  EXPECT_FALSE(loader_options_from_config(config, true).pin_memory);
+  config.train.device = "cuda";
+  EXPECT_TRUE(loader_options_from_config(config, true).pin_memory);
+  EXPECT_TRUE(loader_options_from_config(config, false).pin_memory);
+  config.loader.pin_memory = false;
+  EXPECT_FALSE(loader_options_from_config(config, true).pin_memory);
+  config.loader.pin_memory = true;
+  config.train.device = "auto";
+  EXPECT_EQ(loader_options_from_config(config, true).pin_memory, cuda_available());
+}
+
+// On the device: pinned batches hold what pageable ones hold, and their non-blocking copies to
+// the GPU arrive intact even though the loader keeps building the next batches meanwhile.
+TEST(GpuLoader, PinnedBatchesEqualPageableOnesOnTheDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LoaderOptions pinned = options(2);
+  pinned.pin_memory = true;
+  Loader plain_loader(fake_source(30), small_augment(), options(2));
+  Loader pinned_loader(fake_source(30), small_augment(), pinned);
+  const auto plain = run_epoch(plain_loader, 1);
+  pinned_loader.start_epoch(1);
+  std::vector<at::Tensor> on_device;
+  while (auto b = pinned_loader.next()) {
+    EXPECT_TRUE(b->images.is_pinned());
+    on_device.push_back(b->images.to(torch::kCUDA, /*non_blocking=*/true));
+  }
+  torch::cuda::synchronize();
+  ASSERT_EQ(on_device.size(), plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i)
+    EXPECT_TRUE(torch::equal(on_device[i].cpu(), plain[i].images)) << "batch " << i;
 }
 
 }  // namespace

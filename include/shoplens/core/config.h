@@ -69,6 +69,7 @@ struct LoaderConfig {
   bool shuffle = true;
   bool drop_last = true;
   std::int64_t token_budget = 0;                // text: padded tokens per micro-batch at most (0: no cap)
+  bool pin_memory = true;                       // a CUDA job's batches in page-locked memory (no effect on CPU)
 };
 
 struct ModelConfig {

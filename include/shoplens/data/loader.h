@@ -56,6 +56,9 @@ struct LoaderOptions {
   // Evaluation sharding: read only the samples rank, rank + world_size, rank + 2 world_size, ...
   // (every sample in exactly one rank's share, none padded in twice). Not with global_batch.
   bool strided_share = false;
+  // Batch images in page-locked host memory, for a step that copies them to a CUDA device: the copy
+  // is then one DMA the host need not wait for, not a staged copy of pageable pages. Needs CUDA.
+  bool pin_memory = false;
 };
 
 LoaderOptions loader_options_from_config(const Config& config, bool train);

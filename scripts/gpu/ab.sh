@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Paired A/B of one config setting on the GPU machine: `shoplens train` runs with --set A and with
+# --set B, interleaved (A B A B ...), on the batch study's catalog (scripts/gpu/study.sh builds it
+# in --work), and a table of each run's images/s, training seconds and loader wait from its
+# summary.json. The ratio B/A per pair and its spread are printed; OUT/ab-NAME.md keeps the table.
+#
+# Usage: scripts/gpu/ab.sh [--kit DIR] [--out DIR] [--work DIR] [--repeats N] [--name NAME]
+#                          MODEL:PX:EPOCHS:BATCH KEY=A KEY=B [--set KEY=VALUE]...
+#   --kit      the GPU kit (default gpu-kit)
+#   --out      results (default $OUT when set, else ab-out)
+#   --work     the study's scratch data, with shards/ (default /tmp/shoplens-study)
+#   --repeats  pairs (default 2)
+#   --name     the table's name (default: the first setting's key)
+#   --set      more settings for both arms (repeatable)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+kit=gpu-kit out=${OUT:-ab-out} work=/tmp/shoplens-study repeats=2 name="" positional=() common=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --kit) kit=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --set) common+=(--set "$2"); shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "ab.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[[ ${#positional[@]} -eq 3 ]] || { echo "ab.sh: give MODEL:PX:EPOCHS:BATCH KEY=A KEY=B (try --help)" >&2; exit 2; }
+[[ -f $kit/env.sh ]] || { echo "ab.sh: no GPU kit at $kit (scripts/gpu/pack.sh)" >&2; exit 2; }
+[[ -f $work/shards/dataset.json ]] || { echo "ab.sh: no shards in $work (run scripts/gpu/study.sh first)" >&2; exit 2; }
+IFS=: read -r model px epochs batch <<< "${positional[0]}"
+arm_a=${positional[1]} arm_b=${positional[2]}
+name=${name:-${arm_a%%=*}}
+# shellcheck disable=SC1091
+source "$kit/env.sh"
+threads=$(nproc) dir=$out/ab-$name
+rm -rf "$dir"; mkdir -p "$dir"
+for ((i = 1; i <= repeats; i++)); do
+  for arm in a b; do
+    setting=$arm_a; [[ $arm == b ]] && setting=$arm_b
+    "$SHOPLENS_BIN" train --shards "$work/shards" --out "$dir/$arm-$i" -m "$model" -b "$batch" --epochs "$epochs" \
+      --threads "$threads" --precision bf16 --set "augment.image_size=$px" --set model.channels_last=true \
+      --set "loader.workers=$threads" --set "$setting" "${common[@]}" > "$dir/$arm-$i.log" 2>&1 \
+      || { echo "ab.sh: run $arm-$i ($setting) failed: $dir/$arm-$i.log" >&2; exit 1; }
+  done
+done
+python3 - "$dir" "$repeats" "$arm_a" "$arm_b" "${positional[0]}" > "$out/ab-$name.md" <<'PY'
+import json, statistics, sys
+d, n, a, b, case = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def s(arm, i): return json.load(open(f"{d}/{arm}-{i}/summary.json"))
+print(f"## {case}: A {a}, B {b}, {n} pairs\n")
+print("| pair | A images/s | B images/s | B/A | A train s (wait) | B train s (wait) |\n|--:|--:|--:|--:|--:|--:|")
+ratios = []
+for i in range(1, n + 1):
+    x, y = s("a", i), s("b", i)
+    ratios.append(y["images_per_second"] / x["images_per_second"])
+    w = lambda r: f"{r['train_seconds']:.1f} ({r.get('input_wait_seconds_this_process', float('nan')):.1f})"
+    print(f"| {i} | {x['images_per_second']:.0f} | {y['images_per_second']:.0f} | {ratios[-1]:.3f} | {w(x)} | {w(y)} |")
+sd = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+print(f"\nB/A images/s: mean {statistics.mean(ratios):.3f}, sd {sd:.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}")
+PY
+cat "$out/ab-$name.md"
