@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/config.h"
@@ -156,6 +158,16 @@ TEST(Config, ShippedConfigsValidate) {
     std::string path = testing::source_dir() + "/configs/" + name;
     EXPECT_NO_THROW(load_config(path, {})) << path;
   }
+}
+
+// configs/default.json is documented as the defaults written out: every key, every value, so a
+// user copying it starts from exactly what the binary does (it once said lr_scaling "linear").
+TEST(Config, ShippedDefaultsAreTheBuiltInDefaults) {
+  const std::string path = testing::source_dir() + "/configs/default.json";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  const nlohmann::json shipped = nlohmann::json::parse(in);
+  EXPECT_EQ(shipped, config_to_json(Config{})) << "regenerate with: shoplens train --print-config > configs/default.json";
 }
 
 TEST(Strings, NearestNameAndSizes) {
