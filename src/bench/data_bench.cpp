@@ -80,7 +80,8 @@ BenchRecord bench_file_pipeline(const std::vector<fs::path>& files, const Config
 std::optional<BenchRecord> bench_torchvision(const DataBenchOptions& o, const fs::path& file_list, int threads) {
   std::error_code ec;
   if (o.peer_script.empty() || !fs::exists(o.peer_script, ec)) {
-    spdlog::warn("bench-data: torchvision peer script not found ('{}'); skipping the side-by-side run", o.peer_script.string());
+    spdlog::warn("bench-data: torchvision peer script not found ('{}'); skipping the side-by-side run",
+                 o.peer_script.string());
     return std::nullopt;
   }
   std::ostringstream cmd;
@@ -106,13 +107,36 @@ std::optional<BenchRecord> bench_torchvision(const DataBenchOptions& o, const fs
     spdlog::warn("bench-data: the torchvision peer failed (status {}): {}", status, output.substr(0, 2000));
     return std::nullopt;
   }
-  BenchRecord r = make_record("torchvision_files", "torchvision", threads, doc.value("images", 0ULL), doc.value("seconds", 0.0));
-  r.note = "torch " + doc.value("torch", std::string("?")) + ", torchvision " + doc.value("torchvision", std::string("?")) +
+  BenchRecord r =
+      make_record("torchvision_files", "torchvision", threads, doc.value("images", 0ULL), doc.value("seconds", 0.0));
+  r.note = "torch " + doc.value("torch", std::string("?")) + ", torchvision " +
+           doc.value("torchvision", std::string("?")) +
            ", PIL decode + RandomResizedCrop + flip + ColorJitter + ToTensor + Normalize";
   return r;
 }
 
 }  // namespace
+
+// The training loader over prepared shards, `epochs` epochs with `threads` workers.
+BenchRecord bench_shard_loader(const fs::path& shards, const Config& config, int threads, int epochs) {
+  auto dataset = ShardDataset::open(shards, Split::kTrain);
+  LoaderOptions lo = loader_options_from_config(config, true);
+  lo.workers = threads;
+  Loader loader(dataset, config.augment, lo);
+  std::uint64_t samples = 0;
+  double seconds = 0, wait = 0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    loader.start_epoch(epoch);
+    while (auto batch = loader.next()) throw_if_interrupted();
+    samples += loader.stats().samples;
+    seconds += loader.stats().seconds;
+    wait += loader.stats().wait_seconds;
+  }
+  BenchRecord load = make_record("loader_shards", "shoplens", threads, samples, seconds);
+  load.wait_seconds = wait;
+  load.note = "mmap shards + decode + augment into batch tensors of " + std::to_string(lo.batch_size);
+  return load;
+}
 
 DataBenchResult run_data_bench(const DataBenchOptions& o) {
   DataBenchResult result;
@@ -145,35 +169,20 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
   prepare.threads = threads;
   PrepareReport report = prepare_dataset(prepare);
   BenchRecord prep = make_record("prepare", "shoplens", threads, report.images_decoded, report.seconds);
-  prep.note = "decode + validate + resize to " + std::to_string(prepare.storage_size) + " + encode " + o.config.data.encoding +
-              " + write shards";
+  prep.note = "decode + validate + resize to " + std::to_string(prepare.storage_size) + " + encode " +
+              o.config.data.encoding + " + write shards";
   result.records.push_back(prep);
 
   // 2. the training loader over the shards.
-  auto dataset = ShardDataset::open(shards, Split::kTrain);
-  LoaderOptions lo = loader_options_from_config(o.config, true);
-  lo.workers = threads;
-  Loader loader(dataset, o.config.augment, lo);
-  std::uint64_t samples = 0;
-  double seconds = 0, wait = 0;
-  for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    loader.start_epoch(epoch);
-    while (auto batch = loader.next()) throw_if_interrupted();
-    samples += loader.stats().samples;
-    seconds += loader.stats().seconds;
-    wait += loader.stats().wait_seconds;
-  }
-  BenchRecord load = make_record("loader_shards", "shoplens", threads, samples, seconds);
-  load.wait_seconds = wait;
-  load.note = "mmap shards + decode + augment into batch tensors of " + std::to_string(lo.batch_size);
-  result.records.push_back(load);
+  result.records.push_back(bench_shard_loader(shards, o.config, threads, o.epochs));
 
   // 3. both pipelines on the same original files (the train rows that decode).
   std::vector<fs::path> files;
   std::string list = csv_line({"path"}) + "\n";
   std::vector<char> is_train(report.total_rows, 0);
   auto records = parse_csv(read_file(shards / "records.csv"));
-  const fs::path root = o.config.data.root.empty() ? fs::path(o.config.data.input).parent_path() : fs::path(o.config.data.root);
+  const fs::path root =
+      o.config.data.root.empty() ? fs::path(o.config.data.input).parent_path() : fs::path(o.config.data.root);
   const bool folder_input = fs::is_directory(o.config.data.input);
   for (std::size_t i = 1; i < records.size(); ++i) {
     const auto& f = records[i].fields;
@@ -211,22 +220,43 @@ std::string bench_table(const DataBenchResult& r) {
     os << line;
   }
   if (r.speedup_vs_torchvision > 0) {
-    std::snprintf(line, sizeof line, "\nshoplens / torchvision on the same files and threads: %.2fx\n", r.speedup_vs_torchvision);
+    std::snprintf(line, sizeof line, "\nshoplens / torchvision on the same files and threads: %.2fx\n",
+                  r.speedup_vs_torchvision);
     os << line;
   }
   return os.str();
 }
 
 std::string bench_csv(const DataBenchResult& r) {
-  std::vector<std::string> header{"commit", "cpu", "torch", "date", "scenario", "implementation", "threads", "images",
-                                  "seconds", "images_per_s", "images_per_s_per_thread", "wait_s", "note"};
+  std::vector<std::string> header{"commit",
+                                  "cpu",
+                                  "torch",
+                                  "date",
+                                  "scenario",
+                                  "implementation",
+                                  "threads",
+                                  "images",
+                                  "seconds",
+                                  "images_per_s",
+                                  "images_per_s_per_thread",
+                                  "wait_s",
+                                  "note"};
   for (const auto& p : r.parameters) header.push_back(p.first);
   std::string out = csv_line(header) + "\n";
   for (const auto& x : r.records) {
-    std::vector<std::string> row{r.commit, r.cpu, r.torch_version, r.date, x.scenario, x.implementation,
-                                 std::to_string(x.threads), std::to_string(x.images), std::to_string(x.seconds),
-                                 std::to_string(x.images_per_second), std::to_string(x.images_per_second_per_thread),
-                                 std::to_string(x.wait_seconds), x.note};
+    std::vector<std::string> row{r.commit,
+                                 r.cpu,
+                                 r.torch_version,
+                                 r.date,
+                                 x.scenario,
+                                 x.implementation,
+                                 std::to_string(x.threads),
+                                 std::to_string(x.images),
+                                 std::to_string(x.seconds),
+                                 std::to_string(x.images_per_second),
+                                 std::to_string(x.images_per_second_per_thread),
+                                 std::to_string(x.wait_seconds),
+                                 x.note};
     for (const auto& p : r.parameters) row.push_back(p.second);
     out += csv_line(row) + "\n";
   }
@@ -236,10 +266,18 @@ std::string bench_csv(const DataBenchResult& r) {
 std::string bench_json_lines(const DataBenchResult& r) {
   std::string out;
   for (const auto& x : r.records) {
-    nlohmann::json j = {{"commit", r.commit}, {"cpu", r.cpu}, {"torch", r.torch_version}, {"date", r.date},
-                        {"scenario", x.scenario}, {"implementation", x.implementation}, {"threads", x.threads},
-                        {"images", x.images}, {"seconds", x.seconds}, {"images_per_s", x.images_per_second},
-                        {"images_per_s_per_thread", x.images_per_second_per_thread}, {"wait_s", x.wait_seconds},
+    nlohmann::json j = {{"commit", r.commit},
+                        {"cpu", r.cpu},
+                        {"torch", r.torch_version},
+                        {"date", r.date},
+                        {"scenario", x.scenario},
+                        {"implementation", x.implementation},
+                        {"threads", x.threads},
+                        {"images", x.images},
+                        {"seconds", x.seconds},
+                        {"images_per_s", x.images_per_second},
+                        {"images_per_s_per_thread", x.images_per_second_per_thread},
+                        {"wait_s", x.wait_seconds},
                         {"note", x.note}};
     for (const auto& [k, v] : r.parameters) j["params"][k] = v;
     out += j.dump() + "\n";

@@ -24,6 +24,36 @@ namespace {
 
 // Undoes normalisation of the first images of a batch and tiles them, so a person can see what
 // the augmentation does.
+struct SplitLoader {
+  std::shared_ptr<const SampleSource> dataset;
+  std::vector<std::string> class_names;
+  std::unique_ptr<Loader> loader;
+  bool text = false;
+};
+
+// The split's loader, image or text as the shards say.
+SplitLoader open_split_loader(const Config& config, Split split, bool verify, bool preview,
+                              const LoaderOptions& options) {
+  SplitLoader out;
+  out.text = is_text_dataset(config.data.shards);
+  if (out.text) {
+    if (preview) throw UsageError("load: --preview shows augmented images; " + config.data.shards + " holds text");
+    if (verify) verify_text_shards(config.data.shards);
+    const TextDatasetInfo info = read_text_dataset_info(config.data.shards);
+    auto split_source = open_text_split(config.data.shards, split);
+    out.dataset = split_source;
+    out.class_names = text_class_names();
+    out.loader = std::make_unique<Loader>(
+        out.dataset, std::make_shared<TextBatchBuilder>(split_source, text_batch_options(config, info)), options);
+  } else {
+    auto images = ShardDataset::open(config.data.shards, split, verify);
+    out.dataset = images;
+    out.class_names = images->info().classes;
+    out.loader = std::make_unique<Loader>(images, config.augment, options);
+  }
+  return out;
+}
+
 void write_preview(const Batch& batch, const AugmentConfig& augment, const std::string& file) {
   const auto images = batch.images.contiguous();
   const int n = std::min<int>(16, static_cast<int>(images.size(0)));
@@ -68,30 +98,15 @@ class LoadCommand : public Command {
 
     const bool train = !eval_;
     const LoaderOptions options = loader_options_from_config(*config, train);
-    std::shared_ptr<const SampleSource> dataset;
-    std::vector<std::string> class_names;
-    std::unique_ptr<Loader> loader_holder;
-    const bool text = is_text_dataset(config->data.shards);
-    if (text) {
-      if (!preview_.empty()) throw UsageError("load: --preview shows augmented images; " + config->data.shards + " holds text");
-      if (verify_) verify_text_shards(config->data.shards);
-      const TextDatasetInfo info = read_text_dataset_info(config->data.shards);
-      auto split_source = open_text_split(config->data.shards, *split);
-      dataset = split_source;
-      class_names = text_class_names();
-      loader_holder = std::make_unique<Loader>(dataset, std::make_shared<TextBatchBuilder>(split_source, text_batch_options(*config, info)),
-                                               options);
-    } else {
-      auto images = ShardDataset::open(config->data.shards, *split, verify_);
-      dataset = images;
-      class_names = images->info().classes;
-      loader_holder = std::make_unique<Loader>(images, config->augment, options);
-    }
-    Loader& loader = *loader_holder;
+    SplitLoader opened = open_split_loader(*config, *split, verify_, !preview_.empty(), options);
+    const bool text = opened.text;
+    const auto& dataset = opened.dataset;
+    const auto& class_names = opened.class_names;
+    Loader& loader = *opened.loader;
     if (text)
-      spdlog::info("load: {} examples in split {}, batch {}, {} batches/epoch, text.max_length {}, bucketing {}", dataset->size(),
-                   split_, config->loader.batch_size, loader.batches_per_epoch(), config->text.max_length,
-                   config->text.bucket_by_length ? "on" : "off");
+      spdlog::info("load: {} examples in split {}, batch {}, {} batches/epoch, text.max_length {}, bucketing {}",
+                   dataset->size(), split_, config->loader.batch_size, loader.batches_per_epoch(),
+                   config->text.max_length, config->text.bucket_by_length ? "on" : "off");
     else
       spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", dataset->size(), split_,
                    config->loader.batch_size, loader.batches_per_epoch(), config->augment.image_size);
@@ -114,23 +129,31 @@ class LoadCommand : public Command {
       progress.finish();
       const auto& st = loader.stats();
       const std::uint64_t unseen = dataset->size() - seen.size();
-      if (duplicates) throw Error("load: " + std::to_string(duplicates) + " samples delivered twice in epoch " + std::to_string(epoch));
-      epochs.push_back({{"epoch", epoch}, {"batches", st.batches}, {"samples", st.samples}, {"seconds", st.seconds},
-                        {"samples_per_second", st.samples_per_second()}, {"wait_seconds", st.wait_seconds},
+      if (duplicates)
+        throw Error("load: " + std::to_string(duplicates) + " samples delivered twice in epoch " +
+                    std::to_string(epoch));
+      epochs.push_back({{"epoch", epoch},
+                        {"batches", st.batches},
+                        {"samples", st.samples},
+                        {"seconds", st.seconds},
+                        {"samples_per_second", st.samples_per_second()},
+                        {"wait_seconds", st.wait_seconds},
                         {"not_delivered", unseen}});
       if (text) {
         epochs.back()["padding_fraction"] = st.padding_fraction();
         epochs.back()["real_tokens"] = st.real_tokens;
         spdlog::info("load: epoch {}: {:.1f}% of the token slots are padding", epoch, 100.0 * st.padding_fraction());
       }
-      spdlog::info("load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
-                   epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
-                   unseen && config->loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
+      spdlog::info(
+          "load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
+          epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
+          unseen && config->loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
     }
     nlohmann::json labels = nlohmann::json::object();
     for (std::size_t c = 0; c < label_counts.size(); ++c) labels[class_names[c]] = label_counts[c];
-    nlohmann::json result = {{"shards", config->data.shards}, {"split", split_}, {"samples_in_split", dataset->size()},
-                             {"epochs", epochs}, {"labels_delivered", labels}, {"workers", options.workers},
+    nlohmann::json result = {{"shards", config->data.shards},       {"split", split_},
+                             {"samples_in_split", dataset->size()}, {"epochs", epochs},
+                             {"labels_delivered", labels},          {"workers", options.workers},
                              {"kind", text ? "text" : "image"}};
     write_file_atomic(run_dir / "load.json", result.dump(2) + "\n");
     std::cout << result.dump(2) << std::endl;
