@@ -19,12 +19,16 @@ inline void set_autocast_dtype(bool cuda, at::ScalarType t) {
 #else
 inline bool autocast_enabled(bool cuda) { return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled(); }
 inline void set_autocast(bool cuda, bool on) {
-  if (cuda) at::autocast::set_enabled(on);
-  else at::autocast::set_cpu_enabled(on);
+  if (cuda)
+    at::autocast::set_enabled(on);
+  else
+    at::autocast::set_cpu_enabled(on);
 }
 inline void set_autocast_dtype(bool cuda, at::ScalarType t) {
-  if (cuda) at::autocast::set_autocast_gpu_dtype(t);
-  else at::autocast::set_autocast_cpu_dtype(t);
+  if (cuda)
+    at::autocast::set_autocast_gpu_dtype(t);
+  else
+    at::autocast::set_autocast_cpu_dtype(t);
 }
 #endif
 
@@ -54,10 +58,8 @@ inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Te
 // ---- c10::Allocator: allocate() lost its const in 2.3, and copy_data() became required ----
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
 #define SHOPLENS_ALLOCATE_CONST
-#define SHOPLENS_ALLOCATOR_COPY_DATA                                                  \
-  void copy_data(void* dest, const void* src, std::size_t count) const override { \
-    default_copy_data(dest, src, count);                                              \
-  }
+#define SHOPLENS_ALLOCATOR_COPY_DATA \
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 #else
 #define SHOPLENS_ALLOCATE_CONST const
 #define SHOPLENS_ALLOCATOR_COPY_DATA

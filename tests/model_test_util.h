@@ -50,7 +50,6 @@ inline Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
   return b;
 }
 
-
 // a and b equal within 1e-5 of b's largest magnitude (parameters of runs that must agree).
 inline void expect_close(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
   ASSERT_TRUE(a.defined() && b.defined()) << what;

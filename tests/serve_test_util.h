@@ -77,7 +77,8 @@ class Dribbler {
   bool wait_closed_by_server(double timeout_s);
 
  private:
-  void run(const std::string& at_once, const std::string& bytes, std::chrono::milliseconds interval, std::chrono::seconds give_up);
+  void run(const std::string& at_once, const std::string& bytes, std::chrono::milliseconds interval,
+           std::chrono::seconds give_up);
   RawConnection connection_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};

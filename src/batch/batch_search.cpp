@@ -110,13 +110,18 @@ class Search {
 
   SearchResult run() {
     const auto start = std::chrono::steady_clock::now();
-    if (o_.strategy == "fit") fit_strategy();
-    else if (o_.strategy == "binsearch") binsearch_strategy();
-    else if (o_.strategy == "exact") exact_strategy();
-    else throw ConfigError("find_batch.strategy '" + o_.strategy + "' is not one of fit, binsearch, exact" +
-                           did_you_mean(o_.strategy, {"fit", "binsearch", "exact"}));
+    if (o_.strategy == "fit")
+      fit_strategy();
+    else if (o_.strategy == "binsearch")
+      binsearch_strategy();
+    else if (o_.strategy == "exact")
+      exact_strategy();
+    else
+      throw ConfigError("find_batch.strategy '" + o_.strategy + "' is not one of fit, binsearch, exact" +
+                        did_you_mean(o_.strategy, {"fit", "binsearch", "exact"}));
     result_.fit = fit_memory(ran_points());
-    if (result_.fit.points >= 2) result_.predicted_peak_bytes = static_cast<std::int64_t>(result_.fit.predict(result_.batch));
+    if (result_.fit.points >= 2)
+      result_.predicted_peak_bytes = static_cast<std::int64_t>(result_.fit.predict(result_.batch));
     if (const auto* p = result_.probe_at(result_.batch); p && p->outcome == Outcome::kRan)
       result_.measured_peak_bytes = p->peak_bytes;
     if (o_.strategy == "fit" && result_.fit.points >= 3 && result_.fit.r2 < 0.99)
@@ -172,13 +177,15 @@ class Search {
   bool out_of_probes() const { return static_cast<int>(result_.probes.size()) >= o_.max_probes; }
 
   [[noreturn]] void batch_one_does_not_fit(const ProbeResult& p) {
-    const std::string need = p.peak_bytes > 0 ? format_bytes(static_cast<double>(p.peak_bytes)) : "more than the budget";
+    const std::string need =
+        p.peak_bytes > 0 ? format_bytes(static_cast<double>(p.peak_bytes)) : "more than the budget";
     throw Error(fmt::format(
-        "batch 1 does not fit: the training step at batch 1 needs {}{}, the budget is {} ({} usable after {} headroom). "
+        "batch 1 does not fit: the training step at batch 1 needs {}{}, the budget is {} ({} usable after {} "
+        "headroom). "
         "Raise train.memory_budget, use train.precision=bf16, a smaller model or {}",
         p.outcome == Outcome::kOutOfMemory ? "at least " : "", need, format_bytes(static_cast<double>(o_.budget_bytes)),
-        format_bytes(static_cast<double>(result_.usable_bytes)), format_bytes(static_cast<double>(result_.headroom_bytes)),
-        o_.input_size_key));
+        format_bytes(static_cast<double>(result_.usable_bytes)),
+        format_bytes(static_cast<double>(result_.headroom_bytes)), o_.input_size_key));
   }
 
   // Fit: one small probe, a jump to the batch that must fit if memory is linear, then probes at
@@ -215,7 +222,8 @@ class Search {
       const int lo = largest_fitting(), hi = smallest_miss();
       if (lo >= o_.max_batch || close_enough(lo, hi) || out_of_probes()) break;
       const MemoryFit line = fit_near(lo);
-      const int edge = line.points >= 2 ? line.largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch) : 0;
+      const int edge =
+          line.points >= 2 ? line.largest_within(static_cast<double>(result_.usable_bytes), o_.max_batch) : 0;
       if (edge <= lo && line_trusted) break;
       const int target = next_target(lo, hi, edge, line_trusted);
       const ProbeResult p = probe(target);
@@ -311,8 +319,10 @@ class Search {
     }
     while (hi && hi - lo > 1) {
       const int mid = lo + (hi - lo) / 2;
-      if (probe(mid).outcome == Outcome::kRan) lo = mid;
-      else hi = mid;
+      if (probe(mid).outcome == Outcome::kRan)
+        lo = mid;
+      else
+        hi = mid;
     }
     if (lo == 0) batch_one_does_not_fit(*result_.probe_at(1));
     result_.batch = lo;

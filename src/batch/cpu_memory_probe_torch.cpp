@@ -48,14 +48,14 @@ class BudgetCpuAllocator final : public c10::Allocator {
                        " with ", format_bytes(live - size), " in use and a budget of ", format_bytes(budget));
     }
     std::int64_t peak = self.peak_.load();
-    while (live > peak && !self.peak_.compare_exchange_weak(peak, live)) {
-    }
+    while (live > peak && !self.peak_.compare_exchange_weak(peak, live)) {}
     void* base = nullptr;
     if (posix_memalign(&base, kHeader, n + kHeader) != 0 || base == nullptr) {
       self.live_.fetch_sub(size);
       self.refused_++;
       self.last_refused_need_ = live;
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU allocation of ", format_bytes(size), " failed (system out of memory)");
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU allocation of ", format_bytes(size),
+                       " failed (system out of memory)");
     }
     *static_cast<std::size_t*>(base) = n;
     void* data = static_cast<char*>(base) + kHeader;

@@ -24,9 +24,12 @@ constexpr int kCacheFormat = 1;  // bump when a cached answer would no longer be
 
 std::string probe_outcome_name(const ProbeResult& p) {
   switch (p.outcome) {
-    case ProbeResult::Outcome::kOutOfMemory: return "oom";
-    case ProbeResult::Outcome::kFailed: return "failed";
-    default: return p.fits ? "fits" : "over_budget";
+    case ProbeResult::Outcome::kOutOfMemory:
+      return "oom";
+    case ProbeResult::Outcome::kFailed:
+      return "failed";
+    default:
+      return p.fits ? "fits" : "over_budget";
   }
 }
 
@@ -69,9 +72,10 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
       plan.micro_batch = static_cast<int>(target_global / (k * w));
     } else {
       plan.micro_batch = static_cast<int>((target_global + k * w - 1) / (k * w));
-      plan.notes.push_back(fmt::format("{} has no exact split into micro-batches of at most {} on {} rank(s); the global "
-                                       "batch is rounded up to {}",
-                                       target_global, max_micro, w, plan.micro_batch * k * w));
+      plan.notes.push_back(
+          fmt::format("{} has no exact split into micro-batches of at most {} on {} rank(s); the global "
+                      "batch is rounded up to {}",
+                      target_global, max_micro, w, plan.micro_batch * k * w));
     }
     plan.accumulation_steps = static_cast<int>(k);
   }
@@ -147,8 +151,11 @@ json search_to_json(const SearchResult& s) {
           {"usable_bytes", s.usable_bytes},
           {"predicted_peak_bytes", s.predicted_peak_bytes},
           {"measured_peak_bytes", s.measured_peak_bytes},
-          {"fit", {{"static_bytes", s.fit.static_bytes}, {"bytes_per_sample", s.fit.bytes_per_sample}, {"r2", s.fit.r2},
-                   {"points", s.fit.points}}},
+          {"fit",
+           {{"static_bytes", s.fit.static_bytes},
+            {"bytes_per_sample", s.fit.bytes_per_sample},
+            {"r2", s.fit.r2},
+            {"points", s.fit.points}}},
           {"probes", probes},
           {"bisected", s.bisected},
           {"warnings", s.warnings},
@@ -188,7 +195,8 @@ std::string FindBatchResult::to_table() const {
   os << fmt::format("find-batch: {} {} on {}, strategy {}, budget {} (headroom {})\n", s.value("model", "?"),
                     s.value("precision", "?"), s.value("device", "?"), s.value("strategy", "?"),
                     mib(s.value("budget_bytes", 0.0)), mib(s.value("headroom_bytes", 0.0)));
-  os << fmt::format("  {:>5}  {:>6}  {:>12}  {:<11}  {:>7}  {:>8}\n", "probe", "batch", "peak", "result", "seconds", "img/s");
+  os << fmt::format("  {:>5}  {:>6}  {:>12}  {:<11}  {:>7}  {:>8}\n", "probe", "batch", "peak", "result", "seconds",
+                    "img/s");
   int i = 0;
   for (const auto& p : s.at("probes"))
     os << fmt::format("  {:>5}  {:>6}  {:>12}  {:<11}  {:>7.2f}  {:>8.1f}\n", ++i, p.at("batch").get<int>(),
@@ -197,22 +205,26 @@ std::string FindBatchResult::to_table() const {
                       p.at("images_per_second").get<double>());
   const auto& fit = s.at("fit");
   if (fit.at("points").get<int>() >= 2)
-    os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {} probes)\n", mib(fit.at("static_bytes").get<double>()),
-                      mib(fit.at("bytes_per_sample").get<double>()), fit.at("r2").get<double>(), fit.at("points").get<int>());
+    os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {} probes)\n",
+                      mib(fit.at("static_bytes").get<double>()), mib(fit.at("bytes_per_sample").get<double>()),
+                      fit.at("r2").get<double>(), fit.at("points").get<int>());
   const double measured = s.value("measured_peak_bytes", 0.0);
   os << fmt::format("micro-batch {} (found {}; predicted peak {}, measured {}), eval batch {}\n", micro_batch,
                     s.value("found_batch", 0), mib(s.value("predicted_peak_bytes", 0.0)),
                     measured > 0 ? mib(measured) : std::string("- (not probed at this batch)"), eval_batch);
   if (sequence_length > 0)
-    os << fmt::format("token budget {} = micro-batch {} x text.max_length {} (loader.token_budget: always safe; shorter "
-                      "rows then fit more per micro-batch)\n",
-                      token_budget, micro_batch, sequence_length);
+    os << fmt::format(
+        "token budget {} = micro-batch {} x text.max_length {} (loader.token_budget: always safe; shorter "
+        "rows then fit more per micro-batch)\n",
+        token_budget, micro_batch, sequence_length);
   if (throughput_batch > 0)
-    os << fmt::format("throughput: batch {} (doubling it added less than the required images/s, or it is the largest)\n",
-                      throughput_batch);
-  os << fmt::format("global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
-                    plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
-                    plan.lr_factor, plan.reference_batch);
+    os << fmt::format(
+        "throughput: batch {} (doubling it added less than the required images/s, or it is the largest)\n",
+        throughput_batch);
+  os << fmt::format(
+      "global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
+      plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
+      plan.lr_factor, plan.reference_batch);
   for (const auto& w : s.value("warnings", std::vector<std::string>{})) os << "warning: " << w << "\n";
   for (const auto& n : plan.notes) os << "note: " << n << "\n";
   os << "config patch: " << config_patch(plan, eval_batch, token_budget).dump() << "\n";
@@ -287,9 +299,10 @@ void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int 
   const std::size_t ranks = static_cast<std::size_t>(std::max(1, world_size));
   const std::size_t per_rank = std::max<std::size_t>(1, train_samples / ranks);
   if (per_rank >= static_cast<std::size_t>(config.find_batch.max_batch)) return;
-  spdlog::info("{}: the batch search stops at {}: the training split's {} samples over {} rank(s) "
-               "(find_batch.max_batch {})",
-               who, per_rank, train_samples, ranks, config.find_batch.max_batch);
+  spdlog::info(
+      "{}: the batch search stops at {}: the training split's {} samples over {} rank(s) "
+      "(find_batch.max_batch {})",
+      who, per_rank, train_samples, ranks, config.find_batch.max_batch);
   config.find_batch.max_batch = static_cast<int>(per_rank);
 }
 

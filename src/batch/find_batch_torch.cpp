@@ -32,7 +32,9 @@ std::int64_t resolve_budget(const Config& config, const MemoryProbe& memory) {
   if (!config.train.memory_budget.empty())
     return static_cast<std::int64_t>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
   const std::int64_t free = memory.device_free_bytes();
-  if (free <= 0) throw ConfigError("find-batch: cannot read the free memory of " + memory.device_name() + "; set train.memory_budget");
+  if (free <= 0)
+    throw ConfigError("find-batch: cannot read the free memory of " + memory.device_name() +
+                      "; set train.memory_budget");
   spdlog::info("find-batch: no train.memory_budget given; using the free memory of {}: {}", memory.device_name(),
                format_bytes(static_cast<double>(free)));
   return free;
@@ -71,7 +73,8 @@ int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, 
                   " did not stay within the budget over the verification steps; memory is too noisy to promise a "
                   "batch: raise find_batch.headroom");
     const int step_down = std::max(round_to, std::max(1, micro / 50));
-    s.warnings.push_back("batch " + std::to_string(micro) + " exceeded the usable budget during verification; stepped down");
+    s.warnings.push_back("batch " + std::to_string(micro) +
+                         " exceeded the usable budget during verification; stepped down");
     micro = round_down(std::max(1, micro - step_down), round_to);
   }
 }
@@ -165,7 +168,8 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
     const auto ladder = throughput_ladder(static_cast<int>(reference_global_batch(config)), micro);
     const auto rates = ladder_rates(s.probes, ladder);
     json rungs = json::array();
-    for (std::size_t i = 0; i < ladder.size(); ++i) rungs.push_back({{"batch", ladder[i]}, {"images_per_second", rates[i]}});
+    for (std::size_t i = 0; i < ladder.size(); ++i)
+      rungs.push_back({{"batch", ladder[i]}, {"images_per_second", rates[i]}});
     doc["throughput_ladder"] = rungs;  // the step's rates; each use caps them by its loader's rate
   }
   doc["round_to"] = round_to;
@@ -182,7 +186,8 @@ struct ThroughputChoice {
   double speedup = 1;
 };
 
-ThroughputChoice choose_throughput_batch(const json& search, const FindBatchConfig& fb, double input_rate, int round_to) {
+ThroughputChoice choose_throughput_batch(const json& search, const FindBatchConfig& fb, double input_rate,
+                                         int round_to) {
   if (!search.contains("throughput_ladder")) return {search.value("throughput_batch", 0), 1.0};
   std::vector<int> ladder;
   std::vector<double> rates;
@@ -222,8 +227,9 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     if (auto cached = read_cached_search(config, fingerprint)) {
       result.search = std::move(*cached);
       result.from_cache = true;
-      spdlog::info("find-batch: cached answer for fingerprint {} (find_batch.cache=false or --no-cache to search again)",
-                   fingerprint);
+      spdlog::info(
+          "find-batch: cached answer for fingerprint {} (find_batch.cache=false or --no-cache to search again)",
+          fingerprint);
     }
   }
   if (!result.from_cache) {

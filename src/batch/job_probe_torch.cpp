@@ -154,7 +154,8 @@ struct JobProbe::Impl {
           max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
           // The first step also allocates the optimizer state: steady state starts after it.
           if (s > 0 || steps == 1)
-            min_step_peak = min_step_peak < 0 ? st.peak_allocated_bytes : std::min(min_step_peak, st.peak_allocated_bytes);
+            min_step_peak =
+                min_step_peak < 0 ? st.peak_allocated_bytes : std::min(min_step_peak, st.peak_allocated_bytes);
           max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
         }
         micro.clear();
@@ -201,9 +202,7 @@ JobProbe::~JobProbe() = default;
 ProbeResult JobProbe::run(int batch, int steps) { return impl_->run(batch, steps); }
 std::int64_t JobProbe::static_bytes_estimate() const { return impl_->static_bytes_estimate(); }
 int JobProbe::loader_batches_held() const { return impl_->loader_batches_held(); }
-std::int64_t JobProbe::program_resident_bytes() const {
-  return impl_->measure_process ? impl_->program.resident : 0;
-}
+std::int64_t JobProbe::program_resident_bytes() const { return impl_->measure_process ? impl_->program.resident : 0; }
 bool JobProbe::cuda() const { return impl_->cuda; }
 
 }  // namespace shoplens

@@ -70,7 +70,8 @@ StudyRun read_study_run(const fs::path& run_dir, const std::string& label) {
   const json config = read_json(run_dir / "config.json");
   run.lr = config.at("optim").at("lr").get<double>();
   run.seed = config.at("run").at("seed").get<std::int64_t>();
-  run.micro_batch = static_cast<int>(num_or(run.summary, "micro_batch_effective", num_or(run.summary, "micro_batch", 0)));
+  run.micro_batch =
+      static_cast<int>(num_or(run.summary, "micro_batch_effective", num_or(run.summary, "micro_batch", 0)));
   read_metric_records(run, run_dir / "metrics.jsonl");
   run.loss_spikes = count_loss_spikes(run.train_loss);
   run.final_val_f1 = run.val_f1.empty() ? NAN : run.val_f1.back().second;
@@ -123,9 +124,9 @@ fs::path train_run(const BatchStudyOptions& o, const std::string& binary, const 
   fs::create_directories(dir.parent_path());
   std::vector<std::string> argv{binary, "train"};
   if (!o.train_config.empty()) argv.insert(argv.end(), {"--config", o.train_config});
-  argv.insert(argv.end(), {"--shards", o.shards, "--out", dir.string(), "--epochs", std::to_string(o.epochs), "--threads",
-                           std::to_string(o.threads), "--memory-budget", o.memory_budget, "--seed", std::to_string(seed),
-                           "--set", "train.tensorboard=false", "--set", "train.patience=0"});
+  argv.insert(argv.end(), {"--shards", o.shards, "--out", dir.string(), "--epochs", std::to_string(o.epochs),
+                           "--threads", std::to_string(o.threads), "--memory-budget", o.memory_budget, "--seed",
+                           std::to_string(seed), "--set", "train.tensorboard=false", "--set", "train.patience=0"});
   argv.insert(argv.end(), batch_args.begin(), batch_args.end());
   for (const auto& s : o.sets) argv.insert(argv.end(), {"--set", s});
   const fs::path log = dir.string() + ".log";
@@ -133,13 +134,14 @@ fs::path train_run(const BatchStudyOptions& o, const std::string& binary, const 
   const ProcessExit exit = run_process(argv, log);
   if (exit.interrupted()) throw InterruptedError();
   if (!exit.ok())
-    throw Error(fmt::format("batch study: the {} run (seed {}) failed ({}); see {}", name, seed, exit.describe(), log.string()));
+    throw Error(fmt::format("batch study: the {} run (seed {}) failed ({}); see {}", name, seed, exit.describe(),
+                            log.string()));
   return dir;
 }
 
 json run_json(const StudyRun& r) {
-  return {{"seed", r.seed}, {"micro_batch", r.micro_batch}, {"lr", r.lr}, {"summary", r.summary},
-          {"loss_spikes", r.loss_spikes}, {"final_val_macro_f1", r.final_val_f1}};
+  return {{"seed", r.seed},       {"micro_batch", r.micro_batch}, {"lr", r.lr},
+          {"summary", r.summary}, {"loss_spikes", r.loss_spikes}, {"final_val_macro_f1", r.final_val_f1}};
 }
 
 json study_json(const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand, const StudySummary& s,
@@ -153,10 +155,18 @@ json study_json(const std::vector<StudyRun>& base, const std::vector<StudyRun>& 
     return a;
   };
   return {{"seeds", s.seeds},
-          {"baseline", {{"micro_batch", base[0].micro_batch}, {"lr", base[0].lr}, {"val_macro_f1_mean", s.baseline_f1_mean},
-                        {"val_macro_f1_sd", s.baseline_f1_sd}, {"seconds_to_f1", nan_null(s.baseline_seconds_to_f1)}}},
-          {"find_batch", {{"micro_batch", cand[0].micro_batch}, {"lr", cand[0].lr}, {"val_macro_f1_mean", s.candidate_f1_mean},
-                          {"val_macro_f1_sd", s.candidate_f1_sd}, {"seconds_to_f1", nan_null(s.candidate_seconds_to_f1)}}},
+          {"baseline",
+           {{"micro_batch", base[0].micro_batch},
+            {"lr", base[0].lr},
+            {"val_macro_f1_mean", s.baseline_f1_mean},
+            {"val_macro_f1_sd", s.baseline_f1_sd},
+            {"seconds_to_f1", nan_null(s.baseline_seconds_to_f1)}}},
+          {"find_batch",
+           {{"micro_batch", cand[0].micro_batch},
+            {"lr", cand[0].lr},
+            {"val_macro_f1_mean", s.candidate_f1_mean},
+            {"val_macro_f1_sd", s.candidate_f1_sd},
+            {"seconds_to_f1", nan_null(s.candidate_seconds_to_f1)}}},
           {"macro_f1_difference_points", {{"mean", s.f1_difference_mean_points}, {"sd", s.f1_difference_sd_points}}},
           {"goal_met", s.goal_met},
           {"speedup", {{"mean", s.speedup_mean}, {"min", s.speedup_min}, {"max", s.speedup_max}}},
@@ -177,8 +187,9 @@ fs::path run_batch_study(const BatchStudyOptions& o, const std::string& binary) 
     const std::int64_t seed = o.first_seed + i;
     // The baseline's lr is the config's; find-batch scales it from the baseline batch (reference_batch).
     const fs::path b = train_run(o, binary, "baseline", seed, {"-b", std::to_string(o.baseline_batch)});
-    const fs::path c = train_run(o, binary, "find_batch", seed,
-                                 {"-b", "auto", "--set", fmt::format("find_batch.reference_batch={}", o.baseline_batch)});
+    const fs::path c =
+        train_run(o, binary, "find_batch", seed,
+                  {"-b", "auto", "--set", fmt::format("find_batch.reference_batch={}", o.baseline_batch)});
     base.push_back(read_study_run(b, "baseline"));
     cand.push_back(read_study_run(c, "find_batch"));
     if (i == 0) find_batch = read_json(c / "find_batch.json");

@@ -88,42 +88,56 @@ std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, const std
   const double to_f1 = mean_of_finite(seconds_to_f1, &missing);
   const StudyRun& r = runs.front();
   std::vector<std::string> cells{
-      fmt::format("{} x {}", r.micro_batch, r.summary.value("accumulation_steps", 1)), format_or_na(r.lr, "{:.4g}"),
-      std::to_string(r.summary.value("steps", 0)), format_or_na(mean_of_finite(ips), "{:.1f}"),
+      fmt::format("{} x {}", r.micro_batch, r.summary.value("accumulation_steps", 1)),
+      format_or_na(r.lr, "{:.4g}"),
+      std::to_string(r.summary.value("steps", 0)),
+      format_or_na(mean_of_finite(ips), "{:.1f}"),
       format_or_na(mean_of_finite(secs), "{:.1f} s"),
       format_or_na(to_f1, "{:.1f} s") + (missing > 0 ? fmt::format(" (not reached in {})", missing) : ""),
-      fmt::format("{:.0f} MiB", rss / 1048576.0), std::to_string(spikes), std::to_string(skipped), std::to_string(oom),
+      fmt::format("{:.0f} MiB", rss / 1048576.0),
+      std::to_string(spikes),
+      std::to_string(skipped),
+      std::to_string(oom),
       per_seed};
   for (auto& c : cells) c = xml_escape(c);
   return cells;
 }
 
-void write_comparison_table(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand,
-                            const StudySummary& s) {
-  static const char* kRows[] = {"micro-batch x accumulation", "learning rate", "optimizer steps", "images/s (training, mean)",
-                                "train time (mean)", "train time to the baseline's F1 - 1 point (mean)",
-                                "peak resident memory (process, max)", "loss spikes (> 1.5x recent median, all seeds)",
-                                "skipped steps (non-finite)", "OOM retries", "validation macro-F1 per seed (last)"};
+void write_comparison_table(std::ostringstream& os, const std::vector<StudyRun>& base,
+                            const std::vector<StudyRun>& cand, const StudySummary& s) {
+  static const char* kRows[] = {"micro-batch x accumulation",
+                                "learning rate",
+                                "optimizer steps",
+                                "images/s (training, mean)",
+                                "train time (mean)",
+                                "train time to the baseline's F1 - 1 point (mean)",
+                                "peak resident memory (process, max)",
+                                "loss spikes (> 1.5x recent median, all seeds)",
+                                "skipped steps (non-finite)",
+                                "OOM retries",
+                                "validation macro-F1 per seed (last)"};
   const auto b = arm_column(base, s.baseline_seconds_to_f1);
   const auto c = arm_column(cand, s.candidate_seconds_to_f1);
   os << "<table>\n<tr><th></th><th>" << xml_escape(run_label("baseline", base.front())) << "</th><th>"
      << xml_escape(run_label("find-batch", cand.front())) << "</th></tr>\n";
   for (std::size_t i = 0; i < std::size(kRows); ++i)
     os << "<tr><td>" << kRows[i] << "</td><td>" << b[i] << "</td><td>" << c[i] << "</td></tr>\n";
-  os << fmt::format("<tr><td>validation macro-F1 (mean &#177; sd)</td><td>{:.4f} &#177; {:.4f}</td><td>{:.4f} &#177; {:.4f}"
-                    "</td></tr>\n</table>\n",
-                    s.baseline_f1_mean, s.baseline_f1_sd, s.candidate_f1_mean, s.candidate_f1_sd);
+  os << fmt::format(
+      "<tr><td>validation macro-F1 (mean &#177; sd)</td><td>{:.4f} &#177; {:.4f}</td><td>{:.4f} &#177; {:.4f}"
+      "</td></tr>\n</table>\n",
+      s.baseline_f1_mean, s.baseline_f1_sd, s.candidate_f1_mean, s.candidate_f1_sd);
 }
 
 std::string throughput_words(double speedup) {
   if (std::isfinite(speedup) && speedup >= 1.05)
-    return fmt::format("The larger micro-batch trained {:.2f}x faster: per-step overhead was amortised over more images.",
-                       speedup);
+    return fmt::format(
+        "The larger micro-batch trained {:.2f}x faster: per-step overhead was amortised over more images.", speedup);
   if (std::isfinite(speedup) && speedup <= 0.95)
-    return fmt::format("The larger micro-batch was slower ({:.2f}x): this device was already saturated at the baseline "
-                       "batch (on CPUs large activations also fall out of cache), so the largest batch that fits is a "
-                       "limit, not a recommendation.",
-                       speedup);
+    return fmt::format(
+        "The larger micro-batch was slower ({:.2f}x): this device was already saturated at the baseline "
+        "batch (on CPUs large activations also fall out of cache), so the largest batch that fits is a "
+        "limit, not a recommendation.",
+        speedup);
   return "Throughput was about the same: the device was saturated at the baseline batch already.";
 }
 
@@ -135,15 +149,17 @@ std::string epochs_of(const StudyRun& r) {
 void write_tradeoffs(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand,
                      const StudySummary& s) {
   os << "<h2>Trade-offs</h2>\n<ul>\n<li><b>Hardware efficiency.</b> " << throughput_words(s.speedup_mean)
-     << " The tensor-memory chart shows what the extra batch costs: the fitted line's slope is the memory per image.</li>\n";
+     << " The tensor-memory chart shows what the extra batch costs: the fitted line's slope is the memory per "
+        "image.</li>\n";
   os << "<li><b>Convergence.</b> "
      << fmt::format("The find-batch run took {} optimizer steps against {}; ", cand.front().summary.value("steps", 0),
                     base.front().summary.value("steps", 0))
      << "fewer, larger steps carry less gradient noise and need the scaled learning rate (with warm-up) to cover the "
         "same distance. "
-     << fmt::format("It trained {} epochs against the baseline's {} (find_batch.train_budget time turns the measured "
-                    "speed-up into epochs at about the baseline's wall time; epochs keeps them equal). ",
-                    epochs_of(cand.front()), epochs_of(base.front()))
+     << fmt::format(
+            "It trained {} epochs against the baseline's {} (find_batch.train_budget time turns the measured "
+            "speed-up into epochs at about the baseline's wall time; epochs keeps them equal). ",
+            epochs_of(cand.front()), epochs_of(base.front()))
      << (s.goal_met ? "Here mean macro-F1 stayed within a point of the baseline's (or improved)."
                     : "Here the larger batch lost more than a point of mean macro-F1: give it more epochs "
                       "(find_batch.train_budget time), a longer warm-up, or keep the recipe's global batch "
@@ -152,9 +168,10 @@ void write_tradeoffs(std::ostringstream& os, const std::vector<StudyRun>& base, 
   int spikes[2] = {0, 0};
   for (const auto& r : base) spikes[0] += r.loss_spikes;
   for (const auto& r : cand) spikes[1] += r.loss_spikes;
-  os << fmt::format("<li><b>Stability.</b> Loss spikes {} vs {} over all seeds (baseline vs find-batch). find-batch "
-                    "keeps headroom for the worst augmentation, so OOM retries should stay at 0.</li>\n</ul>\n",
-                    spikes[0], spikes[1]);
+  os << fmt::format(
+      "<li><b>Stability.</b> Loss spikes {} vs {} over all seeds (baseline vs find-batch). find-batch "
+      "keeps headroom for the worst augmentation, so OOM retries should stay at 0.</li>\n</ul>\n",
+      spikes[0], spikes[1]);
 }
 
 }  // namespace
@@ -164,24 +181,28 @@ std::string batch_study_html(const std::vector<StudyRun>& base, const std::vecto
   const StudySummary s = summarize_study(base, cand);
   const json& search = find_batch.contains("search") ? find_batch["search"] : find_batch;
   std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:1240px;margin:2em auto;}"
+  os << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
+        "charset=\"utf-8\"/>\n"
+     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:1240px;margin:2em "
+        "auto;}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-        "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid #eee}</style>\n</head>\n<body>\n";
+        "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid "
+        "#eee}</style>\n</head>\n<body>\n";
   os << "<h1>Batch-size study</h1>\n";
-  os << fmt::format("<p>Shards <code>{}</code>, {} epochs for the baseline, {} seed(s), memory budget {}; model {}, precision {}, {} "
-                    "threads. Each seed trains both with <code>shoplens train</code> on the same data; the find-batch "
-                    "run's learning rate is scaled from the baseline's for its batch ({}).</p>\n",
-                    xml_escape(o.shards), o.epochs, s.seeds, xml_escape(o.memory_budget),
-                    xml_escape(base.front().summary.value("model", "?")), xml_escape(base.front().summary.value("precision", "?")),
-                    base.front().summary.value("threads", 0),
-                    xml_escape(find_batch.value("lr_scaling", "?")));
+  os << fmt::format(
+      "<p>Shards <code>{}</code>, {} epochs for the baseline, {} seed(s), memory budget {}; model {}, precision {}, {} "
+      "threads. Each seed trains both with <code>shoplens train</code> on the same data; the find-batch "
+      "run's learning rate is scaled from the baseline's for its batch ({}).</p>\n",
+      xml_escape(o.shards), o.epochs, s.seeds, xml_escape(o.memory_budget),
+      xml_escape(base.front().summary.value("model", "?")), xml_escape(base.front().summary.value("precision", "?")),
+      base.front().summary.value("threads", 0), xml_escape(find_batch.value("lr_scaling", "?")));
   write_comparison_table(os, base, cand, s);
-  os << fmt::format("<p><b>Macro-F1 difference: {} &#177; {} points</b> (mean &#177; sd over {} seed(s); goal: within 1 "
-                    "point of the baseline: {}). Throughput: {}x the baseline's ({} to {}).</p>\n",
-                    format_or_na(s.f1_difference_mean_points, "{:+.2f}"), format_or_na(s.f1_difference_sd_points, "{:.2f}"),
-                    s.seeds, s.goal_met ? "met" : "not met", format_or_na(s.speedup_mean, "{:.2f}"),
-                    format_or_na(s.speedup_min, "{:.2f}"), format_or_na(s.speedup_max, "{:.2f}"));
+  os << fmt::format(
+      "<p><b>Macro-F1 difference: {} &#177; {} points</b> (mean &#177; sd over {} seed(s); goal: within 1 "
+      "point of the baseline: {}). Throughput: {}x the baseline's ({} to {}).</p>\n",
+      format_or_na(s.f1_difference_mean_points, "{:+.2f}"), format_or_na(s.f1_difference_sd_points, "{:.2f}"), s.seeds,
+      s.goal_met ? "met" : "not met", format_or_na(s.speedup_mean, "{:.2f}"), format_or_na(s.speedup_min, "{:.2f}"),
+      format_or_na(s.speedup_max, "{:.2f}"));
   os << "<div class=\"charts\">\n";
   write_batch_charts(os, base, cand, search);
   write_curve_charts(os, base, cand);

@@ -19,11 +19,30 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::vector<std::string> kScenarioKeys = {
-    "name",      "model", "precision", "batch",  "device",        "threads",   "data",
-    "shards",    "loader_workers", "image_size", "num_classes", "optimizer", "channels_last",
-    "warmup_steps", "steps", "trials", "memory_budget", "hardware", "recommend_scenario", "seed", "seq_len", "vocab_size"};
-const std::vector<std::string> kTopKeys = {"format", "format_version", "name", "note", "defaults", "matrix", "scenarios"};
+const std::vector<std::string> kScenarioKeys = {"name",
+                                                "model",
+                                                "precision",
+                                                "batch",
+                                                "device",
+                                                "threads",
+                                                "data",
+                                                "shards",
+                                                "loader_workers",
+                                                "image_size",
+                                                "num_classes",
+                                                "optimizer",
+                                                "channels_last",
+                                                "warmup_steps",
+                                                "steps",
+                                                "trials",
+                                                "memory_budget",
+                                                "hardware",
+                                                "recommend_scenario",
+                                                "seed",
+                                                "seq_len",
+                                                "vocab_size"};
+const std::vector<std::string> kTopKeys = {"format",   "format_version", "name",     "note",
+                                           "defaults", "matrix",         "scenarios"};
 
 // Applies one key of a scenario object; `where` is the JSON path for messages.
 void apply_key(BenchScenario& s, const std::string& key, const json& v, const std::string& where) {
@@ -41,9 +60,12 @@ void apply_key(BenchScenario& s, const std::string& key, const json& v, const st
       fail("'" + value + "': expected one of " + join(allowed, ", "));
     return value;
   };
-  if (key == "name") s.name = str();
-  else if (key == "model") s.model = str();
-  else if (key == "precision") s.precision = one_of(str(), {"fp32", "bf16", "fp16"});
+  if (key == "name")
+    s.name = str();
+  else if (key == "model")
+    s.model = str();
+  else if (key == "precision")
+    s.precision = one_of(str(), {"fp32", "bf16", "fp16"});
   else if (key == "batch") {
     if (v.is_string()) {
       if (v.get<std::string>() != "auto") fail("expected a whole number >= 1 or \"auto\"");
@@ -53,27 +75,45 @@ void apply_key(BenchScenario& s, const std::string& key, const json& v, const st
       s.batch = integer(1);
       s.batch_auto = false;
     }
-  } else if (key == "device") s.device = one_of(str(), {"cpu", "cuda"});
-  else if (key == "threads") s.threads = integer(0);
-  else if (key == "data") s.data = one_of(str(), {"synthetic", "shards"});
-  else if (key == "shards") s.shards = str();
-  else if (key == "loader_workers") s.loader_workers = integer(0);
-  else if (key == "image_size") s.image_size = integer(8);
-  else if (key == "num_classes") s.num_classes = integer(2);
-  else if (key == "optimizer") s.optimizer = one_of(str(), {"adamw", "sgd"});
+  } else if (key == "device")
+    s.device = one_of(str(), {"cpu", "cuda"});
+  else if (key == "threads")
+    s.threads = integer(0);
+  else if (key == "data")
+    s.data = one_of(str(), {"synthetic", "shards"});
+  else if (key == "shards")
+    s.shards = str();
+  else if (key == "loader_workers")
+    s.loader_workers = integer(0);
+  else if (key == "image_size")
+    s.image_size = integer(8);
+  else if (key == "num_classes")
+    s.num_classes = integer(2);
+  else if (key == "optimizer")
+    s.optimizer = one_of(str(), {"adamw", "sgd"});
   else if (key == "channels_last") {
     if (!v.is_boolean()) fail("expected true or false");
     s.channels_last = v.get<bool>();
-  } else if (key == "warmup_steps") s.warmup_steps = integer(0);
-  else if (key == "steps") s.steps = integer(1);
-  else if (key == "trials") s.trials = integer(1);
-  else if (key == "memory_budget") s.memory_budget = str();
-  else if (key == "hardware") s.hardware = str();
-  else if (key == "recommend_scenario") s.recommend_scenario = str();
-  else if (key == "seq_len") s.seq_len = integer(1);
-  else if (key == "vocab_size") s.vocab_size = integer(3);
-  else if (key == "seed") s.seed = static_cast<std::uint64_t>(integer(0));
-  else fail("unknown key '" + key + "'" + did_you_mean(key, kScenarioKeys));
+  } else if (key == "warmup_steps")
+    s.warmup_steps = integer(0);
+  else if (key == "steps")
+    s.steps = integer(1);
+  else if (key == "trials")
+    s.trials = integer(1);
+  else if (key == "memory_budget")
+    s.memory_budget = str();
+  else if (key == "hardware")
+    s.hardware = str();
+  else if (key == "recommend_scenario")
+    s.recommend_scenario = str();
+  else if (key == "seq_len")
+    s.seq_len = integer(1);
+  else if (key == "vocab_size")
+    s.vocab_size = integer(3);
+  else if (key == "seed")
+    s.seed = static_cast<std::uint64_t>(integer(0));
+  else
+    fail("unknown key '" + key + "'" + did_you_mean(key, kScenarioKeys));
 }
 
 void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
@@ -82,8 +122,8 @@ void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
 }
 
 std::string cell_name(const BenchScenario& s) {
-  std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision, s.batch_auto ? "auto" : std::to_string(s.batch),
-                                 s.device, s.threads);
+  std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision,
+                                 s.batch_auto ? "auto" : std::to_string(s.batch), s.device, s.threads);
   if (is_text_model(s.model)) name += fmt::format("-L{}", s.seq_len);
   if (s.data == "shards") name += "-shards";
   return name;
@@ -180,7 +220,8 @@ BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
   for (const auto& s : config.scenarios) {
     if (!names.insert(s.name).second) throw ConfigError(origin + ": duplicate scenario name '" + s.name + "'");
     if (s.data == "shards" && s.shards.empty())
-      throw ConfigError(origin + ": scenario '" + s.name + "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
+      throw ConfigError(origin + ": scenario '" + s.name +
+                        "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
     if (s.precision == "fp16" && s.device != "cuda")
       throw ConfigError(origin + ": scenario '" + s.name + "': fp16 needs device \"cuda\"");
   }
@@ -189,9 +230,11 @@ BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
 
 BenchConfig load_bench_config(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw ConfigError("bench config " + path.string() + " does not exist");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw ConfigError("bench config " + path.string() + " does not exist");
   const std::string text = read_file(path);
-  if (json_nesting_exceeds(text)) throw ConfigError(path.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+  if (json_nesting_exceeds(text))
+    throw ConfigError(path.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   json doc;
   try {
     doc = json::parse(text);
@@ -237,17 +280,51 @@ ScenarioSummary summarise(const ScenarioResult& r) {
 }
 
 const std::vector<std::string>& recorder_record_keys() {
-  static const std::vector<std::string> keys = {
-      "bench",          "image_size",     "num_classes",     "threads",           "trials",
-      "warmup_steps",   "steps",          "batch_source",    "data",              "optimizer",
-      "channels_last",  "device_name",    "noise",           "trial_images_per_second",
-      "step_ms_p50",    "step_ms_p95",    "step_ms_p99",     "data_wait_seconds", "data_wait_fraction",
-      "peak_rss_bytes", "peak_rss_scope", "peak_allocated_bytes", "peak_reserved_bytes",
-      "cpu_utilisation", "gpu",           "gpu_util_mean",   "gpu_util_max",      "gpu_memory_max_bytes",
-      "gpu_samples",    "commit",         "torch",           "driver",            "cpu",
-      "host",           "usable_cores",   "load_average",   "status",          "error",             "name",
-      "seq_len",        "vocab_size",     "tokens_per_second", "trial_tokens_per_second", "padding_fraction",
-      "samples_per_second"};
+  static const std::vector<std::string> keys = {"bench",
+                                                "image_size",
+                                                "num_classes",
+                                                "threads",
+                                                "trials",
+                                                "warmup_steps",
+                                                "steps",
+                                                "batch_source",
+                                                "data",
+                                                "optimizer",
+                                                "channels_last",
+                                                "device_name",
+                                                "noise",
+                                                "trial_images_per_second",
+                                                "step_ms_p50",
+                                                "step_ms_p95",
+                                                "step_ms_p99",
+                                                "data_wait_seconds",
+                                                "data_wait_fraction",
+                                                "peak_rss_bytes",
+                                                "peak_rss_scope",
+                                                "peak_allocated_bytes",
+                                                "peak_reserved_bytes",
+                                                "cpu_utilisation",
+                                                "gpu",
+                                                "gpu_util_mean",
+                                                "gpu_util_max",
+                                                "gpu_memory_max_bytes",
+                                                "gpu_samples",
+                                                "commit",
+                                                "torch",
+                                                "driver",
+                                                "cpu",
+                                                "host",
+                                                "usable_cores",
+                                                "load_average",
+                                                "status",
+                                                "error",
+                                                "name",
+                                                "seq_len",
+                                                "vocab_size",
+                                                "tokens_per_second",
+                                                "trial_tokens_per_second",
+                                                "padding_fraction",
+                                                "samples_per_second"};
   return keys;
 }
 
@@ -324,7 +401,8 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   return j;
 }
 
-std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env, const std::string& source) {
+std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env,
+                          const std::string& source) {
   std::string out;
   for (const auto& r : results) out += result_to_json(r, env, source).dump() + "\n";
   return out;
@@ -334,21 +412,43 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
   std::ostringstream os;
   os << "scenario,status,model,precision,batch,batch_source,device,threads,data,images_per_second,noise,trials,"
         "step_ms_p50,step_ms_p95,step_ms_p99,data_wait_fraction,peak_rss_mib,peak_allocated_mib,peak_reserved_mib,"
-        "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date,tokens_per_second,"
+        "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date,tokens_per_"
+        "second,"
         "padding_fraction\n";
   for (const auto& r : results) {
     const auto& sc = r.scenario;
     const auto s = summarise(r);
-    const std::vector<std::string> row = {
-        sc.name, r.error.empty() ? "ok" : "failed", sc.model, sc.precision, std::to_string(r.batch),
-        sc.batch_auto ? "auto" : "fixed", sc.device, std::to_string(r.threads), sc.data, num(s.images_per_second, 6),
-        num(s.noise), std::to_string(r.trial_images_per_second.size()), num(s.step_p50 * 1e3), num(s.step_p95 * 1e3),
-        num(s.step_p99 * 1e3), num(s.data_wait_fraction), mib(static_cast<double>(r.peak_rss_bytes)),
-        mib(static_cast<double>(r.peak_allocated_bytes)), mib(static_cast<double>(r.peak_reserved_bytes)),
-        num(s.cpu_utilisation), r.gpu_status, s.gpu_util_mean < 0 ? "" : num(s.gpu_util_mean),
-        mib(s.gpu_memory_max_bytes), sc.device == "cuda" ? env.device_name : "cpu", env.driver, env.cpu_model,
-        env.torch_version, env.commit, env.date, r.text ? num(s.tokens_per_second, 6) : "",
-        r.text && r.padding_fraction >= 0 ? num(r.padding_fraction) : ""};
+    const std::vector<std::string> row = {sc.name,
+                                          r.error.empty() ? "ok" : "failed",
+                                          sc.model,
+                                          sc.precision,
+                                          std::to_string(r.batch),
+                                          sc.batch_auto ? "auto" : "fixed",
+                                          sc.device,
+                                          std::to_string(r.threads),
+                                          sc.data,
+                                          num(s.images_per_second, 6),
+                                          num(s.noise),
+                                          std::to_string(r.trial_images_per_second.size()),
+                                          num(s.step_p50 * 1e3),
+                                          num(s.step_p95 * 1e3),
+                                          num(s.step_p99 * 1e3),
+                                          num(s.data_wait_fraction),
+                                          mib(static_cast<double>(r.peak_rss_bytes)),
+                                          mib(static_cast<double>(r.peak_allocated_bytes)),
+                                          mib(static_cast<double>(r.peak_reserved_bytes)),
+                                          num(s.cpu_utilisation),
+                                          r.gpu_status,
+                                          s.gpu_util_mean < 0 ? "" : num(s.gpu_util_mean),
+                                          mib(s.gpu_memory_max_bytes),
+                                          sc.device == "cuda" ? env.device_name : "cpu",
+                                          env.driver,
+                                          env.cpu_model,
+                                          env.torch_version,
+                                          env.commit,
+                                          env.date,
+                                          r.text ? num(s.tokens_per_second, 6) : "",
+                                          r.text && r.padding_fraction >= 0 ? num(r.padding_fraction) : ""};
     for (std::size_t i = 0; i < row.size(); ++i) os << (i ? "," : "") << csv_cell(row[i]);
     os << "\n";
   }
@@ -381,7 +481,8 @@ std::string results_markdown(const std::vector<ScenarioResult>& results, const B
        << (r.error.empty() ? "ok" : "failed: " + md_cell(r.error)) << " |";
     if (gated) {
       const auto& g = gate[i];
-      os << " " << (!g.compared ? "not compared" : fmt::format("{:+.1f}%{}", g.change * 100, g.regressed ? " REGRESSED" : ""))
+      os << " "
+         << (!g.compared ? "not compared" : fmt::format("{:+.1f}%{}", g.change * 100, g.regressed ? " REGRESSED" : ""))
          << " |";
     }
     os << "\n";
@@ -396,8 +497,10 @@ std::string results_junit(const std::vector<ScenarioResult>& results, const std:
   int failures = 0, errors = 0;
   double total = 0;
   for (std::size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].error.empty()) ++errors;
-    else if (i < gate.size() && gate[i].regressed) ++failures;
+    if (!results[i].error.empty())
+      ++errors;
+    else if (i < gate.size() && gate[i].regressed)
+      ++failures;
     for (double t : results[i].trial_seconds) total += t;
   }
   std::ostringstream os;
@@ -419,9 +522,10 @@ std::string results_junit(const std::vector<ScenarioResult>& results, const std:
       os << fmt::format("      <failure message=\"{}\" type=\"Regression\">{}</failure>\n", xml_escape(gate[i].message),
                         xml_escape(gate[i].message));
     }
-    os << fmt::format("      <system-out>images/s {:.2f} (noise {:.1f}%), step p50 {:.2f} ms p95 {:.2f} ms p99 {:.2f} ms"
-                      "</system-out>\n",
-                      s.images_per_second, s.noise * 100, s.step_p50 * 1e3, s.step_p95 * 1e3, s.step_p99 * 1e3);
+    os << fmt::format(
+        "      <system-out>images/s {:.2f} (noise {:.1f}%), step p50 {:.2f} ms p95 {:.2f} ms p99 {:.2f} ms"
+        "</system-out>\n",
+        s.images_per_second, s.noise * 100, s.step_p50 * 1e3, s.step_p95 * 1e3, s.step_p99 * 1e3);
     os << "    </testcase>\n";
   }
   os << "  </testsuite>\n</testsuites>\n";
@@ -436,7 +540,8 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     const std::string line(trim(raw));
     if (line.empty() || line[0] == '#') continue;
     const std::string where = fmt::format("{}:{}", origin, line_no);
-    if (json_nesting_exceeds(line)) throw ConfigError(where + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+    if (json_nesting_exceeds(line))
+      throw ConfigError(where + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
     json j;
     try {
       j = json::parse(line);
@@ -446,7 +551,8 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     if (!j.is_object()) throw ConfigError(where + ": expected one JSON object per line");
     // The recorder's own scenario name is "name"; a plain recommend record only has "scenario".
     const json& key = j.contains("name") ? j["name"] : j.contains("scenario") ? j["scenario"] : json();
-    if (!key.is_string() || key.get<std::string>().empty()) throw ConfigError(where + ": missing \"name\" or \"scenario\"");
+    if (!key.is_string() || key.get<std::string>().empty())
+      throw ConfigError(where + ": missing \"name\" or \"scenario\"");
     if (j.value("status", "ok") != "ok") continue;  // a failed scenario has no figure to compare against
     if (!j.contains("images_per_second") || !j["images_per_second"].is_number() ||
         !(j["images_per_second"].get<double>() > 0))
@@ -455,7 +561,8 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     e.images_per_second = j["images_per_second"].get<double>();
     e.origin = where;
     if (j.contains("trial_images_per_second")) {
-      if (!j["trial_images_per_second"].is_array()) throw ConfigError(where + ": \"trial_images_per_second\" must be a list");
+      if (!j["trial_images_per_second"].is_array())
+        throw ConfigError(where + ": \"trial_images_per_second\" must be a list");
       for (const auto& v : j["trial_images_per_second"]) {
         if (!v.is_number()) throw ConfigError(where + ": \"trial_images_per_second\" must hold numbers");
         e.trial_images_per_second.push_back(v.get<double>());
@@ -517,7 +624,8 @@ std::vector<GateVerdict> gate_results(const std::vector<ScenarioResult>& results
     if (it == baseline.end() || !r.error.empty()) {
       GateVerdict g;
       g.scenario = r.scenario.name;
-      g.message = r.error.empty() ? r.scenario.name + ": not in the baseline" : r.scenario.name + ": failed, not compared";
+      g.message =
+          r.error.empty() ? r.scenario.name + ": not in the baseline" : r.scenario.name + ": failed, not compared";
       out.push_back(g);
       continue;
     }

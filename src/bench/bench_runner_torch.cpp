@@ -111,14 +111,16 @@ int auto_batch(const BenchScenario& s, int threads, const std::optional<TextData
     cap_batch_search_at_samples(c, train_samples, 1, "bench: " + s.name);
   }
   const auto found = find_batch(c, s.num_classes, /*use_cache=*/true);
-  spdlog::info("bench: {}: batch auto -> {} (find-batch{})", s.name, found.micro_batch, found.from_cache ? ", cached" : "");
+  spdlog::info("bench: {}: batch auto -> {} (find-batch{})", s.name, found.micro_batch,
+               found.from_cache ? ", cached" : "");
   return found.micro_batch;
 }
 
 // Where the batches come from: one fixed synthetic batch (the device alone) or the loader.
 class BatchFeed {
  public:
-  BatchFeed(const BenchScenario& s, int batch, int threads, const SyntheticJob& job, const std::optional<TextData>& text)
+  BatchFeed(const BenchScenario& s, int batch, int threads, const SyntheticJob& job,
+            const std::optional<TextData>& text)
       : device_(job.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)) {
     if (s.data == "synthetic") {
       fixed_ = job.batch(batch);  // the model's worst case: text at seq_len, every token real
@@ -246,8 +248,10 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   }
   if (r.text) r.padding_fraction = feed.padding_fraction();
   r.gpu_samples = sampler.stop();
-  if (cuda) r.gpu_status = nvml.available() ? (r.gpu_samples.empty() ? "no samples" : "ok") : nvml.why();
-  else r.gpu_status = "not used (cpu scenario)";
+  if (cuda)
+    r.gpu_status = nvml.available() ? (r.gpu_samples.empty() ? "no samples" : "ok") : nvml.why();
+  else
+    r.gpu_status = "not used (cpu scenario)";
   const auto stats = memory->stats();
   r.peak_allocated_bytes = stats.peak_allocated_bytes;
   r.peak_reserved_bytes = stats.peak_reserved_bytes;

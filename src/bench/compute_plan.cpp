@@ -17,9 +17,9 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::vector<std::string> kRecordKeys = {"scenario", "model",     "device", "hardware", "devices",
-                                              "vcpus",    "images_per_second", "precision", "source",
-                                              "date",     "estimate", "batch",  "note"};
+const std::vector<std::string> kRecordKeys = {
+    "scenario",  "model",  "device", "hardware", "devices", "vcpus", "images_per_second",
+    "precision", "source", "date",   "estimate", "batch",   "note"};
 
 std::string money(double v) { return v < 100 ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v); }
 
@@ -64,18 +64,21 @@ std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const s
     r.scenario = text_field("scenario", true);
     r.model = text_field("model", false);
     r.device = text_field("device", true);
-    if (r.device != "cpu" && r.device != "gpu" && r.device != "tpu") fail("\"device\" '" + r.device + "': expected cpu, gpu or tpu");
+    if (r.device != "cpu" && r.device != "gpu" && r.device != "tpu")
+      fail("\"device\" '" + r.device + "': expected cpu, gpu or tpu");
     r.hardware = text_field("hardware", true);
     r.precision = text_field("precision", false);
     r.source = text_field("source", true);
     r.date = text_field("date", true);
-    if (!j.contains("images_per_second") || !j["images_per_second"].is_number()) fail("\"images_per_second\" must be a number");
+    if (!j.contains("images_per_second") || !j["images_per_second"].is_number())
+      fail("\"images_per_second\" must be a number");
     r.images_per_second = j["images_per_second"].get<double>();
     if (!(r.images_per_second > 0) || !std::isfinite(r.images_per_second))
       fail(fmt::format("images_per_second {} must be > 0", r.images_per_second));
     auto count = [&](const char* key, int fallback) {
       if (!j.contains(key)) return fallback;
-      if (!j[key].is_number_integer() || j[key].get<long>() < 1) fail(std::string("\"") + key + "\" must be a whole number >= 1");
+      if (!j[key].is_number_integer() || j[key].get<long>() < 1)
+        fail(std::string("\"") + key + "\" must be a whole number >= 1");
       return static_cast<int>(j[key].get<long>());
     };
     r.devices = count("devices", 1);
@@ -115,11 +118,12 @@ ScalingModel ScalingModel::parse(std::string_view spec) {
       std::size_t used_n = 0, used_e = 0;
       const int n = std::stoi(kv[0], &used_n);
       const double e = std::stod(kv[1], &used_e);
-      if (used_n != kv[0].size() || used_e != kv[1].size() || n < 1 || !(e > 0 && e <= 1)) throw std::invalid_argument("range");
+      if (used_n != kv[0].size() || used_e != kv[1].size() || n < 1 || !(e > 0 && e <= 1))
+        throw std::invalid_argument("range");
       m.points_[n] = e;
     } catch (const std::exception&) {
-      throw UsageError(fmt::format("--scaling '{}': expected DEVICES:EFFICIENCY pairs like 8:0.84 with 0 < efficiency <= 1",
-                                   std::string(item)));
+      throw UsageError(fmt::format(
+          "--scaling '{}': expected DEVICES:EFFICIENCY pairs like 8:0.84 with 0 < efficiency <= 1", std::string(item)));
     }
   }
   m.points_[1] = 1.0;  // one device is the reference by definition
@@ -139,9 +143,9 @@ double ScalingModel::efficiency(int devices) const {
 double relative_speed(const std::string& hardware) {
   // ResNet-50 mixed-precision training, A100 = 1: DeepLearningExamples (A100 2,470 img/s, V100
   // 1,200), MLPerf Training (H100 about 2x A100); T4, L4 and TPU v5e are coarser (docs/COMPUTE.md).
-  static const std::map<std::string, double> table = {{"T4-16GB", 0.10},   {"L4-24GB", 0.20},   {"V100-16GB", 0.49},
-                                                      {"A10G-24GB", 0.30}, {"RTX3090-24GB", 0.49}, {"A100-40GB", 1.0},  {"A100-80GB", 1.05},
-                                                      {"H100-80GB", 2.0},  {"TPU-v5e", 0.80}};
+  static const std::map<std::string, double> table = {{"T4-16GB", 0.10},   {"L4-24GB", 0.20},      {"V100-16GB", 0.49},
+                                                      {"A10G-24GB", 0.30}, {"RTX3090-24GB", 0.49}, {"A100-40GB", 1.0},
+                                                      {"A100-80GB", 1.05}, {"H100-80GB", 2.0},     {"TPU-v5e", 0.80}};
   const auto it = table.find(hardware);
   return it == table.end() ? 0.0 : it->second;
 }
@@ -157,10 +161,14 @@ double parse_hours(std::string_view text) {
   }
   const std::string unit = s.substr(used);
   double scale = 0;
-  if (unit.empty() || unit == "h") scale = 1;
-  else if (unit == "m" || unit == "min") scale = 1.0 / 60;
-  else if (unit == "s") scale = 1.0 / 3600;
-  else if (unit == "d") scale = 24;
+  if (unit.empty() || unit == "h")
+    scale = 1;
+  else if (unit == "m" || unit == "min")
+    scale = 1.0 / 60;
+  else if (unit == "s")
+    scale = 1.0 / 3600;
+  else if (unit == "d")
+    scale = 24;
   if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
     throw UsageError(fmt::format("duration '{}': expected e.g. 8h, 90m, 2d or a number of hours > 0", s));
   return v * scale;
@@ -196,12 +204,12 @@ void accelerator_throughput(PlanOption& o, const ThroughputRecord& best, const S
   o.images_per_second = per_device_rate(best, scaling) * o.devices * scaling.efficiency(o.devices);
   o.estimate = best.estimate;
   o.confidence = best.estimate ? 1 : 0;
-  o.derivation = best.devices == o.devices
-                     ? fmt::format("{} {:.0f} img/s on {} x {} ({})", best.estimate ? "published" : "measured",
-                                   best.images_per_second, best.devices, best.hardware, best.origin)
-                     : fmt::format("{:.0f} img/s on {} x {} -> {} devices at efficiency {:.2f} ({})",
-                                   best.images_per_second, best.devices, best.hardware, o.devices,
-                                   scaling.efficiency(o.devices), best.origin);
+  o.derivation =
+      best.devices == o.devices
+          ? fmt::format("{} {:.0f} img/s on {} x {} ({})", best.estimate ? "published" : "measured",
+                        best.images_per_second, best.devices, best.hardware, best.origin)
+          : fmt::format("{:.0f} img/s on {} x {} -> {} devices at efficiency {:.2f} ({})", best.images_per_second,
+                        best.devices, best.hardware, o.devices, scaling.efficiency(o.devices), best.origin);
 }
 
 // No figure for this hardware: another accelerator's, times the relative speed table. False
@@ -216,12 +224,11 @@ bool derived_throughput(PlanOption& o, const PriceOffer& offer, const Records& m
       per_device_rate(*ref, scaling) * rel / relative_speed(ref->hardware) * o.devices * scaling.efficiency(o.devices);
   o.estimate = true;
   o.confidence = 2;
-  o.derivation = fmt::format("estimate: {} per-device rate x relative speed {:.2f}/{:.2f}{} ({})", ref->hardware, rel,
-                             relative_speed(ref->hardware),
-                             o.devices > 1 ? fmt::format(" x {} devices at efficiency {:.2f}", o.devices,
-                                                         scaling.efficiency(o.devices))
-                                           : "",
-                             ref->origin);
+  o.derivation = fmt::format(
+      "estimate: {} per-device rate x relative speed {:.2f}/{:.2f}{} ({})", ref->hardware, rel,
+      relative_speed(ref->hardware),
+      o.devices > 1 ? fmt::format(" x {} devices at efficiency {:.2f}", o.devices, scaling.efficiency(o.devices)) : "",
+      ref->origin);
   return true;
 }
 
@@ -237,7 +244,8 @@ std::optional<PlanOption> price_offer(const PriceOffer& offer, const Records& mi
   o.price_per_hour = offer.per_hour(req.basis);
   const ThroughputRecord* best = nullptr;
   for (const ThroughputRecord* r : mine) {
-    const bool match = offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
+    const bool match =
+        offer.kind == "cpu" ? r->device == "cpu" : (r->device == offer.kind && r->hardware == offer.accelerator);
     if (match && (!best || better_record(r, best, o.devices))) best = r;
   }
   if (offer.kind == "cpu") {
@@ -266,7 +274,8 @@ void mark_pareto(std::vector<PlanOption>& options) {
   for (auto& a : options) {
     a.pareto = true;
     for (const auto& b : options)
-      if (&a != &b && b.hours <= a.hours && b.cost <= a.cost && (b.hours < a.hours || b.cost < a.cost)) a.pareto = false;
+      if (&a != &b && b.hours <= a.hours && b.cost <= a.cost && (b.hours < a.hours || b.cost < a.cost))
+        a.pareto = false;
   }
 }
 
@@ -274,9 +283,10 @@ void mark_pareto(std::vector<PlanOption>& options) {
 void explain_the_rest(Plan& plan, const std::vector<std::string>& left_out) {
   for (const auto& o : plan.options)
     if (!o.runnable && o.meets_deadline && o.meets_budget) {
-      plan.reasoning.push_back(fmt::format("{} would fit ({}, {} per run, estimated) but TPUs have no LibTorch backend: it "
-                                           "needs a PyTorch/XLA or JAX port, so it is listed for comparison only",
-                                           o.offer, hours_text(o.hours), money(o.cost)));
+      plan.reasoning.push_back(
+          fmt::format("{} would fit ({}, {} per run, estimated) but TPUs have no LibTorch backend: it "
+                      "needs a PyTorch/XLA or JAX port, so it is listed for comparison only",
+                      o.offer, hours_text(o.hours), money(o.cost)));
       break;
     }
   plan.reasoning.insert(plan.reasoning.end(), left_out.begin(), left_out.end());
@@ -289,9 +299,9 @@ void explain_nothing_fits(Plan& plan, const PlanRequest& req) {
   plan.reasoning.push_back(fmt::format(
       "nothing meets {}{}{}: the fastest option, {}, takes {} for {}; the cheapest, {}, costs {} and takes {}",
       req.deadline_hours > 0 ? "the deadline of " + hours_text(req.deadline_hours) : "",
-      req.deadline_hours > 0 && req.budget > 0 ? " and " : "", req.budget > 0 ? "the budget of " + money(req.budget) : "",
-      fastest->offer, hours_text(fastest->hours), money(fastest->cost), cheapest->offer, money(cheapest->cost),
-      hours_text(cheapest->hours)));
+      req.deadline_hours > 0 && req.budget > 0 ? " and " : "",
+      req.budget > 0 ? "the budget of " + money(req.budget) : "", fastest->offer, hours_text(fastest->hours),
+      money(fastest->cost), cheapest->offer, money(cheapest->cost), hours_text(cheapest->hours)));
 }
 
 // The cheapest feasible option, unless a better-founded one (measured over published over
@@ -303,17 +313,18 @@ int recommend(Plan& plan, const std::vector<int>& feasible) {
   for (int i : feasible)
     if (opts[i].confidence < opts[rec].confidence && opts[i].cost <= 1.25 * opts[cheapest].cost) rec = i;
   if (rec != cheapest)
-    plan.reasoning.push_back(fmt::format("{} is cheaper on paper ({}) but its throughput is {}; {} is {} and within 25%",
-                                         opts[cheapest].offer, money(opts[cheapest].cost),
-                                         opts[cheapest].confidence == 2 ? "derived from other hardware"
-                                                                        : "a published figure",
-                                         opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
+    plan.reasoning.push_back(
+        fmt::format("{} is cheaper on paper ({}) but its throughput is {}; {} is {} and within 25%",
+                    opts[cheapest].offer, money(opts[cheapest].cost),
+                    opts[cheapest].confidence == 2 ? "derived from other hardware" : "a published figure",
+                    opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
   const auto& r = opts[rec];
-  plan.reasoning.insert(plan.reasoning.begin(),
-                        fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
-                                    "meet the constraints{}",
-                                    r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
-                                    r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
+  plan.reasoning.insert(
+      plan.reasoning.begin(),
+      fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
+                  "meet the constraints{}",
+                  r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
+                  r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
   return rec;
 }
 
@@ -328,11 +339,11 @@ int choose_fallback(Plan& plan, const std::vector<int>& feasible, int rec) {
     plan.reasoning.push_back("no fallback: only one option meets the constraints");
     return fb;
   }
-  plan.reasoning.push_back(fmt::format("fallback: {} ({} x {}): {} and {} per run; {}/h instead of {}/h, a smaller "
-                                       "instance to use when the recommended one has no capacity",
-                                       opts[fb].offer, opts[fb].devices, opts[fb].hardware, hours_text(opts[fb].hours),
-                                       money(opts[fb].cost), money(opts[fb].price_per_hour),
-                                       money(opts[rec].price_per_hour)));
+  plan.reasoning.push_back(
+      fmt::format("fallback: {} ({} x {}): {} and {} per run; {}/h instead of {}/h, a smaller "
+                  "instance to use when the recommended one has no capacity",
+                  opts[fb].offer, opts[fb].devices, opts[fb].hardware, hours_text(opts[fb].hours), money(opts[fb].cost),
+                  money(opts[fb].price_per_hour), money(opts[rec].price_per_hour)));
   return fb;
 }
 
@@ -340,7 +351,8 @@ int choose_fallback(Plan& plan, const std::vector<int>& feasible, int rec) {
 
 Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable& prices, const ScalingModel& scaling,
                   const PlanRequest& req) {
-  if (!(req.dataset_size > 0) || !(req.epochs > 0)) throw UsageError("recommend: --dataset-size and --epochs must be > 0");
+  if (!(req.dataset_size > 0) || !(req.epochs > 0))
+    throw UsageError("recommend: --dataset-size and --epochs must be > 0");
   Records mine;
   std::vector<std::string> scenarios;
   for (const auto& r : records) {
@@ -354,7 +366,8 @@ Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable
   std::vector<std::string> left_out;  // reported after the decision
   for (const auto& offer : prices.offers)
     if (auto o = price_offer(offer, mine, scaling, req, left_out)) plan.options.push_back(std::move(*o));
-  if (plan.options.empty()) throw DataError("recommend: no priced offer matches a bench record of '" + req.scenario + "'");
+  if (plan.options.empty())
+    throw DataError("recommend: no priced offer matches a bench record of '" + req.scenario + "'");
   std::sort(plan.options.begin(), plan.options.end(), [](const PlanOption& a, const PlanOption& b) {
     return a.cost != b.cost ? a.cost < b.cost : a.hours < b.hours;
   });
@@ -363,7 +376,8 @@ Plan plan_compute(const std::vector<ThroughputRecord>& records, const PriceTable
   // Feasible: meets the deadline and the budget, and runs this program (a TPU does not).
   std::vector<int> feasible;
   for (int i = 0; i < static_cast<int>(plan.options.size()); ++i)
-    if (plan.options[i].meets_deadline && plan.options[i].meets_budget && plan.options[i].runnable) feasible.push_back(i);
+    if (plan.options[i].meets_deadline && plan.options[i].meets_budget && plan.options[i].runnable)
+      feasible.push_back(i);
   if (feasible.empty()) {
     explain_the_rest(plan, left_out);
     explain_nothing_fits(plan, req);

@@ -21,12 +21,15 @@ ModelSpec synthetic_model_spec(const SyntheticJobOptions& o) {
     spec.vocab_size = o.vocab_size;
   }
   spec.max_length = o.seq_len;
-  if (spec.vocab_size < 3) throw UsageError(o.model + ": the vocabulary size must be at least 3, got " + std::to_string(spec.vocab_size));
-  if (spec.max_length < 1) throw UsageError(o.model + ": the sequence length must be at least 1, got " + std::to_string(spec.max_length));
+  if (spec.vocab_size < 3)
+    throw UsageError(o.model + ": the vocabulary size must be at least 3, got " + std::to_string(spec.vocab_size));
+  if (spec.max_length < 1)
+    throw UsageError(o.model + ": the sequence length must be at least 1, got " + std::to_string(spec.max_length));
   return spec;
 }
 
-SyntheticJob::SyntheticJob(const SyntheticJobOptions& o, const std::function<void(Classifier&, TrainStepOptions&)>& customize)
+SyntheticJob::SyntheticJob(const SyntheticJobOptions& o,
+                           const std::function<void(Classifier&, TrainStepOptions&)>& customize)
     : cuda(o.cuda) {
   model = make_model(synthetic_model_spec(o));
   model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));

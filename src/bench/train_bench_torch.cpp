@@ -104,29 +104,47 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
     return os.str();
   };
   std::vector<std::pair<std::string, std::string>> fields = {
-          {"implementation", "shoplens"}, {"model", o.model}, {"batch_size", std::to_string(o.batch_size)},
-          {"image_size", std::to_string(o.image_size)}, {"num_classes", std::to_string(o.num_classes)},
-          {"precision", o.precision}, {"channels_last", o.channels_last ? "true" : "false"},
-          {"optimizer", o.optimizer}, {"threads", std::to_string(r.threads)},
-          {"warmup_steps", std::to_string(o.warmup_steps)}, {"steps", std::to_string(o.steps)},
-          {"median_step_ms", num(r.median_step_seconds * 1e3)}, {"p95_step_ms", num(r.p95_step_seconds * 1e3)},
-          {"images_per_second", num(r.images_per_second)}, {"peak_rss_bytes", std::to_string(r.peak_rss_bytes)},
-          {"world_size", std::to_string(r.world_size)}, {"bucket_mb", num(o.bucket_mb)},
-          {"overlap", o.overlap ? "true" : "false"}, {"buckets", std::to_string(r.buckets)},
-          {"gradient_bytes", std::to_string(r.gradient_bytes)}, {"median_comm_wait_ms", num(r.median_comm_wait_seconds * 1e3)},
-          {"device", r.device}, {"cpu", r.cpu}, {"torch", r.torch_version}, {"commit", r.commit}, {"date", r.date}};
+      {"implementation", "shoplens"},
+      {"model", o.model},
+      {"batch_size", std::to_string(o.batch_size)},
+      {"image_size", std::to_string(o.image_size)},
+      {"num_classes", std::to_string(o.num_classes)},
+      {"precision", o.precision},
+      {"channels_last", o.channels_last ? "true" : "false"},
+      {"optimizer", o.optimizer},
+      {"threads", std::to_string(r.threads)},
+      {"warmup_steps", std::to_string(o.warmup_steps)},
+      {"steps", std::to_string(o.steps)},
+      {"median_step_ms", num(r.median_step_seconds * 1e3)},
+      {"p95_step_ms", num(r.p95_step_seconds * 1e3)},
+      {"images_per_second", num(r.images_per_second)},
+      {"peak_rss_bytes", std::to_string(r.peak_rss_bytes)},
+      {"world_size", std::to_string(r.world_size)},
+      {"bucket_mb", num(o.bucket_mb)},
+      {"overlap", o.overlap ? "true" : "false"},
+      {"buckets", std::to_string(r.buckets)},
+      {"gradient_bytes", std::to_string(r.gradient_bytes)},
+      {"median_comm_wait_ms", num(r.median_comm_wait_seconds * 1e3)},
+      {"device", r.device},
+      {"cpu", r.cpu},
+      {"torch", r.torch_version},
+      {"commit", r.commit},
+      {"date", r.date}};
   if (r.text) {
     // After images_per_second: samples/s under its text name, then the token figures.
     auto at = fields.begin() + 14;
-    fields.insert(at, {{"samples_per_second", num(r.images_per_second)}, {"seq_len", std::to_string(o.seq_len)},
-                       {"vocab_size", std::to_string(o.vocab_size)}, {"tokens_per_second", num(r.tokens_per_second)}});
+    fields.insert(at, {{"samples_per_second", num(r.images_per_second)},
+                       {"seq_len", std::to_string(o.seq_len)},
+                       {"vocab_size", std::to_string(o.vocab_size)},
+                       {"tokens_per_second", num(r.tokens_per_second)}});
   }
   return fields;
 }
 
 std::string train_bench_table(const TrainBenchResult& r) {
   std::ostringstream os;
-  for (const auto& [k, v] : train_bench_fields(r)) os << k << std::string(k.size() < 18 ? 18 - k.size() : 1, ' ') << v << "\n";
+  for (const auto& [k, v] : train_bench_fields(r))
+    os << k << std::string(k.size() < 18 ? 18 - k.size() : 1, ' ') << v << "\n";
   return os.str();
 }
 
@@ -144,7 +162,8 @@ std::string train_bench_csv(const TrainBenchResult& r) {
 std::string train_bench_json(const TrainBenchResult& r) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : train_bench_fields(r)) j[k] = v;
-  for (const char* k : {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps", "world_size", "buckets"})
+  for (const char* k :
+       {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps", "world_size", "buckets"})
     j[k] = std::stoi(j[k].get<std::string>());
   for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second", "bucket_mb", "median_comm_wait_ms"})
     j[k] = std::stod(j[k].get<std::string>());

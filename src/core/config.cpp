@@ -18,9 +18,10 @@ using json = nlohmann::json;
 
 // ---- typed JSON readers: each names the path and the expected type on mismatch ----
 
-[[noreturn]] void type_error(const std::string& path, const char* expected, const json& value, const std::string& source) {
-  throw ConfigError(source + ": " + path + ": expected " + expected + ", got " + std::string(value.type_name()) +
-                    " " + value.dump());
+[[noreturn]] void type_error(const std::string& path, const char* expected, const json& value,
+                             const std::string& source) {
+  throw ConfigError(source + ": " + path + ": expected " + expected + ", got " + std::string(value.type_name()) + " " +
+                    value.dump());
 }
 
 void read_value(const json& v, bool& out, const std::string& path, const std::string& source) {
@@ -74,15 +75,40 @@ void read_value(const json& v, std::map<std::string, std::string>& out, const st
   }
 }
 
-template <class T> const char* type_name();
-template <> const char* type_name<bool>() { return "boolean"; }
-template <> const char* type_name<int>() { return "integer"; }
-template <> const char* type_name<std::int64_t>() { return "integer"; }
-template <> const char* type_name<double>() { return "number"; }
-template <> const char* type_name<std::string>() { return "string"; }
-template <> const char* type_name<std::vector<double>>() { return "list of numbers"; }
-template <> const char* type_name<std::vector<std::string>>() { return "list of strings"; }
-template <> const char* type_name<std::map<std::string, std::string>>() { return "object of strings"; }
+template <class T>
+const char* type_name();
+template <>
+const char* type_name<bool>() {
+  return "boolean";
+}
+template <>
+const char* type_name<int>() {
+  return "integer";
+}
+template <>
+const char* type_name<std::int64_t>() {
+  return "integer";
+}
+template <>
+const char* type_name<double>() {
+  return "number";
+}
+template <>
+const char* type_name<std::string>() {
+  return "string";
+}
+template <>
+const char* type_name<std::vector<double>>() {
+  return "list of numbers";
+}
+template <>
+const char* type_name<std::vector<std::string>>() {
+  return "list of strings";
+}
+template <>
+const char* type_name<std::map<std::string, std::string>>() {
+  return "object of strings";
+}
 
 // ---- the schema: one row per field, bound to its struct member ----
 
@@ -212,9 +238,10 @@ namespace {
 void add_run_fields(std::vector<Field>& f) {
   using C = Config;
   f.push_back(field(&C::run, "run", &RunConfig::dir, "dir", "run directory (empty: runs/<command>-<time>)"));
-  f.push_back(field(&C::run, "run", &RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::run, "run", &RunConfig::threads, "threads", "CPU threads (0: all usable cores)",
-                    in_range(0, 4096)));
+  f.push_back(
+      field(&C::run, "run", &RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0)));
+  f.push_back(
+      field(&C::run, "run", &RunConfig::threads, "threads", "CPU threads (0: all usable cores)", in_range(0, 4096)));
   f.push_back(field(&C::run, "run", &RunConfig::log_level, "log_level", "trace|debug|info|warn|error",
                     one_of({"trace", "debug", "info", "warn", "error"})));
 }
@@ -226,27 +253,30 @@ void add_data_fields(std::vector<Field>& f) {
                     "base folder for relative manifest paths (empty: the manifest's folder)"));
   f.push_back(field(&C::data, "data", &DataConfig::columns, "columns",
                     "CSV column mapping, e.g. {\"path\": \"file\", \"label\": \"class\"}",
-                    Check<std::map<std::string, std::string>>(
-                        [](const std::map<std::string, std::string>& m, const std::string& path, const std::string& source) {
-                          const std::vector<std::string> known{"path", "label", "split", "id"};
-                          for (const auto& [k, v] : m)
-                            if (std::find(known.begin(), known.end(), k) == known.end())
-                              throw ConfigError(source + ": " + path + "." + k + ": unknown column role" +
-                                                did_you_mean(k, known) + "; roles are " + join(known, ", "));
-                        })));
+                    Check<std::map<std::string, std::string>>([](const std::map<std::string, std::string>& m,
+                                                                 const std::string& path, const std::string& source) {
+                      const std::vector<std::string> known{"path", "label", "split", "id"};
+                      for (const auto& [k, v] : m)
+                        if (std::find(known.begin(), known.end(), k) == known.end())
+                          throw ConfigError(source + ": " + path + "." + k + ": unknown column role" +
+                                            did_you_mean(k, known) + "; roles are " + join(known, ", "));
+                    })));
   f.push_back(field(&C::data, "data", &DataConfig::metadata_fields, "metadata_fields",
                     "metadata columns to keep (empty: all other columns)"));
-  f.push_back(field(&C::data, "data", &DataConfig::classes, "classes", "class names in label order (empty: discovered, sorted)"));
+  f.push_back(field(&C::data, "data", &DataConfig::classes, "classes",
+                    "class names in label order (empty: discovered, sorted)"));
   f.push_back(field(&C::data, "data", &DataConfig::shards, "shards", "folder of prepared shards"));
-  f.push_back(field(&C::data, "data", &DataConfig::val_fraction, "val_fraction",
-                    "validation share when the input has no split column, and share of each class's train rows made val "
-                    "when the input's splits have no val (0: none carved)",
-                    in_range(0.0, 0.9)));
+  f.push_back(
+      field(&C::data, "data", &DataConfig::val_fraction, "val_fraction",
+            "validation share when the input has no split column, and share of each class's train rows made val "
+            "when the input's splits have no val (0: none carved)",
+            in_range(0.0, 0.9)));
   f.push_back(field(&C::data, "data", &DataConfig::test_fraction, "test_fraction",
                     "test share when the input has no split column", in_range(0.0, 0.9)));
   f.push_back(field(&C::data, "data", &DataConfig::storage_size, "storage_size", "short side of stored images, pixels",
                     in_range(16, 4096)));
-  f.push_back(field(&C::data, "data", &DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"})));
+  f.push_back(
+      field(&C::data, "data", &DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"})));
   f.push_back(field(&C::data, "data", &DataConfig::jpeg_quality, "jpeg_quality", "JPEG quality of stored images",
                     in_range(1, 100)));
   f.push_back(field(&C::data, "data", &DataConfig::records_per_shard, "records_per_shard", "images per shard",
@@ -263,14 +293,18 @@ void add_augment_fields(std::vector<Field>& f) {
   using C = Config;
   f.push_back(field(&C::augment, "augment", &AugmentConfig::image_size, "image_size", "output side, pixels",
                     in_range(8, 4096)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_scale, "crop_scale",
-                    "RandomResizedCrop area range", pair_in(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_ratio, "crop_ratio",
-                    "RandomResizedCrop aspect range", pair_in(0.01, 100.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::hflip, "hflip", "horizontal flip probability", in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::brightness, "brightness", "color jitter brightness", in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::contrast, "contrast", "color jitter contrast", in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::saturation, "saturation", "color jitter saturation", in_range(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_scale, "crop_scale", "RandomResizedCrop area range",
+                    pair_in(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_ratio, "crop_ratio", "RandomResizedCrop aspect range",
+                    pair_in(0.01, 100.0)));
+  f.push_back(
+      field(&C::augment, "augment", &AugmentConfig::hflip, "hflip", "horizontal flip probability", in_range(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::brightness, "brightness", "color jitter brightness",
+                    in_range(0.0, 1.0)));
+  f.push_back(
+      field(&C::augment, "augment", &AugmentConfig::contrast, "contrast", "color jitter contrast", in_range(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::saturation, "saturation", "color jitter saturation",
+                    in_range(0.0, 1.0)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::hue, "hue", "color jitter hue", in_range(0.0, 0.5)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::mixup_alpha, "mixup_alpha", "mixup Beta alpha (0: off)",
                     in_range(0.0, 100.0)));
@@ -285,11 +319,14 @@ void add_augment_fields(std::vector<Field>& f) {
   f.push_back(field(&C::augment, "augment", &AugmentConfig::auto_augment, "auto_augment",
                     "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
                     one_of({"none", "trivial"})));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::random_erasing, "random_erasing",
-                    "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
-                    in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel", three_numbers(false)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
+  f.push_back(
+      field(&C::augment, "augment", &AugmentConfig::random_erasing, "random_erasing",
+            "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
+            in_range(0.0, 1.0)));
+  f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel",
+                    three_numbers(false)));
+  f.push_back(
+      field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
   f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_crop_pct, "eval_crop_pct",
                     "evaluation: resize the short side to floor(image_size / eval_crop_pct), then center crop",
                     in_range(0.05, 1.0)));
@@ -302,7 +339,8 @@ void add_augment_fields(std::vector<Field>& f) {
 void add_loader_fields(std::vector<Field>& f) {
   using C = Config;
   f.push_back(batch_size_field());
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::workers, "workers", "decode threads (0: run.threads)", in_range(0, 1024)));
+  f.push_back(field(&C::loader, "loader", &LoaderConfig::workers, "workers", "decode threads (0: run.threads)",
+                    in_range(0, 1024)));
   f.push_back(field(&C::loader, "loader", &LoaderConfig::prefetch_batches, "prefetch_batches", "batches prepared ahead",
                     in_range(1, 1024)));
   f.push_back(field(&C::loader, "loader", &LoaderConfig::shuffle, "shuffle", "shuffle each epoch"));
@@ -324,8 +362,10 @@ void add_model_fields(std::vector<Field>& f) {
                     "new classification head when the weights' class count differs (else an error)"));
   f.push_back(field(&C::model, "model", &ModelConfig::partial_load, "partial_load",
                     "start from weights that leave some model tensors at their init (else an error naming them)"));
-  f.push_back(field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
-  f.push_back(field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
+  f.push_back(
+      field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
+  f.push_back(
+      field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
   f.push_back(field(&C::model, "model", &ModelConfig::drop_path, "drop_path",
                     "stochastic depth: drop rate of the last residual block, rising linearly from 0 at the first "
                     "(ViTs only; 0: off)",
@@ -348,8 +388,8 @@ void add_optim_fields(std::vector<Field>& f) {
   f.push_back(field(&C::optim, "optim", &OptimConfig::eps, "eps", "adamw epsilon", in_range(1e-12, 1.0)));
   f.push_back(field(&C::optim, "optim", &OptimConfig::backbone_lr_scale, "backbone_lr_scale",
                     "backbone learning rate as a fraction of the head's", in_range(0.0, 10.0)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::clip_grad_norm, "clip_grad_norm", "max global gradient norm (0: off)",
-                    in_range(0.0, 1e9)));
+  f.push_back(field(&C::optim, "optim", &OptimConfig::clip_grad_norm, "clip_grad_norm",
+                    "max global gradient norm (0: off)", in_range(0.0, 1e9)));
 }
 
 void add_schedule_fields(std::vector<Field>& f) {
@@ -361,26 +401,29 @@ void add_schedule_fields(std::vector<Field>& f) {
                     in_range(0.0, 1e6)));
   f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_start_factor, "warmup_start_factor",
                     "lr factor at step 0 of the warm-up", in_range(0.0, 1.0)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::min_lr_ratio, "min_lr_ratio", "cosine floor, fraction of lr",
-                    in_range(0.0, 1.0)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::step_epochs, "step_epochs", "step: epochs between decays",
-                    in_range(1e-6, 1e6)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::pct_start, "pct_start",
-                    "one_cycle: fraction of the steps spent rising from warmup_start_factor to lr (replaces warmup_epochs)",
-                    in_range(0.0, 1.0)));
+  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::min_lr_ratio, "min_lr_ratio",
+                    "cosine floor, fraction of lr", in_range(0.0, 1.0)));
+  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::step_epochs, "step_epochs",
+                    "step: epochs between decays", in_range(1e-6, 1e6)));
+  f.push_back(
+      field(&C::schedule, "schedule", &ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0)));
+  f.push_back(
+      field(&C::schedule, "schedule", &ScheduleConfig::pct_start, "pct_start",
+            "one_cycle: fraction of the steps spent rising from warmup_start_factor to lr (replaces warmup_epochs)",
+            in_range(0.0, 1.0)));
 }
 
 void add_train_fields(std::vector<Field>& f) {
   using C = Config;
   f.push_back(field(&C::train, "train", &TrainConfig::epochs, "epochs", "epochs to train", in_range(1, 1000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::max_steps, "max_steps", "stop after this many optimizer steps (0: no limit)",
-                    at_least<std::int64_t>(0)));
+  f.push_back(field(&C::train, "train", &TrainConfig::max_steps, "max_steps",
+                    "stop after this many optimizer steps (0: no limit)", at_least<std::int64_t>(0)));
   f.push_back(field(&C::train, "train", &TrainConfig::accumulation_steps, "accumulation_steps",
                     "micro-batches per optimizer step", in_range(1, 65536)));
   f.push_back(field(&C::train, "train", &TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)",
                     one_of({"fp32", "bf16", "fp16"})));
-  f.push_back(field(&C::train, "train", &TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"})));
+  f.push_back(
+      field(&C::train, "train", &TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"})));
   f.push_back(field(&C::train, "train", &TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon",
                     in_range(0.0, 0.99)));
   f.push_back(field(&C::train, "train", &TrainConfig::ema_decay, "ema_decay",
@@ -392,20 +435,22 @@ void add_train_fields(std::vector<Field>& f) {
                     one_of({"none", "weighted_loss", "sampler"})));
   f.push_back(field(&C::train, "train", &TrainConfig::freeze_backbone_epochs, "freeze_backbone_epochs",
                     "epochs that train only the head", in_range(0.0, 1e6)));
-  f.push_back(field(&C::train, "train", &TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
-                    "after the freeze, unfreeze one backbone stage (output first) every this many epochs (0: all at once)",
-                    in_range(0.0, 1e6)));
+  f.push_back(
+      field(&C::train, "train", &TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
+            "after the freeze, unfreeze one backbone stage (output first) every this many epochs (0: all at once)",
+            in_range(0.0, 1e6)));
   f.push_back(field(&C::train, "train", &TrainConfig::eval_every_steps, "eval_every_steps",
                     "evaluate every this many steps (0: every epoch)", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::train, "train", &TrainConfig::eval_batch_size, "eval_batch_size", "evaluation batch (0: loader.batch_size)",
-                    in_range(0, 1 << 20)));
-  f.push_back(field(&C::train, "train", &TrainConfig::early_stopping_metric, "early_stopping_metric",
-                    "validation metric that picks the best checkpoint",
-                    one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"})));
+  f.push_back(field(&C::train, "train", &TrainConfig::eval_batch_size, "eval_batch_size",
+                    "evaluation batch (0: loader.batch_size)", in_range(0, 1 << 20)));
+  f.push_back(field(
+      &C::train, "train", &TrainConfig::early_stopping_metric, "early_stopping_metric",
+      "validation metric that picks the best checkpoint",
+      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"})));
   f.push_back(field(&C::train, "train", &TrainConfig::patience, "patience",
                     "evaluations without improvement before stopping (0: never)", in_range(0, 1000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::keep_last, "keep_last", "recent checkpoints kept besides the best",
-                    in_range(1, 1000)));
+  f.push_back(field(&C::train, "train", &TrainConfig::keep_last, "keep_last",
+                    "recent checkpoints kept besides the best", in_range(1, 1000)));
   f.push_back(field(&C::train, "train", &TrainConfig::checkpoint_every_steps, "checkpoint_every_steps",
                     "checkpoint every this many steps (0: at every evaluation)", at_least<std::int64_t>(0)));
   f.push_back(field(&C::train, "train", &TrainConfig::max_bad_steps, "max_bad_steps",
@@ -414,17 +459,19 @@ void add_train_fields(std::vector<Field>& f) {
                     in_range(1.0, 1e38)));
   f.push_back(field(&C::train, "train", &TrainConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
                     "fp16: steps without overflow before the scale doubles", in_range(1, 1000000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::log_every_steps, "log_every_steps", "train metrics every this many steps",
-                    at_least<std::int64_t>(1)));
+  f.push_back(field(&C::train, "train", &TrainConfig::log_every_steps, "log_every_steps",
+                    "train metrics every this many steps", at_least<std::int64_t>(1)));
   f.push_back(field(&C::train, "train", &TrainConfig::tensorboard, "tensorboard", "write TensorBoard event files"));
   f.push_back(field(&C::train, "train", &TrainConfig::deterministic, "deterministic",
                     "deterministic kernels (resumed runs reproduce the loss curve)"));
-  f.push_back(field(&C::train, "train", &TrainConfig::memory_budget, "memory_budget",
-                    "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
-                    "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
-                    byte_size_or_empty()));
-  f.push_back(field(&C::train, "train", &TrainConfig::oom_recovery, "oom_recovery",
-                    "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step"));
+  f.push_back(
+      field(&C::train, "train", &TrainConfig::memory_budget, "memory_budget",
+            "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
+            "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
+            byte_size_or_empty()));
+  f.push_back(
+      field(&C::train, "train", &TrainConfig::oom_recovery, "oom_recovery",
+            "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step"));
   f.push_back(field(&C::train, "train", &TrainConfig::threshold, "threshold",
                     "two-class tasks: predict class 1 when its probability is at least this (F1, confusion)",
                     in_range(0.0, 1.0)));
@@ -450,10 +497,12 @@ void add_find_batch_fields(std::vector<Field>& f) {
                     "round the micro-batch down to a multiple of this (0: 8 on CUDA with bf16/fp16, else 1)",
                     in_range(0, 4096)));
   f.push_back(field(&C::find_batch, "find_batch", &FB::target_global_batch, "target_global_batch",
-                    "global batch to reach with accumulation (0: one micro-batch per step)", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::lr_scaling, "lr_scaling",
-                    "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
-                    one_of({"auto", "linear", "sqrt", "none"})));
+                    "global batch to reach with accumulation (0: one micro-batch per step)",
+                    at_least<std::int64_t>(0)));
+  f.push_back(
+      field(&C::find_batch, "find_batch", &FB::lr_scaling, "lr_scaling",
+            "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
+            one_of({"auto", "linear", "sqrt", "none"})));
   f.push_back(field(&C::find_batch, "find_batch", &FB::objective, "objective",
                     "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
                     "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
@@ -478,11 +527,14 @@ void add_find_batch_fields(std::vector<Field>& f) {
 void add_dist_fields(std::vector<Field>& f) {
   using C = Config;
   f.push_back(field(&C::dist, "dist", &DistConfig::backend, "backend",
-                    "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl", one_of({"auto", "gloo", "nccl"})));
+                    "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl",
+                    one_of({"auto", "gloo", "nccl"})));
   f.push_back(field(&C::dist, "dist", &DistConfig::timeout_seconds, "timeout_seconds",
-                    "rendezvous and collective timeout: a missing or dead rank is an error after this", in_range(1.0, 86400.0)));
+                    "rendezvous and collective timeout: a missing or dead rank is an error after this",
+                    in_range(1.0, 86400.0)));
   f.push_back(field(&C::dist, "dist", &DistConfig::bucket_mb, "bucket_mb",
-                    "gradient all-reduce bucket size in MB (smaller: earlier overlap, more calls)", in_range(0.001, 4096.0)));
+                    "gradient all-reduce bucket size in MB (smaller: earlier overlap, more calls)",
+                    in_range(0.001, 4096.0)));
   f.push_back(field(&C::dist, "dist", &DistConfig::broadcast_buffers, "broadcast_buffers",
                     "broadcast model buffers (BatchNorm statistics) from rank 0 before every step"));
   f.push_back(field(&C::dist, "dist", &DistConfig::ledger, "ledger",
@@ -507,8 +559,8 @@ void add_text_fields(std::vector<Field>& f) {
                     "resolved from text_dataset.json (0: not yet)", at_least(0)));
   f.push_back(field(&C::text, "text", &TextConfig::categorical_cardinalities, "categorical_cardinalities",
                     "resolved: vocabulary size per categorical metadata field (code 0, missing, comes on top)"));
-  f.push_back(field(&C::text, "text", &TextConfig::numeric_fields, "numeric_fields", "resolved: numeric metadata fields",
-                    at_least(0)));
+  f.push_back(field(&C::text, "text", &TextConfig::numeric_fields, "numeric_fields",
+                    "resolved: numeric metadata fields", at_least(0)));
 }
 
 }  // namespace
@@ -574,7 +626,8 @@ nlohmann::json config_to_json(const Config& config) {
 }
 
 Config config_from_json(const nlohmann::json& doc, const std::string& source) {
-  if (!doc.is_object()) throw ConfigError(source + ": the config must be a JSON object, got " + std::string(doc.type_name()));
+  if (!doc.is_object())
+    throw ConfigError(source + ": the config must be a JSON object, got " + std::string(doc.type_name()));
   const auto sections = section_names();
   Config config;
   for (auto sec = doc.begin(); sec != doc.end(); ++sec) {
@@ -603,7 +656,8 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   if (json_nesting_exceeds(text))
     throw ConfigError(source + ": the value nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   auto dot = name.find('.');
-  if (dot == std::string::npos) throw ConfigError(source + ": expected section.key=value, got no '.' in '" + name + "'");
+  if (dot == std::string::npos)
+    throw ConfigError(source + ": expected section.key=value, got no '.' in '" + name + "'");
   std::string section = name.substr(0, dot), key = name.substr(dot + 1);
   const auto sections = section_names();
   if (std::find(sections.begin(), sections.end(), section) == sections.end())
@@ -638,7 +692,8 @@ nlohmann::json read_json_file(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   if (json_nesting_exceeds(buffer.str()))
-    throw ConfigError(path + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels; not a ShopLens config");
+    throw ConfigError(path + ": nests deeper than " + std::to_string(kMaxJsonNesting) +
+                      " levels; not a ShopLens config");
   try {
     return json::parse(buffer.str());
   } catch (const json::parse_error& e) {

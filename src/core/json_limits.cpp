@@ -7,20 +7,28 @@ bool json_nesting_exceeds(std::string_view text, int limit) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     switch (c) {
-      case '"': in_string = true; break;
+      case '"':
+        in_string = true;
+        break;
       case '[':
       case '{':
         if (++depth > limit) return true;
         break;
       case ']':
-      case '}': --depth; break;
-      default: break;
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
     }
   }
   return false;

@@ -33,9 +33,9 @@ bool valid_date(const std::string& d) {
   return day >= 1 && day <= 31;
 }
 
-const std::vector<std::string> kRowKeys = {"name",   "provider",           "kind",          "accelerator",
-                                           "accelerators", "vcpus",      "region",        "on_demand_per_hour",
-                                           "spot_per_hour", "source",     "date",          "note"};
+const std::vector<std::string> kRowKeys = {"name",          "provider", "kind",   "accelerator",
+                                           "accelerators",  "vcpus",    "region", "on_demand_per_hour",
+                                           "spot_per_hour", "source",   "date",   "note"};
 
 }  // namespace
 
@@ -103,14 +103,17 @@ class OfferRow {
 void read_prices(const OfferRow& row, PriceOffer& o) {
   const auto on_demand = row.number("on_demand_per_hour");
   if (!on_demand) row.fail("missing \"on_demand_per_hour\"");
-  if (!(*on_demand > 0) || !std::isfinite(*on_demand)) row.fail(fmt::format("on_demand_per_hour {} must be > 0", *on_demand));
+  if (!(*on_demand > 0) || !std::isfinite(*on_demand))
+    row.fail(fmt::format("on_demand_per_hour {} must be > 0", *on_demand));
   o.on_demand_per_hour = *on_demand;
   o.spot_per_hour = row.number("spot_per_hour");
   if (!o.spot_per_hour) return;
   if (!(*o.spot_per_hour > 0) || !std::isfinite(*o.spot_per_hour))
-    row.fail(fmt::format("spot_per_hour {} must be > 0 (leave it out or null where there is no spot price)", *o.spot_per_hour));
+    row.fail(fmt::format("spot_per_hour {} must be > 0 (leave it out or null where there is no spot price)",
+                         *o.spot_per_hour));
   if (*o.spot_per_hour > o.on_demand_per_hour)
-    row.fail(fmt::format("spot_per_hour {} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour, o.on_demand_per_hour));
+    row.fail(fmt::format("spot_per_hour {} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour,
+                         o.on_demand_per_hour));
 }
 
 PriceOffer read_offer(const json& row, const std::string& where) {
@@ -130,7 +133,8 @@ PriceOffer read_offer(const json& row, const std::string& where) {
   o.source = r.text("source", true);
   o.date = r.text("date", true);
   if (!valid_date(o.date)) r.fail("\"date\" '" + o.date + "' is not YYYY-MM-DD or YYYY-MM");
-  if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu") r.fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
+  if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu")
+    r.fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
   read_prices(r, o);
   o.accelerators = r.whole_number("accelerators");
   if (o.kind != "cpu" && o.accelerators < 1) r.fail("a " + o.kind + " offer needs \"accelerators\" >= 1");
@@ -142,7 +146,8 @@ PriceOffer read_offer(const json& row, const std::string& where) {
 }  // namespace
 
 PriceTable parse_price_table(std::string_view text, const std::string& origin) {
-  if (json_nesting_exceeds(text)) throw ConfigError(origin + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+  if (json_nesting_exceeds(text))
+    throw ConfigError(origin + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   json doc;
   try {
     doc = json::parse(text);
@@ -173,7 +178,8 @@ PriceTable parse_price_table(std::string_view text, const std::string& origin) {
 
 PriceTable load_price_table(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw ConfigError("price table " + path.string() + " does not exist");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw ConfigError("price table " + path.string() + " does not exist");
   return parse_price_table(read_file(path), path.string());
 }
 

@@ -18,9 +18,12 @@ ResidentMemory read_resident_memory() {
     std::string key;
     std::int64_t kib = 0;
     if (!(fields >> key >> kib)) continue;
-    if (key == "VmRSS:") m.resident = kib * 1024;
-    else if (key == "VmHWM:") m.peak = kib * 1024;
-    else if (key == "RssFile:") m.file_backed = kib * 1024;
+    if (key == "VmRSS:")
+      m.resident = kib * 1024;
+    else if (key == "VmHWM:")
+      m.peak = kib * 1024;
+    else if (key == "RssFile:")
+      m.file_backed = kib * 1024;
   }
   return m;
 }

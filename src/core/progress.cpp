@@ -76,7 +76,8 @@ void Progress::render(bool final_line) {
     int filled = static_cast<int>(fraction * kWidth);
     std::string bar(filled, '#');
     bar += std::string(kWidth - filled, '.');
-    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s%s\x1b[K", label_.c_str(), bar.c_str(), fraction * 100, stats, suffix.c_str());
+    std::fprintf(stderr, "\r%s [%s] %3.0f%% %s%s\x1b[K", label_.c_str(), bar.c_str(), fraction * 100, stats,
+                 suffix.c_str());
     if (final_line) std::fputc('\n', stderr);
     std::fflush(stderr);
     set_terminal_line_open(!final_line);

@@ -46,9 +46,10 @@ void prefer_passive_openmp(bool gemm_bound, int threads, const std::string& mode
   if (threads <= 1 || !gemm_bound || g_argv.empty()) return;
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   if (const char* tuning = std::getenv("SHOPLENS_OPENMP_TUNING"); tuning && std::string(tuning) == "0") return;
-  spdlog::info("{} is GEMM-bound: restarting with OMP_WAIT_POLICY=PASSIVE so OpenMP's idle threads leave the cores to "
-               "OpenBLAS (SHOPLENS_OPENMP_TUNING=0 or an explicit OMP_WAIT_POLICY keeps the default)",
-               model_name);
+  spdlog::info(
+      "{} is GEMM-bound: restarting with OMP_WAIT_POLICY=PASSIVE so OpenMP's idle threads leave the cores to "
+      "OpenBLAS (SHOPLENS_OPENMP_TUNING=0 or an explicit OMP_WAIT_POLICY keeps the default)",
+      model_name);
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   std::vector<char*> args = g_argv;
   args.push_back(nullptr);

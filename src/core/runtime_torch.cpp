@@ -11,9 +11,7 @@
 
 namespace shoplens {
 
-void set_compute_threads(int threads) {
-  at::set_num_threads(resolve_threads(threads));
-}
+void set_compute_threads(int threads) { at::set_num_threads(resolve_threads(threads)); }
 
 std::string torch_version() { return TORCH_VERSION; }
 

@@ -39,9 +39,7 @@ ProcessExit wait_for(pid_t pid, const std::string& program) {
 
 }  // namespace
 
-bool ProcessExit::interrupted() const {
-  return signalled ? (code == SIGINT || code == SIGTERM) : code == 130;
-}
+bool ProcessExit::interrupted() const { return signalled ? (code == SIGINT || code == SIGTERM) : code == 130; }
 
 std::string ProcessExit::describe() const {
   if (!signalled) return "exit " + std::to_string(code);
@@ -52,7 +50,8 @@ ProcessExit run_process(const std::vector<std::string>& argv, const std::filesys
   if (argv.empty()) throw UsageError("run_process: no program given");
   SpawnActions actions;
   // The child opens the log itself (O_CLOEXEC does not apply to the descriptors it is given).
-  int rc = posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int rc = posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, log_file.c_str(),
+                                            O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
   if (rc != 0) throw IoError("cannot prepare the log " + log_file.string() + ": " + std::strerror(rc));
   std::vector<char*> args;

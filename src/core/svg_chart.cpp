@@ -73,15 +73,16 @@ void write_axes(std::ostringstream& os, const Plot& plot, const ChartAxis& x, co
   for (double t : plot.y().ticks) {
     os << fmt::format("<text class=\"tick\" x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n",
                       kLeft - 4, plot.py(t) + 3, format_tick(t, plot.y().step));
-    os << fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>\n", kLeft, plot.py(t),
-                      kPlotRight);
+    os << fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>\n", kLeft,
+                      plot.py(t), kPlotRight);
   }
   const std::string x_label = x.label + (x.log2 ? " (log2 scale)" : "");
   os << fmt::format("<text class=\"x-label\" x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
                     (kLeft + kPlotRight) / 2, kHeight - 10, xml_escape(x_label));
-  os << fmt::format("<text class=\"y-label\" x=\"14\" y=\"{0}\" font-size=\"11\" text-anchor=\"middle\" "
-                    "transform=\"rotate(-90 14 {0})\">{1}</text>\n",
-                    (kTop + base) / 2, xml_escape(y.label));
+  os << fmt::format(
+      "<text class=\"y-label\" x=\"14\" y=\"{0}\" font-size=\"11\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 14 {0})\">{1}</text>\n",
+      (kTop + base) / 2, xml_escape(y.label));
 }
 
 void write_series(std::ostringstream& os, const Plot& plot, const ChartSeries& s, bool x_log2, int index) {
@@ -95,11 +96,13 @@ void write_series(std::ostringstream& os, const Plot& plot, const ChartSeries& s
   // A lone point of a line series gets a full-size marker: a one-record run is still visible.
   const double radius = s.line && pts.size() > 1 ? 1.8 : 3.5;
   for (const auto& [x, y] : pts)
-    os << fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"/>\n", plot.px(x), plot.py(y), radius, s.color);
+    os << fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"/>\n", plot.px(x), plot.py(y), radius,
+                      s.color);
   const double ly = kTop + 4 + index * 16;
-  os << fmt::format("<g class=\"legend\"><rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>", kLegendX, ly,
-                    s.color);
-  os << fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{}</text></g>\n", kLegendX + 14, ly + 9, xml_escape(s.name));
+  os << fmt::format("<g class=\"legend\"><rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>", kLegendX,
+                    ly, s.color);
+  os << fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{}</text></g>\n", kLegendX + 14, ly + 9,
+                    xml_escape(s.name));
 }
 
 }  // namespace
@@ -142,9 +145,10 @@ std::string svg_chart(const std::string& title, const ChartAxis& x, const ChartA
     for (const auto& [px, py] : usable_points(s, x.log2)) xs.push_back(px), ys.push_back(py);
   const Plot plot(axis_range(xs, x), axis_range(ys, y), x.log2);
   std::ostringstream os;
-  os << fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-                    "role=\"img\" aria-label=\"{2}\">\n",
-                    kWidth, kHeight, xml_escape(title));
+  os << fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "role=\"img\" aria-label=\"{2}\">\n",
+      kWidth, kHeight, xml_escape(title));
   os << fmt::format("<text class=\"title\" x=\"{}\" y=\"18\" font-size=\"14\" text-anchor=\"middle\">{}</text>\n",
                     (kLeft + kPlotRight) / 2, xml_escape(title));
   write_axes(os, plot, x, y);

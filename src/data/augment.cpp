@@ -20,7 +20,12 @@ constexpr double kPi = 3.14159265358979323846;
 // Independent random streams per decision, so switching one op on or off (say hflip 0 -> 1)
 // leaves every other op's draws unchanged.
 enum Stream : std::uint64_t {
-  kCropStream = 1, kFlipStream = 2, kJitterStream = 3, kMixStream = 4, kAutoAugmentStream = 5, kErasingStream = 6
+  kCropStream = 1,
+  kFlipStream = 2,
+  kJitterStream = 3,
+  kMixStream = 4,
+  kAutoAugmentStream = 5,
+  kErasingStream = 6
 };
 
 // ---- geometry -------------------------------------------------------------------------------
@@ -349,8 +354,8 @@ void write_chw(const cv::Mat& img, const float (&table)[3][256], bool flip, floa
 }
 
 // Normalize (+ the horizontal flip) from the jittered float planes.
-void write_planes(const Planes& p, int size, const std::vector<double>& mean, const std::vector<double>& std,
-                  bool flip, float* dst) {
+void write_planes(const Planes& p, int size, const std::vector<double>& mean, const std::vector<double>& std, bool flip,
+                  float* dst) {
   for (int c = 0; c < 3; ++c) {
     const float a = static_cast<float>(1.0 / std[c]), b = static_cast<float>(-mean[c] / std[c]);
     for (int y = 0; y < size; ++y) {
@@ -502,8 +507,7 @@ Augmenter::Augmenter(const AugmentConfig& config, bool train)
     throw ConfigError("augment.eval_resize_short_side " + std::to_string(eval_resize_) + " is below image_size " +
                       std::to_string(size_) + ": the center crop would not fit");
   for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v)
-      lut_[c][v] = static_cast<float>((v / 255.0 - config_.mean[c]) / config_.std[c]);
+    for (int v = 0; v < 256; ++v) lut_[c][v] = static_cast<float>((v / 255.0 - config_.mean[c]) / config_.std[c]);
 }
 
 void Augmenter::apply(const cv::Mat& rgb, std::uint64_t sample_seed, float* dst) const {

@@ -33,7 +33,8 @@ Batch Batch::slice(std::int64_t start, std::int64_t count) const {
   piece.lengths = rows(lengths, start, count);
   if (input_ids.defined()) {
     std::int64_t width = input_ids.size(1);
-    if (piece.lengths.defined() && count > 0) width = std::max<std::int64_t>(1, piece.lengths.max().item<std::int64_t>());
+    if (piece.lengths.defined() && count > 0)
+      width = std::max<std::int64_t>(1, piece.lengths.max().item<std::int64_t>());
     piece.input_ids = input_ids.narrow(0, start, count).narrow(1, 0, width);
     piece.attention_mask = attention_mask.narrow(0, start, count).narrow(1, 0, width);
   }

@@ -64,7 +64,8 @@ bool has_standard_masks(const std::uint8_t* d, std::size_t size) {
 
 void check_variant(const BmpHeader& h, const std::uint8_t* d, std::size_t size) {
   static const char* const kCompression[] = {"BI_RGB", "BI_RLE8", "BI_RLE4", "BI_BITFIELDS", "BI_JPEG", "BI_PNG"};
-  const std::string name = h.compression < 6 ? kCompression[h.compression] : "compression " + std::to_string(h.compression);
+  const std::string name =
+      h.compression < 6 ? kCompression[h.compression] : "compression " + std::to_string(h.compression);
   const std::string variant = std::to_string(h.bits) + "-bit, " + name;
   if (h.compression == kBiRgb && (h.bits == 8 || h.bits == 24 || h.bits == 32)) return;
   if (h.compression == kBiBitfields && h.bits == 32) {
@@ -112,7 +113,8 @@ void decode_rows(const BmpHeader& h, const std::uint8_t* d, const std::vector<cv
       } else if (*in < palette.size()) {
         out[x] = palette[*in];
       } else {
-        corrupt("pixel value " + std::to_string(*in) + " outside its " + std::to_string(palette.size()) + "-colour palette");
+        corrupt("pixel value " + std::to_string(*in) + " outside its " + std::to_string(palette.size()) +
+                "-colour palette");
       }
     }
   }

@@ -40,8 +40,8 @@ struct JpegHeader {
 // `what` names the input in the reason: "JPEG" (an original) or "JPEG payload" (a shard's).
 JpegHeader read_header(tjhandle h, const std::uint8_t* data, std::size_t size, const std::string& what) {
   JpegHeader header;
-  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &header.width, &header.height,
-                          &header.subsampling, &header.colorspace) != 0)
+  if (tjDecompressHeader3(h, data, static_cast<unsigned long>(size), &header.width, &header.height, &header.subsampling,
+                          &header.colorspace) != 0)
     throw DataError("corrupt " + what + " header: " + tj_error(h));
   return header;
 }
@@ -50,8 +50,8 @@ JpegHeader read_header(tjhandle h, const std::uint8_t* data, std::size_t size, c
 void decompress(tjhandle h, const std::uint8_t* data, std::size_t size, cv::Mat& pixels, int pixel_format,
                 const std::string& what, bool accurate_dct = false) {
   const int dct = accurate_dct ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
-  if (tjDecompress2(h, data, static_cast<unsigned long>(size), pixels.data, pixels.cols, 0, pixels.rows,
-                    pixel_format, dct | TJFLAG_STOPONWARNING) != 0)
+  if (tjDecompress2(h, data, static_cast<unsigned long>(size), pixels.data, pixels.cols, 0, pixels.rows, pixel_format,
+                    dct | TJFLAG_STOPONWARNING) != 0)
     throw DataError("corrupt " + what + ": " + tj_error(h));
 }
 
@@ -127,8 +127,9 @@ std::vector<std::uint8_t> encode_jpeg(const cv::Mat& image, const JpegEncodeOpti
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   const int pixel_format = options.order == ChannelOrder::kBgr ? TJPF_BGR : TJPF_RGB;
-  if (tjCompress2(instance.get(), image.data, image.cols, static_cast<int>(image.step[0]), image.rows, pixel_format, &out, &out_size, TJSAMP_420,
-                  options.quality, options.fast_dct ? TJFLAG_FASTDCT : TJFLAG_ACCURATEDCT) != 0) {
+  if (tjCompress2(instance.get(), image.data, image.cols, static_cast<int>(image.step[0]), image.rows, pixel_format,
+                  &out, &out_size, TJSAMP_420, options.quality,
+                  options.fast_dct ? TJFLAG_FASTDCT : TJFLAG_ACCURATEDCT) != 0) {
     if (out) tjFree(out);
     throw Error("JPEG encoding failed: " + tj_error(instance.get()));
   }

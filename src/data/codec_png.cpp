@@ -198,7 +198,8 @@ class PngWriter {
 
   std::vector<std::uint8_t> encode(const cv::Mat& image, const PngEncodeOptions& options) {
     std::vector<png_bytep> rows(static_cast<std::size_t>(image.rows));
-    for (int y = 0; y < image.rows; ++y) rows[static_cast<std::size_t>(y)] = const_cast<png_bytep>(image.ptr<png_byte>(y));
+    for (int y = 0; y < image.rows; ++y)
+      rows[static_cast<std::size_t>(y)] = const_cast<png_bytep>(image.ptr<png_byte>(y));
     if (!write_png(png_, info_, rows.data(), image.cols, image.rows, &options))
       throw Error(std::string("PNG encoding failed: ") + error_.message);
     return std::vector<std::uint8_t>(sink_.data, sink_.data + sink_.size);

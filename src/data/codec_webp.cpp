@@ -12,14 +12,22 @@ namespace {
 
 std::string status_text(VP8StatusCode status) {
   switch (status) {
-    case VP8_STATUS_OK: return "ok";
-    case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
-    case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
-    case VP8_STATUS_BITSTREAM_ERROR: return "bitstream error";
-    case VP8_STATUS_UNSUPPORTED_FEATURE: return "unsupported feature";
-    case VP8_STATUS_SUSPENDED: return "suspended";
-    case VP8_STATUS_USER_ABORT: return "aborted";
-    case VP8_STATUS_NOT_ENOUGH_DATA: return "the file ends early (truncated)";
+    case VP8_STATUS_OK:
+      return "ok";
+    case VP8_STATUS_OUT_OF_MEMORY:
+      return "out of memory";
+    case VP8_STATUS_INVALID_PARAM:
+      return "invalid parameter";
+    case VP8_STATUS_BITSTREAM_ERROR:
+      return "bitstream error";
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      return "unsupported feature";
+    case VP8_STATUS_SUSPENDED:
+      return "suspended";
+    case VP8_STATUS_USER_ABORT:
+      return "aborted";
+    case VP8_STATUS_NOT_ENOUGH_DATA:
+      return "the file ends early (truncated)";
   }
   return "status " + std::to_string(static_cast<int>(status));
 }
@@ -31,7 +39,8 @@ DecodedImage decode_webp(const std::uint8_t* data, std::size_t size, const Decod
   if (!WebPInitDecoderConfig(&config)) throw Error("cannot initialise libwebp (version mismatch)");
   const VP8StatusCode header = WebPGetFeatures(data, size, &config.input);
   if (header != VP8_STATUS_OK) throw DataError("corrupt WebP header: " + status_text(header));
-  const auto width = static_cast<std::uint64_t>(config.input.width), height = static_cast<std::uint64_t>(config.input.height);
+  const auto width = static_cast<std::uint64_t>(config.input.width),
+             height = static_cast<std::uint64_t>(config.input.height);
   check_declared_size(ImageFormat::kWebp, width, height, options);
   if (config.input.has_animation) throw DataError("animated WebP is not supported");
   DecodedImage out = allocate_image(ImageFormat::kWebp, width, height);

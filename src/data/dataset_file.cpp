@@ -24,8 +24,8 @@ void require_regular(const struct stat& st) {
 
 void require_size_within(std::uint64_t size, std::uint64_t max_bytes) {
   if (size > max_bytes)
-    throw DataError("file too large: " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes) +
-                    " bytes (data.max_file_mb)");
+    throw DataError("file too large: " + std::to_string(size) + " bytes, over the limit of " +
+                    std::to_string(max_bytes) + " bytes (data.max_file_mb)");
 }
 
 // Reads at most `size` bytes: a file that grows while it is read is cut at the size checked; one
@@ -70,15 +70,24 @@ std::string file_type_name(mode_t mode) {
 
 std::string file_type_name(fs::file_type type) {
   switch (type) {
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
-    case fs::file_type::character: return "a character device";
-    case fs::file_type::block: return "a block device";
-    case fs::file_type::symlink: return "a symlink";
-    case fs::file_type::not_found: return "missing";
-    default: return "an unknown kind of file";
+    case fs::file_type::regular:
+      return "a regular file";
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::symlink:
+      return "a symlink";
+    case fs::file_type::not_found:
+      return "missing";
+    default:
+      return "an unknown kind of file";
   }
 }
 

@@ -24,7 +24,7 @@ double triangle(double x) {
 // Fixed-point taps of output positions [first, first + count) of an `in_size` -> `out_size`
 // resampling: tap t of position p weighs input pixel start[p] + t.
 struct Taps {
-  int width = 0;                 // taps per position (Pillow's ksize)
+  int width = 0;  // taps per position (Pillow's ksize)
   std::vector<int> start, count;
   std::vector<std::int32_t> weights;
 };
@@ -113,14 +113,14 @@ int eval_resize_short_side(int crop, double crop_pct) {
 
 EvalCropPlan plan_eval_crop(int width, int height, int resize_short_side, int crop) {
   if (crop < 1 || resize_short_side < crop)
-    throw ConfigError("eval transform: crop " + std::to_string(crop) + " must be between 1 and the resized short side " +
-                      std::to_string(resize_short_side));
+    throw ConfigError("eval transform: crop " + std::to_string(crop) +
+                      " must be between 1 and the resized short side " + std::to_string(resize_short_side));
   if (width < 1 || height < 1) throw DataError("eval transform: empty image");
   EvalCropPlan p;
   p.crop = crop;
   const bool wide = width >= height;
-  const int long_side = static_cast<int>(static_cast<double>(resize_short_side) * (wide ? width : height) /
-                                         (wide ? height : width));
+  const int long_side =
+      static_cast<int>(static_cast<double>(resize_short_side) * (wide ? width : height) / (wide ? height : width));
   p.resized_width = wide ? long_side : resize_short_side;
   p.resized_height = wide ? resize_short_side : long_side;
   p.left = half_rounded_to_even(p.resized_width - crop);

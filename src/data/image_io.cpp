@@ -49,13 +49,20 @@ DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64
 
 const char* format_name(ImageFormat format) {
   switch (format) {
-    case ImageFormat::kJpeg: return "JPEG";
-    case ImageFormat::kPng: return "PNG";
-    case ImageFormat::kBmp: return "BMP";
-    case ImageFormat::kWebp: return "WebP";
-    case ImageFormat::kTiff: return "TIFF";
-    case ImageFormat::kGif: return "GIF";
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kBmp:
+      return "BMP";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kTiff:
+      return "TIFF";
+    case ImageFormat::kGif:
+      return "GIF";
+    case ImageFormat::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -66,7 +73,8 @@ ImageFormat sniff_format(const std::uint8_t* d, std::size_t n) {
   if (n >= 2 && d[0] == 'B' && d[1] == 'M') return ImageFormat::kBmp;
   if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return ImageFormat::kWebp;
   if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0)) return ImageFormat::kTiff;
-  if (n >= 4 && (std::memcmp(d, "II+\0", 4) == 0 || std::memcmp(d, "MM\0+", 4) == 0)) return ImageFormat::kTiff;  // BigTIFF
+  if (n >= 4 && (std::memcmp(d, "II+\0", 4) == 0 || std::memcmp(d, "MM\0+", 4) == 0))
+    return ImageFormat::kTiff;  // BigTIFF
   if (n >= 6 && (std::memcmp(d, "GIF87a", 6) == 0 || std::memcmp(d, "GIF89a", 6) == 0)) return ImageFormat::kGif;
   return ImageFormat::kUnknown;
 }
@@ -85,13 +93,20 @@ ImageFormat format_from_extension(const std::filesystem::path& path) {
 DecodedImage decode_image(const std::uint8_t* data, std::size_t size, const DecodeOptions& options) {
   if (size == 0) throw DataError("empty file (0 bytes)");
   switch (sniff_format(data, size)) {
-    case ImageFormat::kJpeg: return codecs::decode_jpeg(data, size, options);
-    case ImageFormat::kPng: return codecs::decode_png(data, size, options);
-    case ImageFormat::kWebp: return codecs::decode_webp(data, size, options);
-    case ImageFormat::kTiff: return codecs::decode_tiff(data, size, options);
-    case ImageFormat::kBmp: return codecs::decode_bmp(data, size, options);
-    case ImageFormat::kGif: throw DataError("GIF is not supported (convert to PNG or JPEG)");
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kJpeg:
+      return codecs::decode_jpeg(data, size, options);
+    case ImageFormat::kPng:
+      return codecs::decode_png(data, size, options);
+    case ImageFormat::kWebp:
+      return codecs::decode_webp(data, size, options);
+    case ImageFormat::kTiff:
+      return codecs::decode_tiff(data, size, options);
+    case ImageFormat::kBmp:
+      return codecs::decode_bmp(data, size, options);
+    case ImageFormat::kGif:
+      throw DataError("GIF is not supported (convert to PNG or JPEG)");
+    case ImageFormat::kUnknown:
+      break;
   }
   throw DataError("not an image (unrecognised content)");
 }
@@ -113,7 +128,8 @@ void write_image_file(const std::filesystem::path& path, const cv::Mat& image, C
       bytes = encode_jpeg(image, options);
       break;
     }
-    default: throw UsageError("cannot write '" + path.string() + "': name it .png, .jpg or .jpeg");
+    default:
+      throw UsageError("cannot write '" + path.string() + "': name it .png, .jpg or .jpeg");
   }
   write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }

@@ -73,8 +73,7 @@ std::size_t Loader::dataset_size() const {
 std::int64_t Loader::batches_per_epoch() const {
   const auto n = static_cast<std::int64_t>(dataset_size());
   const std::int64_t b = options_.batch_size;
-  if (options_.global_batch > 0)
-    return (n / options_.global_batch) * (options_.global_batch / options_.world_size / b);
+  if (options_.global_batch > 0) return (n / options_.global_batch) * (options_.global_batch / options_.world_size / b);
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
@@ -103,7 +102,8 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
   order_ = options_.epoch_order ? options_.epoch_order(epoch)
                                 : epoch_order(dataset_size(), options_.seed, epoch, options_.shuffle);
   if (options_.strided_share && options_.world_size > 1)
-    for (auto& index : order_) index = static_cast<std::uint32_t>(options_.rank + static_cast<std::size_t>(index) * options_.world_size);
+    for (auto& index : order_)
+      index = static_cast<std::uint32_t>(options_.rank + static_cast<std::size_t>(index) * options_.world_size);
   builder_->arrange(order_, epoch, options_.global_batch > 0 ? options_.global_batch : options_.batch_size);
   num_batches_ = batches_per_epoch();
   positions_.clear();
@@ -112,11 +112,13 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t skip_batches) {
     const std::int64_t steps = static_cast<std::int64_t>(order_.size()) / g;
     positions_.reserve(static_cast<std::size_t>(steps * share));
     for (std::int64_t k = 0; k < steps; ++k)
-      for (std::int64_t j = 0; j < share; ++j) positions_.push_back(static_cast<std::uint32_t>(k * g + options_.rank * share + j));
+      for (std::int64_t j = 0; j < share; ++j)
+        positions_.push_back(static_cast<std::uint32_t>(k * g + options_.rank * share + j));
   }
   if (num_batches_ == 0 && options_.global_batch > 0)
     throw DataError("the dataset has " + std::to_string(source_->size()) + " samples, fewer than one global batch of " +
-                    std::to_string(options_.global_batch) + " (micro-batch x accumulation x world size): use a smaller batch");
+                    std::to_string(options_.global_batch) +
+                    " (micro-batch x accumulation x world size): use a smaller batch");
   if (num_batches_ == 0)
     throw DataError("the dataset has " + std::to_string(dataset_size()) + " samples, fewer than one batch of " +
                     std::to_string(options_.batch_size) + " (set loader.drop_last=false or a smaller batch)");
@@ -133,7 +135,8 @@ void Loader::worker_loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       work_cv_.wait(lock, [&] {
-        return stopping_ || (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + options_.prefetch_batches);
+        return stopping_ ||
+               (next_to_build_ < num_batches_ && next_to_build_ < next_to_deliver_ + options_.prefetch_batches);
       });
       if (stopping_) return;
       index = next_to_build_++;
@@ -175,8 +178,8 @@ at::Tensor ImageBatchBuilder::acquire_images(std::int64_t batch_size) {
 
 Batch Loader::build_batch(std::int64_t index) {
   const std::int64_t begin = index * options_.batch_size;
-  const std::int64_t readable = positions_.empty() ? static_cast<std::int64_t>(order_.size())
-                                                  : static_cast<std::int64_t>(positions_.size());
+  const std::int64_t readable =
+      positions_.empty() ? static_cast<std::int64_t>(order_.size()) : static_cast<std::int64_t>(positions_.size());
   const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, readable);
   std::vector<std::uint32_t> indices;
   std::vector<std::uint64_t> positions;
@@ -223,9 +226,10 @@ Batch ImageBatchBuilder::build(const std::vector<std::uint32_t>& indices, const 
   }
   if (soft_targets_) {
     batch.targets = torch::empty({n, source_->num_classes()}, torch::kFloat32);
-    batch.mixed = augmenter_.mix_batch(images, static_cast<int>(n), labels, source_->num_classes(),
-                                       mix_seed(options_.seed, 0xB47C4ULL + static_cast<std::uint64_t>(epoch), batch_index),
-                                       batch.targets.data_ptr<float>());
+    batch.mixed =
+        augmenter_.mix_batch(images, static_cast<int>(n), labels, source_->num_classes(),
+                             mix_seed(options_.seed, 0xB47C4ULL + static_cast<std::uint64_t>(epoch), batch_index),
+                             batch.targets.data_ptr<float>());
   }
   return batch;
 }

@@ -73,7 +73,8 @@ void sort_discovered_labels(Manifest& manifest) {
   std::sort(sorted.begin(), sorted.end());
   std::vector<int> remap(manifest.classes.size());
   for (std::size_t old_id = 0; old_id < manifest.classes.size(); ++old_id)
-    remap[old_id] = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), manifest.classes[old_id]) - sorted.begin());
+    remap[old_id] =
+        static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), manifest.classes[old_id]) - sorted.begin());
   for (auto& r : manifest.records) r.label = remap[r.label];
   manifest.classes = sorted;
 }
@@ -85,9 +86,10 @@ std::string column_for(const ManifestOptions& options, const std::string& role) 
 
 void require_records(const Manifest& m) {
   if (m.records.empty()) {
-    std::string why = m.rejected.empty() ? "it has no rows"
-                                         : "all " + std::to_string(m.rejected.size()) + " rows were rejected (first: line " +
-                                               std::to_string(m.rejected.front().line) + ": " + m.rejected.front().reason + ")";
+    std::string why = m.rejected.empty()
+                          ? "it has no rows"
+                          : "all " + std::to_string(m.rejected.size()) + " rows were rejected (first: line " +
+                                std::to_string(m.rejected.front().line) + ": " + m.rejected.front().reason + ")";
     throw DataError(m.source + ": empty dataset: " + why);
   }
 }
@@ -116,8 +118,9 @@ struct Columns {
 
 // The header's names, each within kMaxColumnNameBytes and unique.
 std::unordered_map<std::string, std::size_t> header_columns(const CsvRecord& header, const std::string& source,
-                                                           std::vector<std::string>& names) {
-  if (!header.error.empty()) throw DataError(source + ":" + std::to_string(header.line) + ": bad header: " + header.error);
+                                                            std::vector<std::string>& names) {
+  if (!header.error.empty())
+    throw DataError(source + ":" + std::to_string(header.line) + ": bad header: " + header.error);
   std::unordered_map<std::string, std::size_t> col;
   for (std::size_t i = 0; i < header.fields.size(); ++i) {
     std::string name(trim(header.fields[i]));
@@ -155,7 +158,8 @@ Columns resolve_columns(const CsvRecord& header, const std::string& source, cons
   if (!options.metadata_fields.empty()) {
     for (const auto& f : options.metadata_fields) {
       auto it = col.find(f);
-      if (it == col.end()) throw DataError(source + ":1: metadata field '" + f + "' is not a column" + did_you_mean(f, names));
+      if (it == col.end())
+        throw DataError(source + ":1: metadata field '" + f + "' is not a column" + did_you_mean(f, names));
       c.metadata.push_back(it->second);
       c.metadata_names.push_back(f);
     }
@@ -221,7 +225,8 @@ class CsvRowReader {
     for (std::size_t k = 0; k < columns_.metadata.size(); ++k) {
       rec.metadata.push_back(field(row, columns_.metadata[k]));
       if (rec.metadata.back().size() > kMaxMetadataValueBytes)
-        return too_long("metadata '" + columns_.metadata_names[k] + "'", rec.metadata.back().size(), kMaxMetadataValueBytes);
+        return too_long("metadata '" + columns_.metadata_names[k] + "'", rec.metadata.back().size(),
+                        kMaxMetadataValueBytes);
     }
     const fs::path p(rec.path);
     rec.file = (p.is_absolute() ? p : root_ / p).lexically_normal();
@@ -282,8 +287,10 @@ class FolderScanner {
   void scan_level(const fs::path& dir, Split split) {
     for (const auto& e : sorted_entries(dir)) {
       std::error_code ec;
-      if (fs::is_directory(e, ec)) add_class_folder(e, split);
-      else reject(e, "file outside a class folder");
+      if (fs::is_directory(e, ec))
+        add_class_folder(e, split);
+      else
+        reject(e, "file outside a class folder");
     }
   }
 
@@ -313,7 +320,8 @@ class FolderScanner {
     for (const auto& e : files) {
       std::string problem = entry_problem(e);
       if (problem.empty() && !is_valid_utf8(class_name)) problem = not_utf8_label(class_name);
-      if (problem.empty() && labels_.lookup(class_name) < 0) problem = "class folder '" + class_name + "' is not in data.classes";
+      if (problem.empty() && labels_.lookup(class_name) < 0)
+        problem = "class folder '" + class_name + "' is not in data.classes";
       if (!problem.empty()) {
         reject(e.path(), problem);
         continue;
@@ -336,9 +344,12 @@ class FolderScanner {
 
 const char* split_name(Split split) {
   switch (split) {
-    case Split::kTrain: return "train";
-    case Split::kVal: return "val";
-    case Split::kTest: return "test";
+    case Split::kTrain:
+      return "train";
+    case Split::kVal:
+      return "val";
+    case Split::kTest:
+      return "test";
   }
   return "?";
 }
@@ -376,8 +387,10 @@ Manifest parse_manifest(std::string_view csv_text, const std::string& source, co
   m.classes = reader.labels().names();
   if (!reader.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
-  if (!m.had_split_column) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
-  else carve_validation_from_train(m, options.val_fraction, options.seed);
+  if (!m.had_split_column)
+    assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
+  else
+    carve_validation_from_train(m, options.val_fraction, options.seed);
   return m;
 }
 
@@ -417,8 +430,10 @@ Manifest scan_image_folder(const fs::path& root, const ManifestOptions& options)
   m.classes = scanner.labels().names();
   if (!scanner.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
-  if (!split_layout) assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
-  else carve_validation_from_train(m, options.val_fraction, options.seed);
+  if (!split_layout)
+    assign_splits(m, options.val_fraction, options.test_fraction, options.seed);
+  else
+    carve_validation_from_train(m, options.val_fraction, options.seed);
   return m;
 }
 
@@ -433,8 +448,8 @@ namespace {
 
 // The members of each class, ordered by a seeded hash of their id: a stable, stratified order in
 // which the first rows of a class go to the held-out splits.
-std::vector<std::vector<std::size_t>> hashed_order_by_class(const Manifest& manifest, std::uint64_t seed,
-                                                            const std::function<bool(const ManifestRecord&)>& eligible) {
+std::vector<std::vector<std::size_t>> hashed_order_by_class(
+    const Manifest& manifest, std::uint64_t seed, const std::function<bool(const ManifestRecord&)>& eligible) {
   std::vector<std::vector<std::pair<std::uint64_t, std::size_t>>> keyed(manifest.classes.size());
   for (std::size_t i = 0; i < manifest.records.size(); ++i)
     if (eligible(manifest.records[i]))
@@ -459,7 +474,8 @@ void assign_splits(Manifest& manifest, double val_fraction, double test_fraction
     std::size_t n_val = rounded_share(n, val_fraction);
     if (n_test + n_val >= n) n_test = n_val = 0;  // too few to split: keep them for training
     for (std::size_t k = 0; k < n; ++k)
-      manifest.records[members[k]].split = k < n_test ? Split::kTest : (k < n_test + n_val ? Split::kVal : Split::kTrain);
+      manifest.records[members[k]].split =
+          k < n_test ? Split::kTest : (k < n_test + n_val ? Split::kVal : Split::kTrain);
   }
 }
 

@@ -69,8 +69,13 @@ json summary_to_json(const ShardSummary& s) {
   json q = json::array();
   for (const auto& r : s.quarantined) q.push_back({{"sample", r.sample}, {"stage", r.stage}, {"reason", r.reason}});
   return {{"fingerprint", s.fingerprint},
-          {"shard", {{"name", s.info.name}, {"split", split_name(s.info.split)}, {"count", s.info.count},
-                     {"data_bytes", s.info.data_bytes}, {"data_crc32", s.info.data_crc32}, {"index_crc32", s.info.index_crc32}}},
+          {"shard",
+           {{"name", s.info.name},
+            {"split", split_name(s.info.split)},
+            {"count", s.info.count},
+            {"data_bytes", s.info.data_bytes},
+            {"data_crc32", s.info.data_crc32},
+            {"index_crc32", s.info.index_crc32}}},
           {"quarantined", q},
           {"kept_ids", s.kept_ids},
           {"pixel_sum", s.pixel_sum},
@@ -308,7 +313,8 @@ void write_records_csv(const fs::path& dir, const Manifest& m, const std::vector
   for (const auto& s : summaries) {
     for (auto id : s.kept_ids) {
       const auto& r = m.records[id];
-      std::vector<std::string> row{std::to_string(id), r.id, r.path, m.classes[r.label], split_name(r.split), s.info.name};
+      std::vector<std::string> row{std::to_string(id),  r.id,       r.path, m.classes[r.label],
+                                   split_name(r.split), s.info.name};
       row.insert(row.end(), r.metadata.begin(), r.metadata.end());
       out += csv_line(row) + "\n";
     }
@@ -333,17 +339,20 @@ void describe_splits(const Manifest& m, const ManifestOptions& o, PrepareReport&
   report.split_seed = o.seed;
   report.val_fraction = o.val_fraction;
   report.val_carved_from_train = m.val_carved_from_train;
-  report.split_source = !m.had_split_column ? "assigned" : (m.val_carved_from_train ? "val_carved_from_train" : "input");
+  report.split_source =
+      !m.had_split_column ? "assigned" : (m.val_carved_from_train ? "val_carved_from_train" : "input");
   if (m.val_carved_from_train)
-    spdlog::info("prepare: the input has no val split: {} train rows carved into val (data.val_fraction {}, seed {}); "
-                 "test is left as it is",
-                 m.val_carved_from_train, o.val_fraction, o.seed);
+    spdlog::info(
+        "prepare: the input has no val split: {} train rows carved into val (data.val_fraction {}, seed {}); "
+        "test is left as it is",
+        m.val_carved_from_train, o.val_fraction, o.seed);
 }
 
 json report_to_json(const PrepareReport& r) {
   json per_class = json::object();
   for (std::size_t c = 0; c < r.classes.size(); ++c)
-    per_class[r.classes[c]] = {{"train", r.kept_per_class_split[c][0]}, {"val", r.kept_per_class_split[c][1]},
+    per_class[r.classes[c]] = {{"train", r.kept_per_class_split[c][0]},
+                               {"val", r.kept_per_class_split[c][1]},
                                {"test", r.kept_per_class_split[c][2]}};
   std::map<std::string, std::size_t> reasons;
   for (const auto& q : r.quarantined) reasons[q.stage + ": " + q.reason.substr(0, q.reason.find(':'))]++;
@@ -373,10 +382,11 @@ json report_to_json(const PrepareReport& r) {
 
 // Every shard of the plan, reused when its summary and files are intact, else built.
 std::vector<ShardSummary> build_or_reuse_shards(const PrepareOptions& o, const Manifest& m, const DatasetRoot& root,
-                                                const std::vector<std::vector<std::string>>& vocab, PrepareReport& report) {
+                                                const std::vector<std::vector<std::string>>& vocab,
+                                                PrepareReport& report) {
   const auto plans = plan_shards(m, o.records_per_shard);
-  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads", m.total_rows(),
-               m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
+  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads",
+               m.total_rows(), m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
   std::vector<ShardSummary> summaries;
   Progress progress("prepare", m.records.size(), "img");
   for (const auto& plan : plans) {
@@ -449,7 +459,8 @@ void check_outcome(const PrepareOptions& o, const Manifest& m, PrepareReport& re
     throw Error("internal accounting error: kept + quarantined != total rows");
 }
 
-void write_prepare_outputs(const PrepareOptions& o, const Manifest& m, const std::vector<std::vector<std::string>>& vocab,
+void write_prepare_outputs(const PrepareOptions& o, const Manifest& m,
+                           const std::vector<std::vector<std::string>>& vocab,
                            const std::vector<ShardSummary>& summaries, const PrepareReport& report) {
   DatasetInfo info;
   info.classes = m.classes;
@@ -462,9 +473,12 @@ void write_prepare_outputs(const PrepareOptions& o, const Manifest& m, const std
   info.std = report.std;
   write_records_csv(o.out_dir, m, summaries);
   write_quarantine_csv(o.out_dir, report.quarantined);
-  json prepare_params = {{"input", fs::absolute(o.input).string()}, {"storage_size", o.storage_size},
-                         {"encoding", info.encoding}, {"jpeg_quality", o.jpeg_quality},
-                         {"records_per_shard", o.records_per_shard}, {"scaled_decode", o.scaled_decode},
+  json prepare_params = {{"input", fs::absolute(o.input).string()},
+                         {"storage_size", o.storage_size},
+                         {"encoding", info.encoding},
+                         {"jpeg_quality", o.jpeg_quality},
+                         {"records_per_shard", o.records_per_shard},
+                         {"scaled_decode", o.scaled_decode},
                          {"splits", splits_to_json(report)}};
   write_dataset_info(o.out_dir, info, dump_json_escaped(prepare_params));
   write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report_to_json(report), 2) + "\n");
@@ -530,13 +544,14 @@ std::string format_prepare_report(const PrepareReport& r) {
   os << "Rows: " << r.total_rows << " total = " << r.kept << " kept + " << r.quarantined.size() << " quarantined\n\n";
   if (r.split_source == "val_carved_from_train")
     os << "Splits: the input had no val split; " << r.val_carved_from_train << " train rows (data.val_fraction "
-       << r.val_fraction << " of each class, seed " << r.split_seed << ") were carved into val. Test is the input's.\n\n";
+       << r.val_fraction << " of each class, seed " << r.split_seed
+       << ") were carved into val. Test is the input's.\n\n";
   else if (r.split_source == "assigned")
     os << "Splits: the input had none; assigned per class by a hash of the id (seed " << r.split_seed << ").\n\n";
   os << "| class | train | val | test |\n|---|---:|---:|---:|\n";
   for (std::size_t c = 0; c < r.classes.size(); ++c)
-    os << "| " << r.classes[c] << " | " << r.kept_per_class_split[c][0] << " | " << r.kept_per_class_split[c][1] << " | "
-       << r.kept_per_class_split[c][2] << " |\n";
+    os << "| " << r.classes[c] << " | " << r.kept_per_class_split[c][0] << " | " << r.kept_per_class_split[c][1]
+       << " | " << r.kept_per_class_split[c][2] << " |\n";
   std::map<std::string, std::size_t> reasons;
   for (const auto& q : r.quarantined) reasons[q.stage + ": " + q.reason.substr(0, q.reason.find(':'))]++;
   os << "\n## Quarantined by reason\n\n";
@@ -550,13 +565,16 @@ std::string format_prepare_report(const PrepareReport& r) {
     os << "- " << r.metadata_fields[f] << ": " << r.metadata_missing[f] << " (" << pct << ")\n";
   }
   char stats[256];
-  std::snprintf(stats, sizeof stats, "\n## Channel statistics (train, stored pixels)\n\nmean %.4f %.4f %.4f, std %.4f %.4f %.4f\n",
+  std::snprintf(stats, sizeof stats,
+                "\n## Channel statistics (train, stored pixels)\n\nmean %.4f %.4f %.4f, std %.4f %.4f %.4f\n",
                 r.mean[0], r.mean[1], r.mean[2], r.std[0], r.std[1], r.std[2]);
   os << stats;
-  os << "\n## Shards\n\n" << r.shards_written << " written, " << r.shards_reused << " reused; " << format_bytes(r.input_bytes)
-     << " read, " << format_bytes(r.output_bytes) << " stored\n";
+  os << "\n## Shards\n\n"
+     << r.shards_written << " written, " << r.shards_reused << " reused; " << format_bytes(r.input_bytes) << " read, "
+     << format_bytes(r.output_bytes) << " stored\n";
   os << "\nStored images: " << r.jpeg_originals_kept << " JPEG originals byte for byte (no resize needed), "
-     << r.kept - r.jpeg_originals_kept << " resized or converted, then encoded as data.encoding and data.jpeg_quality say\n";
+     << r.kept - r.jpeg_originals_kept
+     << " resized or converted, then encoded as data.encoding and data.jpeg_quality say\n";
   if (!r.warnings.empty()) {
     os << "\n## Warnings\n\n";
     for (const auto& w : r.warnings) os << "- " << w << "\n";

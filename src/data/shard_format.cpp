@@ -23,16 +23,19 @@ std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc) {
 ShardIndex parse_shard_index(const std::uint8_t* bytes, std::size_t size, const std::string& name, int num_classes) {
   auto fail = [&](const std::string& why) -> DataError { return DataError(name + ": invalid shard index: " + why); };
   ShardIndex index;
-  if (size < sizeof(ShardIndexHeader)) throw fail("file is " + std::to_string(size) + " bytes, shorter than the header");
+  if (size < sizeof(ShardIndexHeader))
+    throw fail("file is " + std::to_string(size) + " bytes, shorter than the header");
   std::memcpy(&index.header, bytes, sizeof(ShardIndexHeader));
   const auto& h = index.header;
   if (std::memcmp(h.magic, kShardIndexMagic, sizeof h.magic) != 0) throw fail("bad magic (not a ShopLens shard index)");
   if (h.version != kShardIndexVersion)
-    throw fail("version " + std::to_string(h.version) + " is not supported (expected " + std::to_string(kShardIndexVersion) + ")");
+    throw fail("version " + std::to_string(h.version) + " is not supported (expected " +
+               std::to_string(kShardIndexVersion) + ")");
   if (h.entry_size != sizeof(ShardIndexEntry)) throw fail("entry size " + std::to_string(h.entry_size) + " != 48");
   const std::size_t body = size - sizeof(ShardIndexHeader);
   if (h.count > body / sizeof(ShardIndexEntry) || body != h.count * sizeof(ShardIndexEntry))
-    throw fail("header says " + std::to_string(h.count) + " entries but the file holds " + std::to_string(body) + " bytes of entries");
+    throw fail("header says " + std::to_string(h.count) + " entries but the file holds " + std::to_string(body) +
+               " bytes of entries");
   const std::uint8_t* entries = bytes + sizeof(ShardIndexHeader);
   if (crc32_of(entries, body) != h.entries_crc32) throw fail("entries checksum mismatch (torn or corrupted index)");
 
@@ -42,7 +45,8 @@ ShardIndex parse_shard_index(const std::uint8_t* bytes, std::size_t size, const 
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const auto& e = index.entries[i];
     const std::string where = "entry " + std::to_string(i) + ": ";
-    if (e.offset != expected_offset) throw fail(where + "payloads must be contiguous (offset " + std::to_string(e.offset) + ")");
+    if (e.offset != expected_offset)
+      throw fail(where + "payloads must be contiguous (offset " + std::to_string(e.offset) + ")");
     if (e.length == 0 || e.offset + e.length > h.data_size) throw fail(where + "payload lies outside the data file");
     expected_offset = e.offset + e.length;
     if (e.height == 0 || e.width == 0) throw fail(where + "zero image size");

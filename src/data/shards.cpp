@@ -105,8 +105,12 @@ ShardReader::ShardReader(const fs::path& dir, const std::string& name, int num_c
 namespace {
 
 nlohmann::json shard_to_json(const ShardInfo& s) {
-  return {{"name", s.name},         {"split", split_name(s.split)}, {"count", s.count},
-          {"data_bytes", s.data_bytes}, {"data_crc32", s.data_crc32}, {"index_crc32", s.index_crc32}};
+  return {{"name", s.name},
+          {"split", split_name(s.split)},
+          {"count", s.count},
+          {"data_bytes", s.data_bytes},
+          {"data_crc32", s.data_crc32},
+          {"index_crc32", s.index_crc32}};
 }
 
 template <class T>
@@ -149,7 +153,8 @@ DatasetInfo read_dataset_info(const fs::path& dir) {
     throw DataError(file.string() + ": " + e.what());
   }
   DatasetInfo info;
-  if (required<int>(doc, "format_version", file.string()) != 1) throw DataError(file.string() + ": unsupported format_version");
+  if (required<int>(doc, "format_version", file.string()) != 1)
+    throw DataError(file.string() + ": unsupported format_version");
   info.classes = required<std::vector<std::string>>(doc, "classes", file.string());
   info.metadata_fields = required<std::vector<std::string>>(doc, "metadata_fields", file.string());
   info.metadata_vocabulary = required<std::vector<std::vector<std::string>>>(doc, "metadata_vocabulary", file.string());
@@ -180,7 +185,8 @@ std::shared_ptr<ShardDataset> ShardDataset::open(const fs::path& dir, Split spli
   ds->info_ = read_dataset_info(dir);
   for (const auto& shard : ds->info_.shards) {
     if (shard.split != split) continue;
-    auto reader = std::make_unique<ShardReader>(dir, shard.name, static_cast<int>(ds->info_.classes.size()), verify_data);
+    auto reader =
+        std::make_unique<ShardReader>(dir, shard.name, static_cast<int>(ds->info_.classes.size()), verify_data);
     if (reader->size() != shard.count)
       throw DataError((dir / (shard.name + ".idx")).string() + ": holds " + std::to_string(reader->size()) +
                       " records but dataset.json says " + std::to_string(shard.count));
@@ -210,7 +216,8 @@ SampleRef ShardDataset::sample(std::size_t index) const {
   return s;
 }
 
-void InMemoryImageSource::add(std::vector<std::uint8_t> payload, int height, int width, PayloadEncoding encoding, int label) {
+void InMemoryImageSource::add(std::vector<std::uint8_t> payload, int height, int width, PayloadEncoding encoding,
+                              int label) {
   samples_.push_back({std::move(payload), height, width, encoding, label});
 }
 

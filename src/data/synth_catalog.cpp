@@ -29,18 +29,16 @@
 #include "synth_internal.h"
 
 namespace shoplens {
-namespace synth {
-
-}  // namespace synth
+namespace synth {}  // namespace synth
 
 using synth::Defect;
 using synth::ProductKind;
 
 const std::vector<SynthClass>& synth_classes() {
   static const std::vector<SynthClass> classes = {
-      {"good_image", 0.41},  {"blurry", 0.09},           {"background_issue", 0.08}, {"low_light", 0.07},
-      {"watermark", 0.06},   {"cropped", 0.05},          {"overexposed", 0.045},     {"noisy", 0.045},
-      {"duplicate", 0.04},   {"low_resolution", 0.04},   {"color_cast", 0.035},      {"compression_artifacts", 0.035},
+      {"good_image", 0.41}, {"blurry", 0.09},         {"background_issue", 0.08}, {"low_light", 0.07},
+      {"watermark", 0.06},  {"cropped", 0.05},        {"overexposed", 0.045},     {"noisy", 0.045},
+      {"duplicate", 0.04},  {"low_resolution", 0.04}, {"color_cast", 0.035},      {"compression_artifacts", 0.035},
   };
   return classes;
 }
@@ -64,12 +62,16 @@ void validate_synth_options(const SynthOptions& o) {
                        std::to_string(v) + ")");
   };
   if (o.out_dir.empty()) throw UsageError("synthetic catalog: the output folder is required");
-  if (o.num_images < 1) throw UsageError("number of images must be at least 1 (got " + std::to_string(o.num_images) + ")");
-  if (o.min_side < 32) throw UsageError("image size range: the minimum side must be at least 32 (got " + std::to_string(o.min_side) + ")");
+  if (o.num_images < 1)
+    throw UsageError("number of images must be at least 1 (got " + std::to_string(o.num_images) + ")");
+  if (o.min_side < 32)
+    throw UsageError("image size range: the minimum side must be at least 32 (got " + std::to_string(o.min_side) + ")");
   if (o.max_side < o.min_side)
     throw UsageError("image size range: the minimum side " + std::to_string(o.min_side) + " exceeds the maximum " +
                      std::to_string(o.max_side));
-  if (o.max_side > 8192) throw UsageError("image size range: the maximum side must be at most 8192 (got " + std::to_string(o.max_side) + ")");
+  if (o.max_side > 8192)
+    throw UsageError("image size range: the maximum side must be at most 8192 (got " + std::to_string(o.max_side) +
+                     ")");
   fraction(o.corrupt_fraction, "corrupt fraction", false);
   fraction(o.missing_metadata_fraction, "missing-metadata fraction", false);
   fraction(o.png_fraction, "PNG fraction", false);
@@ -111,7 +113,8 @@ std::vector<int> class_counts(int n) {
     assigned += counts[c];
     remainders.emplace_back(exact - counts[c], c);
   }
-  std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   for (std::size_t i = 0; assigned < n; ++i, ++assigned) ++counts[remainders[i % remainders.size()].second];
   return counts;
 }
@@ -183,12 +186,18 @@ const char* const kTiers[] = {"gold", "silver", "bronze", "new"};
 
 std::size_t pick_channel(Defect d, Rng& rng) {
   std::vector<std::pair<std::size_t, double>> tilt;
-  if (d == Defect::kGood) tilt = {{2, 2.0}, {0, 0.8}};
-  else if (is_capture_defect(d)) tilt = {{0, 1.8}, {2, 0.5}};
-  else if (is_reupload_defect(d)) tilt = {{3, 1.8}, {1, 1.2}, {2, 0.6}};
-  else if (d == Defect::kBackgroundIssue) tilt = {{0, 1.4}, {2, 0.3}};
-  else if (d == Defect::kOverexposed) tilt = {{0, 1.3}};
-  else if (d == Defect::kCropped || d == Defect::kColorCast) tilt = {{1, 1.3}};
+  if (d == Defect::kGood)
+    tilt = {{2, 2.0}, {0, 0.8}};
+  else if (is_capture_defect(d))
+    tilt = {{0, 1.8}, {2, 0.5}};
+  else if (is_reupload_defect(d))
+    tilt = {{3, 1.8}, {1, 1.2}, {2, 0.6}};
+  else if (d == Defect::kBackgroundIssue)
+    tilt = {{0, 1.4}, {2, 0.3}};
+  else if (d == Defect::kOverexposed)
+    tilt = {{0, 1.3}};
+  else if (d == Defect::kCropped || d == Defect::kColorCast)
+    tilt = {{1, 1.3}};
   return pick_weighted({0.35, 0.3, 0.15, 0.2}, tilt, rng);
 }
 
@@ -213,22 +222,32 @@ std::size_t pick_category(ProductKind kind, Rng& rng) {
   if (rng.bernoulli(0.1)) return static_cast<std::size_t>(rng.uniform_int(0, 5));
   // apparel, electronics, home, beauty, toys, sports
   switch (kind) {
-    case ProductKind::kBottle: return rng.pick({0, 0, 0.2, 0.6, 0, 0.2});
-    case ProductKind::kBox: return rng.pick({0, 0.3, 0.3, 0, 0.4, 0});
-    case ProductKind::kShoe: return rng.pick({0.5, 0, 0, 0, 0, 0.5});
-    case ProductKind::kShirt: return rng.pick({0.8, 0, 0, 0, 0, 0.2});
-    case ProductKind::kMug: return rng.pick({0, 0, 0.8, 0, 0.2, 0});
-    case ProductKind::kPhone: return rng.pick({0, 0.9, 0, 0, 0.1, 0});
-    case ProductKind::kLamp: return rng.pick({0, 0.3, 0.7, 0, 0, 0});
-    case ProductKind::kBag: return rng.pick({0.6, 0, 0, 0.2, 0, 0.2});
+    case ProductKind::kBottle:
+      return rng.pick({0, 0, 0.2, 0.6, 0, 0.2});
+    case ProductKind::kBox:
+      return rng.pick({0, 0.3, 0.3, 0, 0.4, 0});
+    case ProductKind::kShoe:
+      return rng.pick({0.5, 0, 0, 0, 0, 0.5});
+    case ProductKind::kShirt:
+      return rng.pick({0.8, 0, 0, 0, 0, 0.2});
+    case ProductKind::kMug:
+      return rng.pick({0, 0, 0.8, 0, 0.2, 0});
+    case ProductKind::kPhone:
+      return rng.pick({0, 0.9, 0, 0, 0.1, 0});
+    case ProductKind::kLamp:
+      return rng.pick({0, 0.3, 0.7, 0, 0, 0});
+    case ProductKind::kBag:
+      return rng.pick({0.6, 0, 0, 0.2, 0, 0.2});
   }
   return 0;
 }
 
 std::size_t pick_tier(Defect d, Rng& rng) {
   std::vector<std::pair<std::size_t, double>> tilt;
-  if (d == Defect::kGood) tilt = {{0, 1.6}, {3, 0.7}};
-  else if (is_reupload_defect(d)) tilt = {{3, 1.8}, {0, 0.6}};
+  if (d == Defect::kGood)
+    tilt = {{0, 1.6}, {3, 0.7}};
+  else if (is_reupload_defect(d))
+    tilt = {{3, 1.8}, {0, 0.6}};
   return pick_weighted({0.2, 0.3, 0.3, 0.2}, tilt, rng);
 }
 
@@ -261,8 +280,12 @@ Attributes pick_attributes(const SynthOptions& o, std::size_t index, const Image
   const std::size_t channel = pick_channel(defect, rng);
   char aspect[32];
   std::snprintf(aspect, sizeof aspect, "%.2f", static_cast<double>(a.size.width) / a.size.height);
-  a.metadata = {kChannels[channel], kDevices[pick_device(defect, channel, rng)], kRegions[pick_region(defect, rng)],
-                aspect,             kCategories[pick_category(a.kind, rng)],   kTiers[pick_tier(defect, rng)]};
+  a.metadata = {kChannels[channel],
+                kDevices[pick_device(defect, channel, rng)],
+                kRegions[pick_region(defect, rng)],
+                aspect,
+                kCategories[pick_category(a.kind, rng)],
+                kTiers[pick_tier(defect, rng)]};
   if (p.missing_metadata) {
     std::vector<std::size_t> fields = {0, 1, 2, 3, 4, 5};
     rng.shuffle(fields);
@@ -339,7 +362,8 @@ void write_bytes(const std::filesystem::path& path, const std::vector<uchar>& by
   if (!f) throw IoError("cannot create '" + path.string() + "': " + std::strerror(errno));
   const bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   const int saved = errno;
-  if (std::fclose(f) != 0 || !ok) throw IoError("cannot write '" + path.string() + "': " + std::strerror(ok ? errno : saved));
+  if (std::fclose(f) != 0 || !ok)
+    throw IoError("cannot write '" + path.string() + "': " + std::strerror(ok ? errno : saved));
 }
 
 std::string csv_field(const std::string& s) {

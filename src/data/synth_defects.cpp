@@ -206,8 +206,8 @@ void compress(cv::Mat3b& image, Rng& rng) {
   cv::cvtColor(rgb, image, cv::COLOR_RGB2BGR);
 }
 
-const std::array<const char*, 8> kMarks = {"SAMPLE",  "(c) STOCKPIX", "WATERMARK",    "PREVIEW",
-                                           "shopfoto.com", "DO NOT COPY", "(c) 2023 BRAND", "proofs only"};
+const std::array<const char*, 8> kMarks = {"SAMPLE",       "(c) STOCKPIX", "WATERMARK",      "PREVIEW",
+                                           "shopfoto.com", "DO NOT COPY",  "(c) 2023 BRAND", "proofs only"};
 
 // Draws `text` centred at `centre` into the mask, `width` pixels wide.
 void mark_text(cv::Mat1b& mask, const std::string& text, cv::Point2d centre, double width, int font) {
@@ -215,13 +215,13 @@ void mark_text(cv::Mat1b& mask, const std::string& text, cv::Point2d centre, dou
   int baseline = 0;
   const cv::Size unit = cv::getTextSize(text, font, 1.0, thickness, &baseline);
   const double scale = width / std::max(1, unit.width);
-  cv::putText(mask, text, cv::Point(cvRound(centre.x - scale * unit.width / 2), cvRound(centre.y + scale * unit.height / 2)),
-              font, scale, cv::Scalar(255), thickness, cv::LINE_AA);
+  cv::putText(mask, text,
+              cv::Point(cvRound(centre.x - scale * unit.width / 2), cvRound(centre.y + scale * unit.height / 2)), font,
+              scale, cv::Scalar(255), thickness, cv::LINE_AA);
 }
 
 // A big mask drawn upright, then rotated into the frame.
-cv::Mat1b rotated_marks(cv::Size size, double angle_degrees, bool tiled, const std::string& text, int font,
-                        Rng& rng) {
+cv::Mat1b rotated_marks(cv::Size size, double angle_degrees, bool tiled, const std::string& text, int font, Rng& rng) {
   const int d = static_cast<int>(std::ceil(std::hypot(size.width, size.height)));
   cv::Mat1b big(d, d, uchar(0));
   if (tiled) {
@@ -261,15 +261,26 @@ void watermark(cv::Mat3b& image, Rng& rng) {
   const int font = rng.bernoulli(0.5) ? cv::FONT_HERSHEY_SIMPLEX : cv::FONT_HERSHEY_DUPLEX;
   cv::Mat1b mask;
   switch (rng.pick({0.45, 0.3, 0.25})) {
-    case 0: mask = rotated_marks(image.size(), rng.uniform(-45, 45), true, text, font, rng); break;
-    case 1: mask = rotated_marks(image.size(), rng.uniform(-35, 35), false, text, font, rng); break;
-    default: mask = corner_logo(image.size(), text, font, rng); break;
+    case 0:
+      mask = rotated_marks(image.size(), rng.uniform(-45, 45), true, text, font, rng);
+      break;
+    case 1:
+      mask = rotated_marks(image.size(), rng.uniform(-35, 35), false, text, font, rng);
+      break;
+    default:
+      mask = corner_logo(image.size(), text, font, rng);
+      break;
   }
   cv::Vec3f colour;
   switch (rng.pick({0.55, 0.3, 0.15})) {
-    case 0: colour = {255, 255, 255}; break;
-    case 1: colour = cv::Vec3f::all(static_cast<float>(rng.uniform(0, 90))); break;
-    default: colour = {float(rng.uniform(0, 255)), float(rng.uniform(0, 255)), float(rng.uniform(0, 255))};
+    case 0:
+      colour = {255, 255, 255};
+      break;
+    case 1:
+      colour = cv::Vec3f::all(static_cast<float>(rng.uniform(0, 90)));
+      break;
+    default:
+      colour = {float(rng.uniform(0, 255)), float(rng.uniform(0, 255)), float(rng.uniform(0, 255))};
   }
   const float alpha = static_cast<float>(rng.uniform(0.3, 0.6));
   for (int y = 0; y < image.rows; ++y) {
@@ -299,14 +310,30 @@ void apply_natural_variation(cv::Mat3b& image, Rng& rng) {
 
 void apply_defect(cv::Mat3b& image, Defect defect, Rng& rng) {
   switch (defect) {
-    case Defect::kBlurry: blur(image, rng); break;
-    case Defect::kLowLight: low_light(image, rng); break;
-    case Defect::kOverexposed: overexpose(image, rng); break;
-    case Defect::kNoisy: noisy(image, rng); break;
-    case Defect::kWatermark: watermark(image, rng); break;
-    case Defect::kLowResolution: low_resolution(image, rng); break;
-    case Defect::kColorCast: color_cast(image, rng); break;
-    case Defect::kCompressionArtifacts: compress(image, rng); break;
+    case Defect::kBlurry:
+      blur(image, rng);
+      break;
+    case Defect::kLowLight:
+      low_light(image, rng);
+      break;
+    case Defect::kOverexposed:
+      overexpose(image, rng);
+      break;
+    case Defect::kNoisy:
+      noisy(image, rng);
+      break;
+    case Defect::kWatermark:
+      watermark(image, rng);
+      break;
+    case Defect::kLowResolution:
+      low_resolution(image, rng);
+      break;
+    case Defect::kColorCast:
+      color_cast(image, rng);
+      break;
+    case Defect::kCompressionArtifacts:
+      compress(image, rng);
+      break;
     // Made while rendering the scene: nothing to do to the pixels.
     case Defect::kGood:
     case Defect::kBackgroundIssue:

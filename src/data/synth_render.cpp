@@ -25,12 +25,24 @@ cv::Vec3b hsv_to_bgr(double hue_degrees, double s, double v) {
   const double x = c * (1 - std::fabs(std::fmod(h, 2.0) - 1));
   double r = 0, g = 0, b = 0;
   switch (static_cast<int>(h)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
+    case 0:
+      r = c, g = x;
+      break;
+    case 1:
+      r = x, g = c;
+      break;
+    case 2:
+      g = c, b = x;
+      break;
+    case 3:
+      g = x, b = c;
+      break;
+    case 4:
+      r = x, b = c;
+      break;
+    default:
+      r = c, b = x;
+      break;
   }
   const double m = v - c;
   return {cv::saturate_cast<uchar>((b + m) * 255), cv::saturate_cast<uchar>((g + m) * 255),
@@ -64,11 +76,11 @@ struct Look {
   ProductKind kind;
   cv::Vec3b primary, secondary, accent;
   Texture texture = Texture::kNone;
-  double texture_period = 0.1;   // fraction of the product's width
-  double texture_angle = 0;      // degrees
-  double shading = 0.3;          // darkening at the left/right edges (a lit cylinder)
+  double texture_period = 0.1;  // fraction of the product's width
+  double texture_angle = 0;     // degrees
+  double shading = 0.3;         // darkening at the left/right edges (a lit cylinder)
   double vertical_falloff = 0.1;
-  double highlight = 0.2;        // specular stripe strength
+  double highlight = 0.2;  // specular stripe strength
   double highlight_pos = 0.3;
   bool brand = false;
   int brand_index = 0;
@@ -112,7 +124,8 @@ Look random_look(ProductKind kind, Rng& rng) {
   look.highlight = flat ? 0.0 : rng.uniform(0.05, 0.35);
   look.highlight_pos = rng.uniform(0.2, 0.4);
   look.brand = (kind == ProductKind::kBottle || kind == ProductKind::kBox || kind == ProductKind::kMug ||
-                kind == ProductKind::kBag) && rng.bernoulli(0.45);
+                kind == ProductKind::kBag) &&
+               rng.bernoulli(0.45);
   look.brand_index = rng.uniform_int(0, static_cast<int>(kBrands.size()) - 1);
   return look;
 }
@@ -120,14 +133,22 @@ Look random_look(ProductKind kind, Rng& rng) {
 // Height over width of the product's bounding box.
 double product_aspect(ProductKind kind, Rng& rng) {
   switch (kind) {
-    case ProductKind::kBottle: return rng.uniform(2.1, 3.0);
-    case ProductKind::kBox: return rng.uniform(0.8, 1.3);
-    case ProductKind::kShoe: return rng.uniform(0.45, 0.6);
-    case ProductKind::kShirt: return rng.uniform(0.95, 1.15);
-    case ProductKind::kMug: return rng.uniform(0.85, 1.05);
-    case ProductKind::kPhone: return rng.uniform(1.9, 2.2);
-    case ProductKind::kLamp: return rng.uniform(1.4, 1.9);
-    case ProductKind::kBag: return rng.uniform(0.9, 1.2);
+    case ProductKind::kBottle:
+      return rng.uniform(2.1, 3.0);
+    case ProductKind::kBox:
+      return rng.uniform(0.8, 1.3);
+    case ProductKind::kShoe:
+      return rng.uniform(0.45, 0.6);
+    case ProductKind::kShirt:
+      return rng.uniform(0.95, 1.15);
+    case ProductKind::kMug:
+      return rng.uniform(0.85, 1.05);
+    case ProductKind::kPhone:
+      return rng.uniform(1.9, 2.2);
+    case ProductKind::kLamp:
+      return rng.uniform(1.4, 1.9);
+    case ProductKind::kBag:
+      return rng.uniform(0.9, 1.2);
   }
   return 1.0;
 }
@@ -267,8 +288,15 @@ void paint_box(Painter& p, const Look& look) {
 }
 
 void paint_shoe(Painter& p, const Look& look) {
-  p.part({{0.02, 0.82}, {0.04, 0.5}, {0.28, 0.42}, {0.42, 0.1}, {0.62, 0.02}, {0.74, 0.05}, {0.78, 0.35},
-          {0.97, 0.58}, {1.0, 0.82}},
+  p.part({{0.02, 0.82},
+          {0.04, 0.5},
+          {0.28, 0.42},
+          {0.42, 0.1},
+          {0.62, 0.02},
+          {0.74, 0.05},
+          {0.78, 0.35},
+          {0.97, 0.58},
+          {1.0, 0.82}},
          look.primary);
   draw_texture(p, look);
   p.part_rounded_rect(0.0, 0.78, 1.0, 1.0, 0.04, look.secondary);
@@ -281,8 +309,18 @@ void paint_shoe(Painter& p, const Look& look) {
 }
 
 void paint_shirt(Painter& p, const Look& look) {
-  p.part({{0.27, 0.04}, {0.4, 0.0}, {0.6, 0.0}, {0.73, 0.04}, {1.0, 0.24}, {0.9, 0.42}, {0.78, 0.34}, {0.78, 1.0},
-          {0.22, 1.0}, {0.22, 0.34}, {0.1, 0.42}, {0.0, 0.24}},
+  p.part({{0.27, 0.04},
+          {0.4, 0.0},
+          {0.6, 0.0},
+          {0.73, 0.04},
+          {1.0, 0.24},
+          {0.9, 0.42},
+          {0.78, 0.34},
+          {0.78, 1.0},
+          {0.22, 1.0},
+          {0.22, 0.34},
+          {0.1, 0.42},
+          {0.0, 0.24}},
          look.primary);
   draw_texture(p, look);
   p.cut_ellipse(0.5, 0.0, 0.11, 0.07);
@@ -358,14 +396,30 @@ void shade(Sprite& s, const Look& look, Rng& rng) {
 Sprite make_sprite(const Look& look, cv::Size size, Rng& rng) {
   Painter p(size, look.primary);
   switch (look.kind) {
-    case ProductKind::kBottle: paint_bottle(p, look); break;
-    case ProductKind::kBox: paint_box(p, look); break;
-    case ProductKind::kShoe: paint_shoe(p, look); break;
-    case ProductKind::kShirt: paint_shirt(p, look); break;
-    case ProductKind::kMug: paint_mug(p, look); break;
-    case ProductKind::kPhone: paint_phone(p, look); break;
-    case ProductKind::kLamp: paint_lamp(p, look); break;
-    case ProductKind::kBag: paint_bag(p, look); break;
+    case ProductKind::kBottle:
+      paint_bottle(p, look);
+      break;
+    case ProductKind::kBox:
+      paint_box(p, look);
+      break;
+    case ProductKind::kShoe:
+      paint_shoe(p, look);
+      break;
+    case ProductKind::kShirt:
+      paint_shirt(p, look);
+      break;
+    case ProductKind::kMug:
+      paint_mug(p, look);
+      break;
+    case ProductKind::kPhone:
+      paint_phone(p, look);
+      break;
+    case ProductKind::kLamp:
+      paint_lamp(p, look);
+      break;
+    case ProductKind::kBag:
+      paint_bag(p, look);
+      break;
   }
   Sprite s = p.take();
   shade(s, look, rng);
@@ -453,8 +507,12 @@ cv::Mat3b clutter_background(cv::Size size, Rng& rng) {
     const cv::Point centre(rng.uniform_int(0, size.width - 1), rng.uniform_int(0, size.height - 1));
     const int r = std::max(2, cvRound(long_side * rng.uniform(0.03, 0.2)));
     switch (rng.pick({0.35, 0.35, 0.3})) {
-      case 0: cv::rectangle(bg, cv::Rect(centre.x - r, centre.y - r / 2, 2 * r, r), c, -1, cv::LINE_AA); break;
-      case 1: cv::circle(bg, centre, r, c, -1, cv::LINE_AA); break;
+      case 0:
+        cv::rectangle(bg, cv::Rect(centre.x - r, centre.y - r / 2, 2 * r, r), c, -1, cv::LINE_AA);
+        break;
+      case 1:
+        cv::circle(bg, centre, r, c, -1, cv::LINE_AA);
+        break;
       default:
         cv::line(bg, centre, centre + cv::Point(rng.uniform_int(-3 * r, 3 * r), rng.uniform_int(-3 * r, 3 * r)), c,
                  std::max(1, r / 4), cv::LINE_AA);
@@ -511,8 +569,8 @@ cv::Mat3b room_background(cv::Size size, Rng& rng) {
     cv::rectangle(bg, cv::Rect(pot.x - r / 2, pot.y - r, r, r), scalar(random_color(rng)), -1);
     for (int i = 0; i < 6; ++i)
       cv::ellipse(bg, pot + cv::Point(rng.uniform_int(-r, r), -r - rng.uniform_int(0, 2 * r)), cv::Size(r / 2, r / 4),
-                  rng.uniform(0, 180), 0, 360, scalar(hsv_to_bgr(rng.uniform(90, 150), 0.6, rng.uniform(0.3, 0.7))),
-                  -1, cv::LINE_AA);
+                  rng.uniform(0, 180), 0, 360, scalar(hsv_to_bgr(rng.uniform(90, 150), 0.6, rng.uniform(0.3, 0.7))), -1,
+                  cv::LINE_AA);
   }
   return bg;
 }
@@ -539,10 +597,14 @@ cv::Mat3b colour_background(cv::Size size, Rng& rng) {
 
 cv::Mat3b busy_background(cv::Size size, Rng& rng) {
   switch (rng.pick({0.3, 0.25, 0.25, 0.2})) {
-    case 0: return clutter_background(size, rng);
-    case 1: return pattern_background(size, rng);
-    case 2: return room_background(size, rng);
-    default: return colour_background(size, rng);
+    case 0:
+      return clutter_background(size, rng);
+    case 1:
+      return pattern_background(size, rng);
+    case 2:
+      return room_background(size, rng);
+    default:
+      return colour_background(size, rng);
   }
 }
 
@@ -595,7 +657,8 @@ void draw_product(cv::Mat3b& canvas, const Sprite& sprite, const cv::Rect2d& box
 void render_duplicate(cv::Mat3b& canvas, ProductKind kind, Rng& rng) {
   const cv::Size size = canvas.size();
   const bool horizontal = size.width >= size.height * 0.9;
-  const cv::Size2d slot = horizontal ? cv::Size2d(size.width / 2.0, size.height) : cv::Size2d(size.width, size.height / 2.0);
+  const cv::Size2d slot =
+      horizontal ? cv::Size2d(size.width / 2.0, size.height) : cv::Size2d(size.width, size.height / 2.0);
   const Look look = random_look(kind, rng);
   const cv::Size2d box = fit_box(slot, product_aspect(kind, rng), rng.uniform(0.6, 0.88));
   const Sprite sprite = make_sprite(look, cv::Size(cvRound(box.width), cvRound(box.height)), rng);
@@ -603,8 +666,8 @@ void render_duplicate(cv::Mat3b& canvas, ProductKind kind, Rng& rng) {
   for (int i = 0; i < 2; ++i) {
     cv::Rect2d r;
     if (horizontal) {
-      r = {slot.width * (i + 0.5) - box.width / 2 + jitter * slot.width, (size.height - box.height) * 0.6,
-           box.width, box.height};
+      r = {slot.width * (i + 0.5) - box.width / 2 + jitter * slot.width, (size.height - box.height) * 0.6, box.width,
+           box.height};
     } else {
       r = {(size.width - box.width) / 2 + jitter * slot.width, slot.height * (i + 0.5) - box.height / 2, box.width,
            box.height};
@@ -616,12 +679,12 @@ void render_duplicate(cv::Mat3b& canvas, ProductKind kind, Rng& rng) {
 // A smaller prop of another kind beside the hero product: two different items must not read
 // as a duplicate listing.
 void render_prop(cv::Mat3b& canvas, ProductKind hero, Rng& rng) {
-  const auto kind = static_cast<ProductKind>((static_cast<int>(hero) + rng.uniform_int(1, kNumProductKinds - 1)) %
-                                             kNumProductKinds);
+  const auto kind =
+      static_cast<ProductKind>((static_cast<int>(hero) + rng.uniform_int(1, kNumProductKinds - 1)) % kNumProductKinds);
   const cv::Size2d box = fit_box(canvas.size(), product_aspect(kind, rng), rng.uniform(0.25, 0.4));
   const bool left = rng.bernoulli(0.5);
-  const cv::Rect2d r(left ? canvas.cols * 0.04 : canvas.cols * 0.96 - box.width,
-                     canvas.rows * 0.95 - box.height, box.width, box.height);
+  const cv::Rect2d r(left ? canvas.cols * 0.04 : canvas.cols * 0.96 - box.width, canvas.rows * 0.95 - box.height,
+                     box.width, box.height);
   draw_product(canvas, make_sprite(random_look(kind, rng), cv::Size(cvRound(box.width), cvRound(box.height)), rng), r,
                false, rng);
 }
@@ -637,7 +700,8 @@ cv::Mat3b render_scene(Defect defect, ProductKind kind, cv::Size size, Rng& rng)
   if (rng.bernoulli(0.12)) render_prop(canvas, kind, rng);
   const Look look = random_look(kind, rng);
   const bool cropped = defect == Defect::kCropped;
-  const cv::Size2d box = fit_box(size, product_aspect(kind, rng), cropped ? rng.uniform(0.7, 0.95) : rng.uniform(0.5, 0.88));
+  const cv::Size2d box =
+      fit_box(size, product_aspect(kind, rng), cropped ? rng.uniform(0.7, 0.95) : rng.uniform(0.5, 0.88));
   const cv::Rect2d r = cropped ? place_cut(size, box, rng) : place_inside(size, box, rng);
   // Mirroring would flip the brand text.
   draw_product(canvas, make_sprite(look, cv::Size(cvRound(box.width), cvRound(box.height)), rng), r,

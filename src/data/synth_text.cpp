@@ -24,7 +24,7 @@ namespace shoplens {
 namespace {
 
 constexpr int kPadId = 0, kClsId = 1, kSepId = 2;
-constexpr int kFirstWord = 8;              // ids below are special tokens
+constexpr int kFirstWord = 8;  // ids below are special tokens
 constexpr int kMinVocab = 1024;
 constexpr std::int64_t kStartTime = 1735689600;  // 2025-01-01T00:00:00Z
 constexpr std::int64_t kSpanSeconds = 180LL * 86400;
@@ -35,7 +35,7 @@ constexpr int kNegationRank = 15;
 constexpr int kPatternRankLo = 20, kPatternRankHi = 200;
 constexpr int kLanguageRank = 200, kLanguageTokens = 40;
 constexpr int kMarkerRank = 500, kMarkersPerSide = 48;
-constexpr int kPatterns = 24;              // per polarity
+constexpr int kPatterns = 24;  // per polarity
 
 const std::vector<std::string> kLanguages = {"en", "es", "de", "fr", "ja", "zh", "pt"};
 const std::vector<double> kLanguageWeights = {0.55, 0.10, 0.08, 0.08, 0.07, 0.07, 0.05};
@@ -50,8 +50,8 @@ const std::vector<double> kFamilyFrom = {0.0, 0.0, 0.0, 0.15, 0.40, 0.65};
 
 // The parts of the generator that depend on the seed and vocabulary, built once.
 struct Lexicon {
-  std::vector<int> rank_to_id;     // a seeded permutation of word ids
-  std::vector<double> cumulative;  // Zipf CDF over ranks
+  std::vector<int> rank_to_id;                // a seeded permutation of word ids
+  std::vector<double> cumulative;             // Zipf CDF over ranks
   std::vector<std::vector<int>> patterns[2];  // [polarity][k] -> 3 token ids
 
   Lexicon(int vocab_size, std::uint64_t seed) {
@@ -77,7 +77,9 @@ struct Lexicon {
     const auto r = std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin();
     return word(static_cast<int>(std::min<std::ptrdiff_t>(r, cumulative.size() - 1)));
   }
-  int marker(int polarity, Rng& rng) const { return word(kMarkerRank + 2 * rng.uniform_int(kMarkersPerSide) + polarity); }
+  int marker(int polarity, Rng& rng) const {
+    return word(kMarkerRank + 2 * rng.uniform_int(kMarkersPerSide) + polarity);
+  }
   int language_token(int language, Rng& rng) const {
     return word(kLanguageRank + language * kLanguageTokens + rng.uniform_int(kLanguageTokens));
   }
@@ -177,7 +179,8 @@ std::uint32_t percentile(const std::vector<std::uint32_t>& sorted, double q) {
 }  // namespace
 
 void validate_synth_text_options(const SynthTextOptions& o) {
-  if (o.num_examples < 1) throw UsageError("--num-examples must be at least 1 (got " + std::to_string(o.num_examples) + ")");
+  if (o.num_examples < 1)
+    throw UsageError("--num-examples must be at least 1 (got " + std::to_string(o.num_examples) + ")");
   if (o.max_length < 16 || o.max_length > 65536)
     throw UsageError("--max-length must be in [16, 65536] (got " + std::to_string(o.max_length) + ")");
   if (o.vocab_size < kMinVocab || o.vocab_size > 16777216)
@@ -188,7 +191,8 @@ void validate_synth_text_options(const SynthTextOptions& o) {
   if (o.val_fraction < 0 || o.test_fraction < 0 || o.val_fraction + o.test_fraction >= 1)
     throw UsageError("--val-fraction + --test-fraction must be below 1");
   if (o.positive_fraction <= 0 || o.positive_fraction >= 1) throw UsageError("--positive-fraction must be in (0, 1)");
-  if (o.missing_fraction < 0 || o.missing_fraction > 1) throw UsageError("--missing-metadata-fraction must be in [0, 1]");
+  if (o.missing_fraction < 0 || o.missing_fraction > 1)
+    throw UsageError("--missing-metadata-fraction must be in [0, 1]");
   if (o.label_noise < 0 || o.label_noise > 0.5) throw UsageError("--label-noise must be in [0, 0.5]");
 }
 
@@ -250,7 +254,8 @@ struct TextTally {
     lengths.push_back(static_cast<std::uint32_t>(g.example.tokens.size()));
     const std::size_t n_categorical = g.example.categorical.size();
     for (std::size_t k = 0; k < n_categorical; ++k) missing[k] += g.example.categorical[k] == 0;
-    for (std::size_t k = 0; k < g.example.numeric.size(); ++k) missing[n_categorical + k] += std::isnan(g.example.numeric[k]);
+    for (std::size_t k = 0; k < g.example.numeric.size(); ++k)
+      missing[n_categorical + k] += std::isnan(g.example.numeric[k]);
   }
 };
 
@@ -261,7 +266,8 @@ void summarize(const SynthTextOptions& o, const TextDatasetInfo& info, TextTally
   for (const auto& sh : info.shards)
     s.bytes_written += sh.tokens * token_dtype_size(token_dtype_for(o.vocab_size)) + 48 + sh.count * 88;
   std::size_t k = 0;
-  for (const auto& f : info.categorical) s.missing_fraction.emplace_back(f.name, double(tally.missing[k++]) / double(n));
+  for (const auto& f : info.categorical)
+    s.missing_fraction.emplace_back(f.name, double(tally.missing[k++]) / double(n));
   for (const auto& f : info.numeric) s.missing_fraction.emplace_back(f, double(tally.missing[k++]) / double(n));
   auto& lengths = tally.lengths;
   std::sort(lengths.begin(), lengths.end());

@@ -15,7 +15,8 @@ namespace shoplens {
 TextBatchBuilder::TextBatchBuilder(std::shared_ptr<const TextSource> source, TextBatchOptions options)
     : source_(std::move(source)), options_(options) {
   if (!source_) throw Error("TextBatchBuilder: no source");
-  if (options_.max_length < 1) throw ConfigError("text.max_length must be >= 1, got " + std::to_string(options_.max_length));
+  if (options_.max_length < 1)
+    throw ConfigError("text.max_length must be >= 1, got " + std::to_string(options_.max_length));
   if (options_.pad_multiple < 1) options_.pad_multiple = 1;
 }
 

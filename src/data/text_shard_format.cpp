@@ -15,15 +15,19 @@ std::size_t token_dtype_size(TokenDtype dtype) { return dtype == TokenDtype::kUI
 
 TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t size, const std::string& name,
                                       const std::vector<int>& categorical_vocab_sizes) {
-  auto fail = [&](const std::string& why) -> DataError { return DataError(name + ": invalid text shard index: " + why); };
+  auto fail = [&](const std::string& why) -> DataError {
+    return DataError(name + ": invalid text shard index: " + why);
+  };
   TextShardIndex index;
   if (size < sizeof(TextIndexHeader))
     throw fail("file is " + std::to_string(size) + " bytes, shorter than the 48-byte header");
   std::memcpy(&index.header, bytes, sizeof(TextIndexHeader));
   const auto& h = index.header;
-  if (std::memcmp(h.magic, kTextIndexMagic, sizeof h.magic) != 0) throw fail("bad magic (not a ShopLens text shard index)");
+  if (std::memcmp(h.magic, kTextIndexMagic, sizeof h.magic) != 0)
+    throw fail("bad magic (not a ShopLens text shard index)");
   if (h.version != kTextIndexVersion)
-    throw fail("version " + std::to_string(h.version) + " is not supported (expected " + std::to_string(kTextIndexVersion) + ")");
+    throw fail("version " + std::to_string(h.version) + " is not supported (expected " +
+               std::to_string(kTextIndexVersion) + ")");
   if (h.entry_size != sizeof(TextIndexEntry)) throw fail("entry size " + std::to_string(h.entry_size) + " != 88");
   if (h.token_dtype != static_cast<std::uint8_t>(TokenDtype::kUInt16) &&
       h.token_dtype != static_cast<std::uint8_t>(TokenDtype::kInt32))
@@ -35,7 +39,8 @@ TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t siz
     throw fail("holds " + std::to_string(h.num_categorical) + " categorical fields, the dataset declares " +
                std::to_string(categorical_vocab_sizes.size()));
   // Token offsets are later turned into byte offsets: keep them far from overflowing.
-  if (h.total_tokens > (std::uint64_t{1} << 60)) throw fail("token count " + std::to_string(h.total_tokens) + " is absurd");
+  if (h.total_tokens > (std::uint64_t{1} << 60))
+    throw fail("token count " + std::to_string(h.total_tokens) + " is absurd");
   const std::size_t body = size - sizeof(TextIndexHeader);
   if (h.count > body / sizeof(TextIndexEntry) || body != h.count * sizeof(TextIndexEntry))
     throw fail("header says " + std::to_string(h.count) + " entries but the file holds " + std::to_string(body) +

@@ -18,7 +18,9 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_example(const TextExample& ex, const TextShardLayout& layout, const std::string& where) {
-  auto fail = [&](const std::string& why) { return Error(where + ": sample " + std::to_string(ex.sample_id) + ": " + why); };
+  auto fail = [&](const std::string& why) {
+    return Error(where + ": sample " + std::to_string(ex.sample_id) + ": " + why);
+  };
   if (ex.tokens.empty()) throw fail("no tokens");
   if (ex.tokens.size() > std::numeric_limits<std::uint32_t>::max()) throw fail("too many tokens");
   for (auto t : ex.tokens)
@@ -151,7 +153,8 @@ TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
   TextDatasetInfo info;
   info.format_version = required<int>(doc, "format_version", file);
   if (info.format_version != 1)
-    throw DataError(file + ": key 'format_version': " + std::to_string(info.format_version) + " is not supported (expected 1)");
+    throw DataError(file + ": key 'format_version': " + std::to_string(info.format_version) +
+                    " is not supported (expected 1)");
   info.vocab_size = required<int>(doc, "vocab_size", file);
   if (info.vocab_size < 2) throw DataError(file + ": key 'vocab_size': must be at least 2");
   info.max_length = required<int>(doc, "max_length", file);
@@ -179,7 +182,8 @@ TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
   info.split_rule.key = required<std::string>(rule, "key", file, "split_rule");
   info.split_rule.val_from = required<std::int64_t>(rule, "val_from", file, "split_rule");
   info.split_rule.test_from = required<std::int64_t>(rule, "test_from", file, "split_rule");
-  if (rule.contains("description")) info.split_rule.description = required<std::string>(rule, "description", file, "split_rule");
+  if (rule.contains("description"))
+    info.split_rule.description = required<std::string>(rule, "description", file, "split_rule");
   std::set<std::string> names;
   for (const auto& s : required<nlohmann::json>(doc, "shards", file)) {
     TextShardInfo shard;
@@ -215,8 +219,8 @@ TextShardReader::TextShardReader(const fs::path& dir, const std::string& name, c
   index_ = parse_text_shard_index(index_file.data(), index_file.size(), idx.string(), vocab_sizes);
   const auto& h = index_.header;
   if (h.num_numeric != info.numeric.size())
-    throw DataError(idx.string() + ": holds " + std::to_string(h.num_numeric) + " numeric fields, the dataset declares " +
-                    std::to_string(info.numeric.size()));
+    throw DataError(idx.string() + ": holds " + std::to_string(h.num_numeric) +
+                    " numeric fields, the dataset declares " + std::to_string(info.numeric.size()));
   if (static_cast<TokenDtype>(h.token_dtype) == TokenDtype::kUInt16 && info.vocab_size > 65536)
     throw DataError(idx.string() + ": uint16 tokens cannot hold a vocabulary of " + std::to_string(info.vocab_size));
   const std::uint64_t bytes = h.total_tokens * token_dtype_size(static_cast<TokenDtype>(h.token_dtype));
@@ -234,8 +238,9 @@ TextShardReader::TextShardReader(const fs::path& dir, const std::string& name, c
     copy_tokens(i, buf.data(), buf.size());
     for (auto t : buf)
       if (t < 0 || t >= info.vocab_size)
-        throw DataError(tok.string() + ": entry " + std::to_string(i) + " (sample " + std::to_string(index_.entries[i].sample_id) +
-                        "): token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(info.vocab_size));
+        throw DataError(tok.string() + ": entry " + std::to_string(i) + " (sample " +
+                        std::to_string(index_.entries[i].sample_id) + "): token id " + std::to_string(t) +
+                        " outside the vocabulary of " + std::to_string(info.vocab_size));
   }
 }
 
@@ -308,11 +313,12 @@ std::unique_ptr<TextShardReader> open_listed_shard(const fs::path& dir, const Te
     throw DataError(idx + ": holds " + std::to_string(reader->size()) + " examples but " + kTextDatasetFile + " says " +
                     std::to_string(shard.count));
   if (reader->header().total_tokens != shard.tokens)
-    throw DataError(idx + ": holds " + std::to_string(reader->header().total_tokens) + " tokens but " + kTextDatasetFile +
-                    " says " + std::to_string(shard.tokens));
+    throw DataError(idx + ": holds " + std::to_string(reader->header().total_tokens) + " tokens but " +
+                    kTextDatasetFile + " says " + std::to_string(shard.tokens));
   for (std::size_t i = 0; i < reader->size(); ++i)
     if (reader->entry(i).split != static_cast<std::uint8_t>(shard.split))
-      throw DataError(idx + ": entry " + std::to_string(i) + " is in another split than its shard (" + split_name(shard.split) + ")");
+      throw DataError(idx + ": entry " + std::to_string(i) + " is in another split than its shard (" +
+                      split_name(shard.split) + ")");
   return reader;
 }
 
@@ -358,7 +364,8 @@ void InMemoryTextSource::add(TextExample example) {
   check_example(example, {vocab_size_, num_categorical(), num_numeric_}, "in-memory text source");
   for (std::size_t k = 0; k < vocab_sizes_.size(); ++k)
     if (example.categorical[k] > vocab_sizes_[k])
-      throw Error("in-memory text source: sample " + std::to_string(example.sample_id) + ": categorical code beyond its vocabulary");
+      throw Error("in-memory text source: sample " + std::to_string(example.sample_id) +
+                  ": categorical code beyond its vocabulary");
   examples_.push_back(std::move(example));
 }
 

@@ -15,8 +15,14 @@ double bin_value(double lo, double hi, int bin) { return lo + (hi - lo) * bin / 
 
 bool is_signed(TrivialOp op) {
   switch (op) {
-    case TrivialOp::kShearX: case TrivialOp::kShearY: case TrivialOp::kTranslateX: case TrivialOp::kTranslateY:
-    case TrivialOp::kRotate: case TrivialOp::kBrightness: case TrivialOp::kColor: case TrivialOp::kContrast:
+    case TrivialOp::kShearX:
+    case TrivialOp::kShearY:
+    case TrivialOp::kTranslateX:
+    case TrivialOp::kTranslateY:
+    case TrivialOp::kRotate:
+    case TrivialOp::kBrightness:
+    case TrivialOp::kColor:
+    case TrivialOp::kContrast:
     case TrivialOp::kSharpness:
       return true;
     default:
@@ -28,7 +34,9 @@ bool has_magnitude(TrivialOp op) {
   return op != TrivialOp::kIdentity && op != TrivialOp::kAutoContrast && op != TrivialOp::kEqualize;
 }
 
-std::uint8_t to_u8(double v) { return static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0)); }  // truncates, as .to(uint8)
+std::uint8_t to_u8(double v) {
+  return static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0));
+}  // truncates, as .to(uint8)
 
 // ---- geometry: nearest neighbour through an inverse affine map, black outside ----------------
 
@@ -60,10 +68,14 @@ void warp_nearest(const cv::Mat& src, cv::Mat& dst, const InverseAffine& t) {
 InverseAffine inverse_map(TrivialOp op, double m, int width, int height) {
   const double w2 = width / 2.0, h2 = height / 2.0;
   switch (op) {
-    case TrivialOp::kShearX: return {{1, m, 0, 0, 1, 0}, 0, 0};
-    case TrivialOp::kShearY: return {{1, 0, 0, m, 1, 0}, 0, 0};
-    case TrivialOp::kTranslateX: return {{1, 0, -std::trunc(m), 0, 1, 0}, w2, h2};
-    case TrivialOp::kTranslateY: return {{1, 0, 0, 0, 1, -std::trunc(m)}, w2, h2};
+    case TrivialOp::kShearX:
+      return {{1, m, 0, 0, 1, 0}, 0, 0};
+    case TrivialOp::kShearY:
+      return {{1, 0, 0, m, 1, 0}, 0, 0};
+    case TrivialOp::kTranslateX:
+      return {{1, 0, -std::trunc(m), 0, 1, 0}, w2, h2};
+    case TrivialOp::kTranslateY:
+      return {{1, 0, 0, 0, 1, -std::trunc(m)}, w2, h2};
     default: {  // rotate by m degrees counter-clockwise
       const double r = -m * kPi / 180.0;
       return {{std::cos(r), std::sin(r), 0, -std::sin(r), std::cos(r), 0}, w2, h2};
@@ -110,7 +122,8 @@ void sharpness(cv::Mat& rgb, double f, cv::Mat& smooth) {
           for (int dx = -1; dx <= 1; ++dx) sum += rgb.ptr<std::uint8_t>(y + dy)[3 * (x + dx) + c];
         smooth.ptr<std::uint8_t>(y)[3 * x + c] = static_cast<std::uint8_t>(std::nearbyint(sum / 13.0));
       }
-  blend(rgb, f, [&](const std::uint8_t*, int y, int x, int c) { return double(smooth.ptr<std::uint8_t>(y)[3 * x + c]); });
+  blend(rgb, f,
+        [&](const std::uint8_t*, int y, int x, int c) { return double(smooth.ptr<std::uint8_t>(y)[3 * x + c]); });
 }
 
 // A 256-entry table per channel, applied in one pass.
@@ -186,14 +199,24 @@ ChannelTables pointwise_tables(TrivialOp op, double magnitude) {
 
 double trivial_magnitude(TrivialOp op, int bin) {
   switch (op) {
-    case TrivialOp::kShearX: case TrivialOp::kShearY: case TrivialOp::kBrightness: case TrivialOp::kColor:
-    case TrivialOp::kContrast: case TrivialOp::kSharpness:
+    case TrivialOp::kShearX:
+    case TrivialOp::kShearY:
+    case TrivialOp::kBrightness:
+    case TrivialOp::kColor:
+    case TrivialOp::kContrast:
+    case TrivialOp::kSharpness:
       return bin_value(0.0, 0.99, bin);
-    case TrivialOp::kTranslateX: case TrivialOp::kTranslateY: return bin_value(0.0, 32.0, bin);
-    case TrivialOp::kRotate: return bin_value(0.0, 135.0, bin);
-    case TrivialOp::kPosterize: return 8 - std::nearbyint(bin / ((kTrivialBins - 1) / 6.0));
-    case TrivialOp::kSolarize: return bin_value(255.0, 0.0, bin);
-    default: return 0.0;
+    case TrivialOp::kTranslateX:
+    case TrivialOp::kTranslateY:
+      return bin_value(0.0, 32.0, bin);
+    case TrivialOp::kRotate:
+      return bin_value(0.0, 135.0, bin);
+    case TrivialOp::kPosterize:
+      return 8 - std::nearbyint(bin / ((kTrivialBins - 1) / 6.0));
+    case TrivialOp::kSolarize:
+      return bin_value(255.0, 0.0, bin);
+    default:
+      return 0.0;
   }
 }
 
@@ -209,23 +232,33 @@ TrivialChoice draw_trivial_augment(Rng& rng) {
 void apply_trivial_op(cv::Mat& rgb, const TrivialChoice& choice, cv::Mat& scratch) {
   const double m = choice.magnitude;
   switch (choice.op) {
-    case TrivialOp::kIdentity: return;
-    case TrivialOp::kShearX: case TrivialOp::kShearY: case TrivialOp::kTranslateX: case TrivialOp::kTranslateY:
+    case TrivialOp::kIdentity:
+      return;
+    case TrivialOp::kShearX:
+    case TrivialOp::kShearY:
+    case TrivialOp::kTranslateX:
+    case TrivialOp::kTranslateY:
     case TrivialOp::kRotate:
       warp_nearest(rgb, scratch, inverse_map(choice.op, m, rgb.cols, rgb.rows));
       std::swap(rgb, scratch);
       return;
-    case TrivialOp::kBrightness: return blend(rgb, 1.0 + m, [](const std::uint8_t*, int, int, int) { return 0.0; });
+    case TrivialOp::kBrightness:
+      return blend(rgb, 1.0 + m, [](const std::uint8_t*, int, int, int) { return 0.0; });
     case TrivialOp::kColor:
       return blend(rgb, 1.0 + m, [](const std::uint8_t* p, int, int, int) { return double(gray_u8(p)); });
     case TrivialOp::kContrast: {
       const double mean = mean_gray(rgb);
       return blend(rgb, 1.0 + m, [mean](const std::uint8_t*, int, int, int) { return mean; });
     }
-    case TrivialOp::kSharpness: return sharpness(rgb, 1.0 + m, scratch);
-    case TrivialOp::kPosterize: case TrivialOp::kSolarize: return apply_tables(rgb, pointwise_tables(choice.op, m));
-    case TrivialOp::kAutoContrast: return apply_tables(rgb, autocontrast_tables(rgb));
-    case TrivialOp::kEqualize: return apply_tables(rgb, equalize_tables(rgb));
+    case TrivialOp::kSharpness:
+      return sharpness(rgb, 1.0 + m, scratch);
+    case TrivialOp::kPosterize:
+    case TrivialOp::kSolarize:
+      return apply_tables(rgb, pointwise_tables(choice.op, m));
+    case TrivialOp::kAutoContrast:
+      return apply_tables(rgb, autocontrast_tables(rgb));
+    case TrivialOp::kEqualize:
+      return apply_tables(rgb, equalize_tables(rgb));
   }
 }
 

@@ -14,8 +14,20 @@ namespace shoplens::detail {
 
 // In torchvision's order (TrivialAugmentWide._augmentation_space).
 enum class TrivialOp {
-  kIdentity, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor, kContrast, kSharpness,
-  kPosterize, kSolarize, kAutoContrast, kEqualize
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize
 };
 constexpr int kTrivialOps = 14;
 constexpr int kTrivialBins = 31;

@@ -21,8 +21,7 @@ void bind_cuda_device(const DistEnv& env) {
   if (visible <= 0) return;
   const int device = cuda_device_for(env.local_rank, visible);
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
-  if (env.distributed())
-    spdlog::info("dist: {} uses cuda:{} ({} visible)", env.describe(), device, visible);
+  if (env.distributed()) spdlog::info("dist: {} uses cuda:{} ({} visible)", env.describe(), device, visible);
 #else
   (void)env;
   throw ConfigError("this shoplens was built against a LibTorch without CUDA; use train.device=cpu");

@@ -52,7 +52,8 @@ DistEnv dist_env_from(const EnvLookup& lookup) {
     env.local_rank = get_int(lookup, "SLURM_LOCALID", 0, 0);
     // SLURM_NTASKS_PER_NODE can read "2(x3)"; the leading count is the tasks on this node.
     env.local_world_size = env.world_size;
-    if (auto per_node = get(lookup, "SLURM_NTASKS_PER_NODE")) env.local_world_size = std::max(1, std::atoi(per_node->c_str()));
+    if (auto per_node = get(lookup, "SLURM_NTASKS_PER_NODE"))
+      env.local_world_size = std::max(1, std::atoi(per_node->c_str()));
     env.restart_count = get_int(lookup, "SLURM_RESTART_COUNT", 0, 0);
   } else {
     return env;
@@ -61,21 +62,24 @@ DistEnv dist_env_from(const EnvLookup& lookup) {
     throw ConfigError(fmt::format("rank {} is outside a world of {} ({})", env.rank, env.world_size,
                                   torchrun ? "RANK >= WORLD_SIZE" : "SLURM_PROCID >= SLURM_NTASKS"));
   if (env.local_rank >= env.local_world_size)
-    throw ConfigError(fmt::format("local rank {} is outside {} local processes ({})", env.local_rank, env.local_world_size,
-                                  torchrun ? "LOCAL_RANK >= LOCAL_WORLD_SIZE" : "SLURM_LOCALID >= SLURM_NTASKS_PER_NODE"));
+    throw ConfigError(
+        fmt::format("local rank {} is outside {} local processes ({})", env.local_rank, env.local_world_size,
+                    torchrun ? "LOCAL_RANK >= LOCAL_WORLD_SIZE" : "SLURM_LOCALID >= SLURM_NTASKS_PER_NODE"));
   if (env.local_world_size > env.world_size)
     throw ConfigError(fmt::format("LOCAL_WORLD_SIZE {} exceeds WORLD_SIZE {}", env.local_world_size, env.world_size));
   if (torchrun) env.restart_count = get_int(lookup, "TORCHELASTIC_RESTART_COUNT", 0, 0);
-  if (auto use_agent = get(lookup, "TORCHELASTIC_USE_AGENT_STORE")) env.agent_hosts_store = *use_agent == "True" || *use_agent == "1";
+  if (auto use_agent = get(lookup, "TORCHELASTIC_USE_AGENT_STORE"))
+    env.agent_hosts_store = *use_agent == "True" || *use_agent == "1";
   env.master_port = get_int(lookup, "MASTER_PORT", 29500, 1);
   if (env.master_port > 65535) throw ConfigError(fmt::format("MASTER_PORT {} is not a TCP port", env.master_port));
   if (auto addr = get(lookup, "MASTER_ADDR")) {
     env.master_addr = *addr;
   } else if (env.world_size > 1 && env.local_world_size < env.world_size) {
     // Several nodes: guessing the master would connect ranks to different stores.
-    throw ConfigError(slurm ? "MASTER_ADDR is not set: under srun export it, e.g. MASTER_ADDR=$(scontrol show hostnames "
-                              "\"$SLURM_JOB_NODELIST\" | head -n1)"
-                            : "MASTER_ADDR is not set for a job that spans several nodes");
+    throw ConfigError(slurm
+                          ? "MASTER_ADDR is not set: under srun export it, e.g. MASTER_ADDR=$(scontrol show hostnames "
+                            "\"$SLURM_JOB_NODELIST\" | head -n1)"
+                          : "MASTER_ADDR is not set for a job that spans several nodes");
   }
   return env;
 }

@@ -13,8 +13,8 @@ namespace shoplens {
 
 struct GradientReducer::Impl {
   struct Bucket {
-    std::vector<std::size_t> members;  // parameter indices
-    std::vector<std::int64_t> offsets; // element offsets in the flat buffer
+    std::vector<std::size_t> members;   // parameter indices
+    std::vector<std::int64_t> offsets;  // element offsets in the flat buffer
     at::Tensor flat;
     int pending = 0;
     bool launched = false;
@@ -82,8 +82,10 @@ struct GradientReducer::Impl {
       const auto& p = params[b.members[j]];
       auto slice = b.flat.narrow(0, b.offsets[j], p.numel());
       const auto& g = p.grad();
-      if (g.defined()) slice.copy_(g.reshape({-1}));
-      else slice.zero_();
+      if (g.defined())
+        slice.copy_(g.reshape({-1}));
+      else
+        slice.zero_();
     }
     b.work = group->allreduce_sum_async(b.flat);
     b.launched = true;
@@ -164,14 +166,17 @@ void GradientReducer::finish() {
     for (std::size_t j = 0; j < b.members.size(); ++j) {
       auto& p = s.params[b.members[j]];
       auto mean = b.flat.narrow(0, b.offsets[j], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(mean);
-      else p.mutable_grad() = mean.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(mean);
+      else
+        p.mutable_grad() = mean.clone();
     }
     b.work.reset();
   }
   s.stats.steps++;
   const double fraction = static_cast<double>(s.launched_in_hooks) / static_cast<double>(s.buckets.size());
-  s.stats.launched_during_backward += (fraction - s.stats.launched_during_backward) / static_cast<double>(s.stats.steps);
+  s.stats.launched_during_backward +=
+      (fraction - s.stats.launched_during_backward) / static_cast<double>(s.stats.steps);
 }
 
 const ReducerStats& GradientReducer::stats() const { return impl_->stats; }

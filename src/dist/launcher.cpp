@@ -92,8 +92,9 @@ class Supervisor {
             spdlog::error("launch: {}; {} restart(s) used of {}: giving up", outcome.what, attempt, o_.max_restarts);
             return static_cast<int>(ExitCode::kFailure);
           }
-          spdlog::warn("launch: {}; restarting the group (restart {} of {}), the workers resume from the latest checkpoint",
-                       outcome.what, attempt + 1, o_.max_restarts);
+          spdlog::warn(
+              "launch: {}; restarting the group (restart {} of {}), the workers resume from the latest checkpoint",
+              outcome.what, attempt + 1, o_.max_restarts);
       }
     }
   }
@@ -144,7 +145,8 @@ class Supervisor {
   void spawn_all(int attempt) {
     workers_.clear();
     workers_.resize(static_cast<std::size_t>(o_.nproc_per_node));
-    if (!o_.log_dir.empty()) std::filesystem::create_directories(std::filesystem::path(o_.log_dir) / fmt::format("attempt-{}", attempt));
+    if (!o_.log_dir.empty())
+      std::filesystem::create_directories(std::filesystem::path(o_.log_dir) / fmt::format("attempt-{}", attempt));
     for (int r = 0; r < o_.nproc_per_node; ++r) {
       Worker& w = workers_[r];
       w.local_rank = r;
@@ -180,13 +182,14 @@ class Supervisor {
       w.running = true;
       std::string log_path;
       if (!o_.log_dir.empty())
-        log_path = (std::filesystem::path(o_.log_dir) / fmt::format("attempt-{}", attempt) / fmt::format("rank-{}.log", w.global_rank))
+        log_path = (std::filesystem::path(o_.log_dir) / fmt::format("attempt-{}", attempt) /
+                    fmt::format("rank-{}.log", w.global_rank))
                        .string();
       w.relay = std::thread([this, fd = w.out_fd, rank = w.global_rank, log_path] { relay(fd, rank, log_path); });
     }
     spdlog::info("launch: started {} worker(s) (ranks {}-{} of {}), master {}:{}{}", o_.nproc_per_node,
-                 workers_.front().global_rank, workers_.back().global_rank, o_.nnodes * o_.nproc_per_node, o_.master_addr,
-                 o_.master_port, attempt > 0 ? fmt::format(", restart {}", attempt) : "");
+                 workers_.front().global_rank, workers_.back().global_rank, o_.nnodes * o_.nproc_per_node,
+                 o_.master_addr, o_.master_port, attempt > 0 ? fmt::format(", restart {}", attempt) : "");
   }
 
   // execve does not search PATH; resolve the program as execvp would.
@@ -274,7 +277,8 @@ class Supervisor {
   // Stops the group: SIGTERM (workers checkpoint and exit), SIGKILL after the grace period.
   void stop_all() {
     signal_running(SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_seconds));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_seconds));
     while (running() > 0 && Clock::now() < deadline) {
       reap();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -297,7 +301,8 @@ class Supervisor {
         spdlog::warn("launch: signal received: forwarding SIGTERM to {} worker(s)", running());
         signal_running(SIGTERM);
         forwarded = true;
-        forward_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_seconds));
+        forward_deadline =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_seconds));
       }
       Worker* failed = reap();
       if (forwarded) {
@@ -335,24 +340,29 @@ class Supervisor {
 
 LaunchOptions validate_launch_options(LaunchOptions o) {
   if (o.command.empty())
-    throw UsageError("launch: no worker command; put it after '--', e.g. shoplens launch --nproc-per-node 2 -- shoplens train ...");
+    throw UsageError(
+        "launch: no worker command; put it after '--', e.g. shoplens launch --nproc-per-node 2 -- shoplens train ...");
   if (o.nproc_per_node < 1 || o.nproc_per_node > 1024) throw UsageError("launch: --nproc-per-node must be 1..1024");
   if (o.nnodes < 1) throw UsageError("launch: --nnodes must be >= 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw UsageError(fmt::format("launch: --node-rank {} is outside 0..{} (--nnodes {})", o.node_rank, o.nnodes - 1, o.nnodes));
+    throw UsageError(
+        fmt::format("launch: --node-rank {} is outside 0..{} (--nnodes {})", o.node_rank, o.nnodes - 1, o.nnodes));
   if (o.max_restarts < 0) throw UsageError("launch: --max-restarts must be >= 0");
   if (o.grace_seconds < 0) throw UsageError("launch: --grace-seconds must be >= 0");
   if (o.master_port < 0 || o.master_port > 65535) throw UsageError("launch: --master-port must be 0..65535");
   if (o.master_port == 0) {
-    if (o.nnodes > 1) throw UsageError("launch: --master-port 0 (pick a free port) works on one node only; give every node the same port");
+    if (o.nnodes > 1)
+      throw UsageError(
+          "launch: --master-port 0 (pick a free port) works on one node only; give every node the same port");
     o.master_port = try_bind(o.master_addr, 0);
     if (o.master_port < 0) throw Error(std::string("launch: cannot find a free port: ") + std::strerror(errno));
   } else if (o.node_rank == 0) {
     // Rank 0 will host the rendezvous store here: say so now if it cannot.
     if (try_bind(o.master_addr, o.master_port) < 0)
-      throw UsageError(fmt::format("launch: port {} on {} is not free ({}): another job is using it; choose --master-port "
-                                   "(0 picks a free one)",
-                                   o.master_port, o.master_addr, std::strerror(errno)));
+      throw UsageError(
+          fmt::format("launch: port {} on {} is not free ({}): another job is using it; choose --master-port "
+                      "(0 picks a free one)",
+                      o.master_port, o.master_addr, std::strerror(errno)));
   }
   return o;
 }

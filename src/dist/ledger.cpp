@@ -30,10 +30,15 @@ LedgerWriter::LedgerWriter(const fs::path& run_dir, const std::string& segment, 
   path_ = dir / fmt::format("{}.rank-{}.jsonl", segment, rank);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw IoError("cannot open ledger " + path_.string() + ": " + std::strerror(errno));
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
-  append({{"type", "segment"}, {"segment", segment}, {"rank", rank}, {"world_size", world_size},
-          {"start_step", start_step}, {"started_at_ms", now_ms}});
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  append({{"type", "segment"},
+          {"segment", segment},
+          {"rank", rank},
+          {"world_size", world_size},
+          {"start_step", start_step},
+          {"started_at_ms", now_ms}});
 }
 
 LedgerWriter::~LedgerWriter() {
@@ -55,7 +60,11 @@ void LedgerWriter::append(const json& record) {
 
 void LedgerWriter::epoch(std::int64_t epoch, std::int64_t steps, std::int64_t global_batch,
                          const std::vector<std::uint64_t>& unread, bool with_replacement) {
-  append({{"type", "epoch"}, {"epoch", epoch}, {"steps", steps}, {"global_batch", global_batch}, {"unread", unread},
+  append({{"type", "epoch"},
+          {"epoch", epoch},
+          {"steps", steps},
+          {"global_batch", global_batch},
+          {"unread", unread},
           {"with_replacement", with_replacement}});
 }
 
@@ -251,22 +260,32 @@ LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vect
 json LedgerReport::to_json() const {
   json epochs_json = json::array();
   for (const auto& e : epochs)
-    epochs_json.push_back({{"epoch", e.epoch}, {"complete", e.complete}, {"steps", e.steps_recorded},
-                           {"steps_expected", e.steps_expected}, {"used", e.used}, {"unread", e.unread},
-                           {"duplicated", e.duplicated}, {"missing", e.missing}, {"unknown", e.unknown},
-                           {"with_replacement", e.with_replacement}, {"exact", e.exact()}});
-  return {{"exact", exact()}, {"segments", segments}, {"records", records}, {"superseded", superseded},
-          {"torn_lines", torn_lines}, {"epochs", epochs_json}};
+    epochs_json.push_back({{"epoch", e.epoch},
+                           {"complete", e.complete},
+                           {"steps", e.steps_recorded},
+                           {"steps_expected", e.steps_expected},
+                           {"used", e.used},
+                           {"unread", e.unread},
+                           {"duplicated", e.duplicated},
+                           {"missing", e.missing},
+                           {"unknown", e.unknown},
+                           {"with_replacement", e.with_replacement},
+                           {"exact", e.exact()}});
+  return {{"exact", exact()},         {"segments", segments},     {"records", records},
+          {"superseded", superseded}, {"torn_lines", torn_lines}, {"epochs", epochs_json}};
 }
 
 std::string LedgerReport::to_text() const {
-  std::string out = fmt::format("ledger: {} segment(s), {} step records, {} superseded by a restart{}\n", segments, records,
-                                superseded, torn_lines.empty() ? "" : fmt::format(", {} torn last line(s) ignored", torn_lines.size()));
+  std::string out = fmt::format(
+      "ledger: {} segment(s), {} step records, {} superseded by a restart{}\n", segments, records, superseded,
+      torn_lines.empty() ? "" : fmt::format(", {} torn last line(s) ignored", torn_lines.size()));
   for (const auto& e : epochs) {
     out += fmt::format("epoch {}: {} of {} steps{}, {} samples used once, {} left for a later epoch: ", e.epoch,
                        e.steps_recorded, e.steps_expected, e.complete ? " (complete)" : " (partial)", e.used, e.unread);
-    if (e.with_replacement) out += "sampler draws with replacement (not an exactly-once order)\n";
-    else if (e.exact()) out += e.complete ? "every training sample exactly once\n" : "no sample twice so far\n";
+    if (e.with_replacement)
+      out += "sampler draws with replacement (not an exactly-once order)\n";
+    else if (e.exact())
+      out += e.complete ? "every training sample exactly once\n" : "no sample twice so far\n";
     else {
       out += "NOT EXACT\n";
       if (!e.duplicated.empty()) out += "  read more than once: " + preview(e.duplicated) + "\n";

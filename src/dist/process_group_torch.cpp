@@ -73,7 +73,8 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
   const auto deadline = Clock::now() + options.timeout;
   std::vector<std::optional<Announcement>> seen(world_size);
   for (;;) {
-    if (store.check({"abort"})) throw ConfigError("distributed rendezvous aborted by another rank: " + to_string(store.get("abort")));
+    if (store.check({"abort"}))
+      throw ConfigError("distributed rendezvous aborted by another rank: " + to_string(store.get("abort")));
     int present = 0;
     for (int r = 0; r < world_size; ++r) {
       if (!seen[r]) {
@@ -84,9 +85,10 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
           problem = fmt::format("rank {} (pid {} on {}) was started with WORLD_SIZE {}, rank {} with {}", r, other.pid,
                                 other.host, other.world_size, rank, world_size);
         else if (other.fingerprint != options.fingerprint)
-          problem = fmt::format("rank {} (pid {} on {}) runs a different config (fingerprint {} vs {} on rank {}): every rank "
-                                "must train the same job",
-                                r, other.pid, other.host, other.fingerprint, options.fingerprint, rank);
+          problem = fmt::format(
+              "rank {} (pid {} on {}) runs a different config (fingerprint {} vs {} on rank {}): every rank "
+              "must train the same job",
+              r, other.pid, other.host, other.fingerprint, options.fingerprint, rank);
         if (!problem.empty()) {
           store.set("abort", to_bytes(problem));
           throw ConfigError("inconsistent distributed job: " + problem);
@@ -98,8 +100,9 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
     // A rank beyond our world size joined: its WORLD_SIZE is larger than ours.
     if (store.check({"rank/" + std::to_string(world_size)})) {
       const auto other = Announcement::decode(to_string(store.get("rank/" + std::to_string(world_size))));
-      const std::string problem = fmt::format("rank {} joined a job of WORLD_SIZE {} (it was started with WORLD_SIZE {})",
-                                              world_size, world_size, other.world_size);
+      const std::string problem =
+          fmt::format("rank {} joined a job of WORLD_SIZE {} (it was started with WORLD_SIZE {})", world_size,
+                      world_size, other.world_size);
       store.set("abort", to_bytes(problem));
       throw ConfigError("inconsistent distributed job: " + problem);
     }
@@ -112,10 +115,11 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
       std::vector<std::string> missing;
       for (int r = 0; r < world_size; ++r)
         if (!seen[r]) missing.push_back(std::to_string(r));
-      throw Error(fmt::format("distributed rendezvous timed out after {:.0f} s on rank {}: rank(s) {} of {} never joined "
-                              "(did they fail at start-up? see their logs); raise dist.timeout_seconds if they are slow to "
-                              "start",
-                              std::chrono::duration<double>(options.timeout).count(), rank, join(missing, ", "), world_size));
+      throw Error(
+          fmt::format("distributed rendezvous timed out after {:.0f} s on rank {}: rank(s) {} of {} never joined "
+                      "(did they fail at start-up? see their logs); raise dist.timeout_seconds if they are slow to "
+                      "start",
+                      std::chrono::duration<double>(options.timeout).count(), rank, join(missing, ", "), world_size));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -141,8 +145,10 @@ GroupMembers describe_members(const std::vector<Announcement>& members, int rank
   std::vector<std::string> peers;
   for (std::size_t r = 0; r < members.size(); ++r) {
     const std::string who = fmt::format("rank {} (pid {} on {})", r, members[r].pid, members[r].host);
-    if (static_cast<int>(r) == rank) described.self = who;
-    else peers.push_back(who);
+    if (static_cast<int>(r) == rank)
+      described.self = who;
+    else
+      peers.push_back(who);
   }
   described.peers = join(peers, ", ");
   described.timeout = timeout;
@@ -156,9 +162,10 @@ std::string describe_failure(const std::string& what, const std::exception& e, c
   for (const char* sign : {"imed out", "imeout", "onnection", "closed", "reset", "Broken pipe"})
     peer_trouble = peer_trouble || message.find(sign) != std::string::npos;
   if (!peer_trouble) return fmt::format("{} failed on {}: {}", what, members.self, message);
-  return fmt::format("{} failed on {}: {} (a peer died, was killed or did not answer within dist.timeout_seconds = {:.0f} s; "
-                     "waiting on {})",
-                     what, members.self, message, std::chrono::duration<double>(members.timeout).count(), members.peers);
+  return fmt::format(
+      "{} failed on {}: {} (a peer died, was killed or did not answer within dist.timeout_seconds = {:.0f} s; "
+      "waiting on {})",
+      what, members.self, message, std::chrono::duration<double>(members.timeout).count(), members.peers);
 }
 
 // Gloo takes several tensors in one call only as per-device copies of one tensor; different
@@ -191,7 +198,8 @@ void coalesced(std::vector<at::Tensor>& tensors, Op&& op) {
 
 class PendingWork : public PendingCollective {
  public:
-  PendingWork(c10::intrusive_ptr<c10d::Work> work, const GroupMembers& members) : work_(std::move(work)), members_(members) {}
+  PendingWork(c10::intrusive_ptr<c10d::Work> work, const GroupMembers& members)
+      : work_(std::move(work)), members_(members) {}
   void wait() override {
     try {
       work_->wait();
@@ -209,8 +217,12 @@ class C10dGroup : public ProcessGroup {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<compat::DistBackend> backend, int rank, int world,
             std::string backend_name, GroupMembers members)
-      : store_(std::move(store)), backend_(std::move(backend)), rank_(rank), world_(world),
-        backend_name_(std::move(backend_name)), members_(std::move(members)) {}
+      : store_(std::move(store)),
+        backend_(std::move(backend)),
+        rank_(rank),
+        world_(world),
+        backend_name_(std::move(backend_name)),
+        members_(std::move(members)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -230,7 +242,8 @@ class C10dGroup : public ProcessGroup {
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    coalesced(tensors, [&](std::vector<at::Tensor>& t) { run("broadcast", [&] { return backend_->broadcast(t, opts); }); });
+    coalesced(tensors,
+              [&](std::vector<at::Tensor>& t) { run("broadcast", [&] { return backend_->broadcast(t, opts); }); });
   }
   void barrier() override {
     run("barrier", [&] { return backend_->barrier(); });
@@ -269,7 +282,8 @@ class C10dGroup : public ProcessGroup {
 };
 
 std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base, const std::string& prefix, int rank,
-                                           int world_size, const std::string& master_addr, const GroupOptions& options) {
+                                           int world_size, const std::string& master_addr,
+                                           const GroupOptions& options) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, base);
   const auto members = describe_members(rendezvous(*store, rank, world_size, options), rank, options.timeout);
   c10::intrusive_ptr<compat::DistBackend> backend;
@@ -281,7 +295,8 @@ std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base,
       backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank,
                                                             world_size, nccl_options);
 #else
-      throw ConfigError("dist.backend=nccl but this LibTorch was built without NCCL (" + torch_version() + "); use gloo");
+      throw ConfigError("dist.backend=nccl but this LibTorch was built without NCCL (" + torch_version() +
+                        "); use gloo");
 #endif
     } else {
       auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
@@ -293,7 +308,8 @@ std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base,
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("creating the {} process group on rank {} failed: {}", options.backend, rank, error_message(e)));
+    throw Error(
+        fmt::format("creating the {} process group on rank {} failed: {}", options.backend, rank, error_message(e)));
   }
   return std::make_shared<C10dGroup>(store, backend, rank, world_size, options.backend, members);
 }
@@ -321,13 +337,15 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistEnv& env, const Group
     store = compat::make_tcp_store(env.master_addr, store_options);
   } catch (const std::exception& e) {
     if (host_store)
-      throw Error(fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use by another job? "
-                              "choose another MASTER_PORT / --master-port)",
-                              env.master_addr, env.master_port, error_message(e)));
-    throw Error(fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {:.0f} s: {} (is rank 0 running? is "
-                            "MASTER_ADDR right?)",
-                            env.rank, env.master_addr, env.master_port, std::chrono::duration<double>(options.timeout).count(),
-                            error_message(e)));
+      throw Error(
+          fmt::format("rank 0 cannot host the rendezvous store on {}:{}: {} (is the port in use by another job? "
+                      "choose another MASTER_PORT / --master-port)",
+                      env.master_addr, env.master_port, error_message(e)));
+    throw Error(
+        fmt::format("rank {} cannot reach the rendezvous store at {}:{} within {:.0f} s: {} (is rank 0 running? is "
+                    "MASTER_ADDR right?)",
+                    env.rank, env.master_addr, env.master_port, std::chrono::duration<double>(options.timeout).count(),
+                    error_message(e)));
   }
   auto group = create_group(store, store_prefix(env), env.rank, env.world_size, env.master_addr, options);
   log_info(fmt::format("dist: joined {} ({} backend)", env.describe(), options.backend));

@@ -19,14 +19,14 @@ namespace shoplens {
 struct RowResult {
   std::size_t row = 0;
   bool ok = false;
-  int label = -1;             // the most probable class
+  int label = -1;  // the most probable class
   std::vector<float> probs;
   std::vector<float> logits;  // only when the runner keeps them
   std::string error;
 };
 
 struct BatchTimings {
-  std::vector<double> batch_ms;   // compute per batch (host to device, forward, softmax, read back)
+  std::vector<double> batch_ms;  // compute per batch (host to device, forward, softmax, read back)
   std::map<int, std::int64_t> batch_sizes;
   std::vector<double> queue_lengths;
   double compute_seconds = 0;
@@ -62,7 +62,8 @@ class BatchInference {
 
  private:
   PreparedBatch prepare(std::size_t begin, std::size_t end) const;
-  void add_batch_results(const std::vector<std::size_t>& rows, const InferenceOutput& out, std::vector<RowResult>& results) const;
+  void add_batch_results(const std::vector<std::size_t>& rows, const InferenceOutput& out,
+                         std::vector<RowResult>& results) const;
 
   InferenceSession& session_;
   const ScoreRows& rows_;

@@ -77,7 +77,6 @@ class DeviceBatch {
 #endif
 };
 
-
 // Batches 0..n-1 prepared by worker threads at most `ahead` batches in front of the consumer,
 // taken in order. A worker's exception is rethrown by take(). The destructor stops and joins the
 // workers, so an exception in the consumer cannot leave them running.
@@ -260,8 +259,11 @@ json BatchInference::choose_batch(double max_latency_ms, int max_batch, int& cho
     const std::vector<double> ms = time_compute(b, 7);
     const double p95 = percentile(ms, 0.95);
     const bool fits = p95 <= max_latency_ms;
-    curve.push_back({{"batch", b}, {"p50_ms", percentile(ms, 0.5)}, {"p95_ms", p95},
-                     {"images_per_second", b / (percentile(ms, 0.5) / 1e3)}, {"fits", fits}});
+    curve.push_back({{"batch", b},
+                     {"p50_ms", percentile(ms, 0.5)},
+                     {"p95_ms", p95},
+                     {"images_per_second", b / (percentile(ms, 0.5) / 1e3)},
+                     {"fits", fits}});
     if (!fits) break;  // latency grows with the batch: larger ones will not fit either
     chosen = b;
   }

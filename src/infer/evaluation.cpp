@@ -38,7 +38,8 @@ void EvaluationAccumulator::add(const std::string& true_label, const std::vector
   matrix_.add(truth, predicted);
   // Top-k: the true class is among the k most probable when fewer than k classes beat it.
   const std::size_t k = std::min<std::size_t>(5, p.size());
-  const auto higher = static_cast<std::size_t>(std::count_if(p.begin(), p.end(), [&](float v) { return v > p[truth]; }));
+  const auto higher =
+      static_cast<std::size_t>(std::count_if(p.begin(), p.end(), [&](float v) { return v > p[truth]; }));
   top_k_hits_ += higher < k;
   nll_sum_ -= std::log(std::max(static_cast<double>(p[truth]), 1e-12));
   const double confidence = p[predicted];
@@ -65,12 +66,17 @@ json EvaluationAccumulator::to_json() const {
     const double accuracy = bin.count ? static_cast<double>(bin.correct) / bin.count : 0.0;
     const double confidence = bin.count ? bin.confidence_sum / bin.count : 0.0;
     if (n > 0) ece += bin.count / n * std::abs(accuracy - confidence);
-    bins.push_back({{"lower", static_cast<double>(b) / bins_.size()}, {"upper", static_cast<double>(b + 1) / bins_.size()},
-                    {"count", bin.count}, {"accuracy", accuracy}, {"mean_confidence", confidence}});
+    bins.push_back({{"lower", static_cast<double>(b) / bins_.size()},
+                    {"upper", static_cast<double>(b + 1) / bins_.size()},
+                    {"count", bin.count},
+                    {"accuracy", accuracy},
+                    {"mean_confidence", confidence}});
   }
   j["ece"] = ece;
   j["calibration_bins"] = bins;
-  j["rows"] = {{"evaluated", matrix_.total()}, {"unreadable", unreadable_}, {"unlabelled", unlabelled_},
+  j["rows"] = {{"evaluated", matrix_.total()},
+               {"unreadable", unreadable_},
+               {"unlabelled", unlabelled_},
                {"unknown_label", unknown_}};
   json unknown = json::object();
   for (const auto& [name, count] : unknown_labels_) {
@@ -83,11 +89,11 @@ json EvaluationAccumulator::to_json() const {
 
 std::string EvaluationAccumulator::summary_line() const {
   const json j = to_json();
-  return fmt::format("accuracy {:.4f}, top-{} {:.4f}, macro-F1 {:.4f}, ECE {:.4f} on {} labelled rows ({} unreadable, "
-                     "{} without a label, {} with a label the model does not know)",
-                     j["accuracy"].get<double>(), j["top_k"].get<int>(), j["top5_accuracy"].get<double>(),
-                     j["macro_f1"].get<double>(), j["ece"].get<double>(), matrix_.total(), unreadable_, unlabelled_,
-                     unknown_);
+  return fmt::format(
+      "accuracy {:.4f}, top-{} {:.4f}, macro-F1 {:.4f}, ECE {:.4f} on {} labelled rows ({} unreadable, "
+      "{} without a label, {} with a label the model does not know)",
+      j["accuracy"].get<double>(), j["top_k"].get<int>(), j["top5_accuracy"].get<double>(), j["macro_f1"].get<double>(),
+      j["ece"].get<double>(), matrix_.total(), unreadable_, unlabelled_, unknown_);
 }
 
 }  // namespace shoplens

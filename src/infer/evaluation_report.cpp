@@ -28,12 +28,14 @@ std::string headline(const json& m) {
 }
 
 std::string per_class_table(const json& m) {
-  std::string out = "<table><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th><th>support</th>"
-                    "<th>predicted</th></tr>\n";
+  std::string out =
+      "<table><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th><th>support</th>"
+      "<th>predicted</th></tr>\n";
   for (const auto& c : m["per_class"])
-    out += fmt::format("<tr><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td></tr>\n",
-                       xml_escape(c["name"].get<std::string>()), c["precision"].get<double>(), c["recall"].get<double>(),
-                       c["f1"].get<double>(), c["support"].get<std::int64_t>(), c["predicted"].get<std::int64_t>());
+    out +=
+        fmt::format("<tr><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td></tr>\n",
+                    xml_escape(c["name"].get<std::string>()), c["precision"].get<double>(), c["recall"].get<double>(),
+                    c["f1"].get<double>(), c["support"].get<std::int64_t>(), c["predicted"].get<std::int64_t>());
   return out + "</table>\n";
 }
 
@@ -63,20 +65,24 @@ std::string confusion_heat_map(const json& m) {
 // Accuracy per confidence bin against the diagonal of perfect calibration.
 std::string reliability_svg(const json& m) {
   const int w = 320, h = 320;
-  std::string out = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-                                "role=\"img\" aria-label=\"reliability\">", w + 60, h + 40, w + 60, h + 40);
-  out += fmt::format("<g transform=\"translate(50,5)\"><rect width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>"
-                     "<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#aaa\" stroke-dasharray=\"4\"/>",
-                     w, h, h, w);
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "role=\"img\" aria-label=\"reliability\">",
+      w + 60, h + 40, w + 60, h + 40);
+  out += fmt::format(
+      "<g transform=\"translate(50,5)\"><rect width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>"
+      "<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#aaa\" stroke-dasharray=\"4\"/>",
+      w, h, h, w);
   const auto& bins = m["calibration_bins"];
   const double bw = static_cast<double>(w) / std::max<std::size_t>(1, bins.size());
   for (std::size_t b = 0; b < bins.size(); ++b) {
     if (bins[b]["count"].get<std::int64_t>() == 0) continue;
     const double acc = bins[b]["accuracy"].get<double>();
-    out += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#2171b5\" "
-                       "opacity=\"0.8\"><title>{} rows, accuracy {:.3f}, confidence {:.3f}</title></rect>",
-                       b * bw + 1, h * (1 - acc), bw - 2, h * acc, bins[b]["count"].get<std::int64_t>(), acc,
-                       bins[b]["mean_confidence"].get<double>());
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#2171b5\" "
+        "opacity=\"0.8\"><title>{} rows, accuracy {:.3f}, confidence {:.3f}</title></rect>",
+        b * bw + 1, h * (1 - acc), bw - 2, h * acc, bins[b]["count"].get<std::int64_t>(), acc,
+        bins[b]["mean_confidence"].get<double>());
   }
   for (int i = 0; i <= 4; ++i) {  // ticks at 0, 0.25, ..., 1 on both axes
     const double v = i / 4.0;
@@ -85,20 +91,25 @@ std::string reliability_svg(const json& m) {
     out += fmt::format("<text class=\"tick\" x=\"-3\" y=\"{:.1f}\" font-size=\"9\" text-anchor=\"end\">{:g}</text>",
                        h * (1 - v) + 3, v);
   }
-  out += fmt::format("<text class=\"x-label\" x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">confidence "
-                     "(mean per bin)</text>", w / 2, h + 26);
-  out += fmt::format("<text class=\"y-label\" x=\"-24\" y=\"{0}\" font-size=\"11\" text-anchor=\"middle\" "
-                     "transform=\"rotate(-90 -24 {0})\">accuracy</text>", h / 2);
+  out += fmt::format(
+      "<text class=\"x-label\" x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">confidence "
+      "(mean per bin)</text>",
+      w / 2, h + 26);
+  out += fmt::format(
+      "<text class=\"y-label\" x=\"-24\" y=\"{0}\" font-size=\"11\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 -24 {0})\">accuracy</text>",
+      h / 2);
   return out + "</g></svg>\n";
 }
 
 }  // namespace
 
 std::string evaluation_report_html(const json& m, const std::string& title) {
-  std::string out = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + xml_escape(title) +
-                    "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-                    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
-                    "table.cm td{min-width:2.5em;text-align:center}</style></head><body>\n";
+  std::string out =
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>" + xml_escape(title) +
+      "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+      "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}"
+      "table.cm td{min-width:2.5em;text-align:center}</style></head><body>\n";
   out += "<h1>" + xml_escape(title) + "</h1>\n" + headline(m);
   out += "<h2>Confusion matrix</h2>\n" + confusion_heat_map(m);
   out += "<h2>Per class</h2>\n" + per_class_table(m);

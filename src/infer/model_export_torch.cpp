@@ -76,8 +76,7 @@ at::Tensor logits_of(Classifier& model, int image_size) {
 // (a briefly trained model has such rows); a flip elsewhere means the weights are wrong.
 json compare(const at::Tensor& logits, const at::Tensor& reference) {
   const double max_abs = (logits - reference).abs().max().item<double>();
-  const double prob_diff =
-      (torch::softmax(logits, 1) - torch::softmax(reference, 1)).abs().max().item<double>();
+  const double prob_diff = (torch::softmax(logits, 1) - torch::softmax(reference, 1)).abs().max().item<double>();
   const at::Tensor same = logits.argmax(1).eq(reference.argmax(1));
   const double agreement = same.to(torch::kDouble).mean().item<double>();
   std::int64_t unexplained = 0;
@@ -86,7 +85,9 @@ json compare(const at::Tensor& logits, const at::Tensor& reference) {
     const at::Tensor margin = top2.select(1, 0) - top2.select(1, 1);
     unexplained = (same.logical_not() & margin.gt(2 * max_abs)).sum().item<std::int64_t>();
   }
-  return {{"max_abs_logit_diff", max_abs}, {"max_prob_diff", prob_diff}, {"top1_agreement", agreement},
+  return {{"max_abs_logit_diff", max_abs},
+          {"max_prob_diff", prob_diff},
+          {"top1_agreement", agreement},
           {"top1_flips_beyond_error", unexplained}};
 }
 
@@ -104,7 +105,8 @@ fs::path pick_checkpoint(const ExportOptions& o) {
   const fs::path dir = o.run_dir / "checkpoints";
   if (o.checkpoint != "best" && o.checkpoint != "last") return o.checkpoint;
   if (!fs::is_directory(dir))
-    throw UsageError("export: " + o.run_dir.string() + " has no checkpoints/ folder; is it a `shoplens train` run directory?");
+    throw UsageError("export: " + o.run_dir.string() +
+                     " has no checkpoints/ folder; is it a `shoplens train` run directory?");
   if (o.checkpoint == "best" && fs::exists(dir / "best.ckpt")) return dir / "best.ckpt";
   auto newest = CheckpointStore(dir, 1 << 30).newest_valid();
   if (!newest) throw DataError("export: no valid checkpoint in " + dir.string());
@@ -116,18 +118,20 @@ json training_summary(const fs::path& run_dir, const json& state) {
   json t = {{"step", state.value("step", 0)}, {"best", state.value("best", json())}};
   if (state.contains("history") && !state["history"].empty()) {
     const auto& last = state["history"].back();
-    t["last_val"] = {{"macro_f1", last.value("macro_f1", json())}, {"accuracy", last.value("accuracy", json())},
+    t["last_val"] = {{"macro_f1", last.value("macro_f1", json())},
+                     {"accuracy", last.value("accuracy", json())},
                      {"step", last.value("step", json())}};
   }
   std::error_code ec;
   if (fs::exists(run_dir / "summary.json", ec)) {
     try {
       const json s = json::parse(read_file(run_dir / "summary.json"));
-      for (const char* key : {"status", "steps", "epochs", "images_trained", "test_macro_f1", "global_batch", "precision",
-                              "commit", "torch"})
+      for (const char* key : {"status", "steps", "epochs", "images_trained", "test_macro_f1", "global_batch",
+                              "precision", "commit", "torch"})
         if (s.contains(key)) t[key] = s[key];
       if (s.contains("test") && s["test"].is_object())
-        t["test"] = {{"accuracy", s["test"].value("accuracy", json())}, {"macro_f1", s["test"].value("macro_f1", json())},
+        t["test"] = {{"accuracy", s["test"].value("accuracy", json())},
+                     {"macro_f1", s["test"].value("macro_f1", json())},
                      {"samples", s["test"].value("samples", json())}};
     } catch (const std::exception& e) {
       spdlog::warn("export: ignoring unreadable {}: {}", (run_dir / "summary.json").string(), e.what());
@@ -205,7 +209,8 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
   files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), "float32");
   const json fp32_check = reload("fp32");
   if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
-    throw Error("export: the written weights give different logits (max diff " + fp32_check["max_abs_logit_diff"].dump() + ")");
+    throw Error("export: the written weights give different logits (max diff " +
+                fp32_check["max_abs_logit_diff"].dump() + ")");
   variants["fp32"] = fp32_check;
   for (const auto& v : reduced_variants) {
     StateDict reduced;
@@ -214,19 +219,23 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
     write_safetensors(staging / weights_file(v), reduced, metadata);
     files[weights_file(v)] = file_entry(staging / weights_file(v), v == "bf16" ? "bfloat16" : "float16");
     variants[v] = reload(v);
-    spdlog::info("export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input",
-                 v, variants[v]["top1_agreement"].get<double>(), variants[v]["max_prob_diff"].get<double>());
+    spdlog::info(
+        "export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input", v,
+        variants[v]["top1_agreement"].get<double>(), variants[v]["max_prob_diff"].get<double>());
   }
 }
 
 // The card's preprocessing: the evaluation transform (resize the short side, centre crop, normalise).
 json preprocessing_json(const TrainedModel& t) {
   const int resized = Augmenter(t.config.augment, /*train=*/false).eval_resize_short_side();
-  return {{"color", "RGB"}, {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
-          {"resize_short_side", resized}, {"center_crop", t.spec.image_size},
+  return {{"color", "RGB"},
+          {"layout", "NCHW float32, pixel / 255, then (x - mean) / std"},
+          {"resize_short_side", resized},
+          {"center_crop", t.spec.image_size},
           {"interpolation", "bilinear, antialiased (Pillow's resampler, as torchvision's Resize on PIL images)"},
           {"crop_offsets", "int(round((resized - crop) / 2)), as torchvision's CenterCrop"},
-          {"mean", t.config.augment.mean}, {"std", t.config.augment.std}};
+          {"mean", t.config.augment.mean},
+          {"std", t.config.augment.std}};
 }
 
 std::map<std::string, std::string> onnx_metadata(const TrainedModel& t) {
@@ -242,25 +251,38 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
   return {
       {"format", "shoplens-model"},
       {"format_version", kModelCardVersion},
-      {"architecture", {{"name", spec.name}, {"num_classes", spec.num_classes}, {"image_size", spec.image_size},
-                        {"dropout", spec.dropout}, {"channels_last", spec.channels_last}, {"parameters", parameters},
-                        {"parameter_names", parameter_naming_name(model_facts(spec.name).naming)}}},
+      {"architecture",
+       {{"name", spec.name},
+        {"num_classes", spec.num_classes},
+        {"image_size", spec.image_size},
+        {"dropout", spec.dropout},
+        {"channels_last", spec.channels_last},
+        {"parameters", parameters},
+        {"parameter_names", parameter_naming_name(model_facts(spec.name).naming)}}},
       {"class_names", t.classes},
       {"preprocessing", preprocessing_json(t)},
       {"training", training_summary(o.run_dir, t.state)},
-      {"source", {{"run_dir", fs::absolute(o.run_dir).string()}, {"checkpoint", fs::absolute(t.checkpoint).string()},
-                  {"weights", t.weights}}},
-      {"fingerprint", {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
-                       {"data", data_fingerprint(t.config)},
-                       {"weights_crc32", files.at(weights_file("fp32")).at("crc32")}}},
+      {"source",
+       {{"run_dir", fs::absolute(o.run_dir).string()},
+        {"checkpoint", fs::absolute(t.checkpoint).string()},
+        {"weights", t.weights}}},
+      {"fingerprint",
+       {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
+        {"data", data_fingerprint(t.config)},
+        {"weights_crc32", files.at(weights_file("fp32")).at("crc32")}}},
       {"files", files},
-      {"verification", {{"input", {{"shape", {2, 3, spec.image_size, spec.image_size}},
-                                   {"formula", "x[i] = sin(0.007 * i + 0.3) over the flattened index, float32"}}},
-                        {"logits", tensor_to_json(reference)},
-                        {"tolerance", kFp32Tolerance},
-                        {"results", variants}}},
-      {"exported_by", {{"version", shoplens_version()}, {"commit", build_commit()}, {"torch", torch_version()},
-                       {"date", today_date()}}},
+      {"verification",
+       {{"input",
+         {{"shape", {2, 3, spec.image_size, spec.image_size}},
+          {"formula", "x[i] = sin(0.007 * i + 0.3) over the flattened index, float32"}}},
+        {"logits", tensor_to_json(reference)},
+        {"tolerance", kFp32Tolerance},
+        {"results", variants}}},
+      {"exported_by",
+       {{"version", shoplens_version()},
+        {"commit", build_commit()},
+        {"torch", torch_version()},
+        {"date", today_date()}}},
   };
 }
 
@@ -326,7 +348,8 @@ ExportResult export_folder(const ExportOptions& o, const TrainedModel& trained, 
   }
   json card = model_card(o, trained, reference, files, variants);
   if (o.format == "onnx")
-    card["onnx"] = {{"file", "model.onnx"}, {"opset", onnx::kOpsetVersion}, {"inputs", {"images"}}, {"outputs", {"logits"}}};
+    card["onnx"] = {
+        {"file", "model.onnx"}, {"opset", onnx::kOpsetVersion}, {"inputs", {"images"}}, {"outputs", {"logits"}}};
   write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
   move_into_place(staging, out);
   spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
@@ -338,7 +361,9 @@ ExportResult export_folder(const ExportOptions& o, const TrainedModel& trained, 
 
 at::Tensor verification_input(int image_size) {
   const std::int64_t n = 2LL * 3 * image_size * image_size;
-  return torch::sin(torch::arange(n, torch::kDouble) * 0.007 + 0.3).to(torch::kFloat).view({2, 3, image_size, image_size});
+  return torch::sin(torch::arange(n, torch::kDouble) * 0.007 + 0.3)
+      .to(torch::kFloat)
+      .view({2, 3, image_size, image_size});
 }
 
 ExportResult export_model(const ExportOptions& o) {
@@ -347,7 +372,8 @@ ExportResult export_model(const ExportOptions& o) {
     throw UsageError("export: --format must be folder, onnx or triton, got '" + o.format + "'");
   std::error_code ec;
   if (o.format != "triton" && fs::exists(o.out_dir, ec) && !o.force)
-    throw UsageError("export: " + o.out_dir.string() + " already exists; choose another --out or pass --force to replace it");
+    throw UsageError("export: " + o.out_dir.string() +
+                     " already exists; choose another --out or pass --force to replace it");
   for (const auto& v : o.variants) variant_dtype(v);
   const TrainedModel trained = load_trained_model(o);
   if (o.format == "triton") return export_triton(o, trained);
@@ -368,12 +394,14 @@ ExportResult export_model(const ExportOptions& o) {
 LoadedModel load_exported_model(const fs::path& dir, const std::string& variant, bool verify) {
   const fs::path card_file = dir / "model_card.json";
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError("model folder " + dir.string() + " does not exist (make one with shoplens export)");
+  if (!fs::is_directory(dir, ec))
+    throw UsageError("model folder " + dir.string() + " does not exist (make one with shoplens export)");
   if (!fs::exists(card_file, ec)) throw DataError(dir.string() + " has no model_card.json: not a shoplens export");
   LoadedModel loaded;
   const std::string card_text = read_file(card_file);
   if (json_nesting_exceeds(card_text))
-    throw DataError(card_file.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels: not a model card");
+    throw DataError(card_file.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) +
+                    " levels: not a model card");
   try {
     loaded.card = json::parse(card_text);
   } catch (const json::exception& e) {
@@ -382,7 +410,8 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
   const json& card = loaded.card;
   try {
     if (card.at("format") != "shoplens-model" || card.at("format_version").get<int>() > kModelCardVersion)
-      throw DataError(card_file.string() + ": not a shoplens model card of version <= " + std::to_string(kModelCardVersion));
+      throw DataError(card_file.string() +
+                      ": not a shoplens model card of version <= " + std::to_string(kModelCardVersion));
     for (const auto& [name, entry] : card.at("files").items()) {
       const fs::path file = dir / name;
       if (!fs::exists(file, ec)) throw DataError(file.string() + ": listed in the model card but missing");
@@ -393,7 +422,8 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
     }
     const std::string file = weights_file(variant);
     if (!card.at("files").contains(file))
-      throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " + variant);
+      throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " +
+                       variant);
     const ModelSpec spec = spec_from_card(card.at("architecture"));
     loaded.class_names = card.at("class_names").get<std::vector<std::string>>();
     if (static_cast<int>(loaded.class_names.size()) != spec.num_classes)
@@ -401,7 +431,8 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
                       std::to_string(spec.num_classes) + "-class head");
     loaded.model = make_model(spec);
     const auto report = load_weights(*loaded.model, read_safetensors(dir / file), false);
-    if (!report.complete()) throw DataError((dir / file).string() + " does not fit its model card:\n" + report.summary());
+    if (!report.complete())
+      throw DataError((dir / file).string() + " does not fit its model card:\n" + report.summary());
     loaded.model->eval();
     loaded.variant = variant;
     const auto& pre = card.at("preprocessing");
@@ -416,8 +447,8 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
       const bool ok = variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
                                         : check["top1_flips_beyond_error"].get<std::int64_t>() == 0;
       if (!ok)
-        throw DataError(dir.string() + ": the " + variant + " weights do not reproduce the card's verification logits (" +
-                        check.dump() + ")");
+        throw DataError(dir.string() + ": the " + variant +
+                        " weights do not reproduce the card's verification logits (" + check.dump() + ")");
     }
   } catch (const json::exception& e) {
     throw DataError(card_file.string() + ": missing or malformed field: " + e.what());

@@ -85,7 +85,8 @@ ModelSourceKind model_source_kind(const fs::path& path) {
   if (!fs::exists(path, ec)) throw UsageError("model " + path.string() + " does not exist");
   if (has_extension(path, {".ckpt"})) return ModelSourceKind::kCheckpoint;
   if (has_extension(path, {".safetensors", ".pth", ".pt", ".bin"})) return ModelSourceKind::kWeightsFile;
-  throw UsageError(path.string() + ": not a model folder, run, checkpoint (.ckpt) or weights file (.safetensors, .pth, .pt)");
+  throw UsageError(path.string() +
+                   ": not a model folder, run, checkpoint (.ckpt) or weights file (.safetensors, .pth, .pt)");
 }
 
 LoadedModel load_model_source(const ModelSource& s) {

@@ -17,10 +17,12 @@ class Classifier;
 
 // The metadata_props of an image model's ONNX file: its preprocessing (`preprocessing` is the
 // model card's object: resize_short_side, center_crop, mean, std, color, layout) and classes.
-std::map<std::string, std::string> onnx_image_metadata(const std::string& model_name, const nlohmann::json& preprocessing,
+std::map<std::string, std::string> onnx_image_metadata(const std::string& model_name,
+                                                       const nlohmann::json& preprocessing,
                                                        const std::vector<std::string>& class_names);
 // The metadata_props of a text model's ONNX file: the spec's vocabulary, length and fields.
-std::map<std::string, std::string> onnx_text_metadata(const Classifier& model, const std::vector<std::string>& class_names);
+std::map<std::string, std::string> onnx_text_metadata(const Classifier& model,
+                                                      const std::vector<std::string>& class_names);
 
 // The model's ONNX graph (eval-mode forward): input "images" [batch, 3, S, S] (or the text
 // inputs), output "logits" [batch, classes], the weights as initializers.
@@ -29,10 +31,10 @@ onnx::Graph onnx_graph(Classifier& model);
 std::string onnx_model_bytes(const onnx::Graph& graph, const std::map<std::string, std::string>& metadata);
 
 struct TritonOptions {
-  std::string name;              // the model's folder in the repository
-  int max_batch = 16;            // max_batch_size, and the largest batch measured
-  double p95_target_ms = 50;     // latency budget the preferred batch must fit
-  int warmup_reps = 5;           // timed passes per batch size
+  std::string name;           // the model's folder in the repository
+  int max_batch = 16;         // max_batch_size, and the largest batch measured
+  double p95_target_ms = 50;  // latency budget the preferred batch must fit
+  int warmup_reps = 5;        // timed passes per batch size
 };
 
 // The batching Triton should use: chosen, as `serve --p95-target-ms` chooses, from the model's

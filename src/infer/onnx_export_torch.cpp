@@ -22,10 +22,14 @@ namespace {
 
 const char* triton_type(onnx::DataType type) {
   switch (type) {
-    case onnx::DataType::kFloat: return "TYPE_FP32";
-    case onnx::DataType::kInt32: return "TYPE_INT32";
-    case onnx::DataType::kInt64: return "TYPE_INT64";
-    case onnx::DataType::kBool: return "TYPE_BOOL";
+    case onnx::DataType::kFloat:
+      return "TYPE_FP32";
+    case onnx::DataType::kInt32:
+      return "TYPE_INT32";
+    case onnx::DataType::kInt64:
+      return "TYPE_INT64";
+    case onnx::DataType::kBool:
+      return "TYPE_BOOL";
   }
   return "TYPE_INVALID";
 }
@@ -62,16 +66,19 @@ void forward_once(Classifier& model, const Batch& batch) {
 
 std::map<std::string, std::string> onnx_image_metadata(const std::string& model_name, const json& preprocessing,
                                                        const std::vector<std::string>& class_names) {
-  std::map<std::string, std::string> m = {{"shoplens.model", model_name}, {"class_names", json(class_names).dump()},
+  std::map<std::string, std::string> m = {{"shoplens.model", model_name},
+                                          {"class_names", json(class_names).dump()},
                                           {"num_classes", std::to_string(class_names.size())}};
-  for (const auto& [key, value] : preprocessing.items()) m[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  for (const auto& [key, value] : preprocessing.items())
+    m[key] = value.is_string() ? value.get<std::string>() : value.dump();
   m["image_size"] = preprocessing.at("center_crop").dump();
   m["input"] = "images: float32 [batch, 3, image_size, image_size], RGB, pixel / 255, then (x - mean) / std";
   m["output"] = "logits: float32 [batch, num_classes], softmax for probabilities";
   return m;
 }
 
-std::map<std::string, std::string> onnx_text_metadata(const Classifier& model, const std::vector<std::string>& class_names) {
+std::map<std::string, std::string> onnx_text_metadata(const Classifier& model,
+                                                      const std::vector<std::string>& class_names) {
   const ModelSpec& s = model.spec();
   return {{"shoplens.model", s.name},
           {"class_names", json(class_names).dump()},
@@ -81,9 +88,10 @@ std::map<std::string, std::string> onnx_text_metadata(const Classifier& model, c
           {"pooling", s.pooling},
           {"categorical_cardinalities", json(s.categorical_cardinalities).dump()},
           {"numeric_fields", std::to_string(s.numeric_fields)},
-          {"input", "input_ids int64 [batch, length] (length <= max_length, ids < vocab_size); attention_mask int64 "
-                    "[batch, length] (nonzero = real token); categorical int64 [batch, fields] (0 = missing), numeric "
-                    "float32 [batch, fields] (NaN = missing), each only when the model has such fields"},
+          {"input",
+           "input_ids int64 [batch, length] (length <= max_length, ids < vocab_size); attention_mask int64 "
+           "[batch, length] (nonzero = real token); categorical int64 [batch, fields] (0 = missing), numeric "
+           "float32 [batch, fields] (NaN = missing), each only when the model has such fields"},
           {"output", "logits: float32 [batch, num_classes], softmax for probabilities"}};
 }
 
@@ -119,7 +127,8 @@ TritonBatching choose_triton_batching(Classifier& model, const TritonOptions& o)
   // serve's rule: the largest batch whose p95 fits the target; the rest of the budget is what a
   // request may wait in the queue for that batch to fill.
   out.preferred_batch = curve.largest_within(o.p95_target_ms, o.max_batch);
-  out.max_queue_delay_us = std::max(0L, static_cast<long>((o.p95_target_ms - curve.p95_ms(out.preferred_batch)) * 1000));
+  out.max_queue_delay_us =
+      std::max(0L, static_cast<long>((o.p95_target_ms - curve.p95_ms(out.preferred_batch)) * 1000));
   return out;
 }
 
@@ -131,7 +140,8 @@ std::string triton_config(const onnx::Graph& graph, const TritonOptions& o, cons
       << "max_batch_size: " << o.max_batch << "\n";
   append_tensors(out, "input", graph.inputs(), false);
   append_tensors(out, "output", graph.outputs(), true);
-  out << "# preferred batch: the largest whose measured p95 fits " << o.p95_target_ms << " ms on the exporting machine\n"
+  out << "# preferred batch: the largest whose measured p95 fits " << o.p95_target_ms
+      << " ms on the exporting machine\n"
       << "dynamic_batching {\n"
       << "  preferred_batch_size: [ " << batching.preferred_batch << " ]\n"
       << "  max_queue_delay_microseconds: " << batching.max_queue_delay_us << "\n"
@@ -140,7 +150,8 @@ std::string triton_config(const onnx::Graph& graph, const TritonOptions& o, cons
   return out.str();
 }
 
-void write_triton_repository(const fs::path& repo, Classifier& model, const std::map<std::string, std::string>& metadata,
+void write_triton_repository(const fs::path& repo, Classifier& model,
+                             const std::map<std::string, std::string>& metadata,
                              const std::vector<std::string>& class_names, const TritonOptions& o) {
   if (o.name.empty() || o.name.find('/') != std::string::npos || o.name[0] == '.')
     throw UsageError("export: the Triton model name '" + o.name + "' must be a plain folder name");

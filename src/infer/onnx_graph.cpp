@@ -56,10 +56,22 @@ std::string attribute_bytes(const Attribute& a) {
   Writer w;
   w.bytes_field(1, a.name);
   switch (a.kind) {
-    case Attribute::Kind::kFloat: w.float_field(2, a.f); w.int_field(20, 1); break;
-    case Attribute::Kind::kInt: w.int_field(3, a.i); w.int_field(20, 2); break;
-    case Attribute::Kind::kString: w.bytes_field(4, a.s); w.int_field(20, 3); break;
-    case Attribute::Kind::kInts: w.packed_ints(8, a.ints); w.int_field(20, 7); break;
+    case Attribute::Kind::kFloat:
+      w.float_field(2, a.f);
+      w.int_field(20, 1);
+      break;
+    case Attribute::Kind::kInt:
+      w.int_field(3, a.i);
+      w.int_field(20, 2);
+      break;
+    case Attribute::Kind::kString:
+      w.bytes_field(4, a.s);
+      w.int_field(20, 3);
+      break;
+    case Attribute::Kind::kInts:
+      w.packed_ints(8, a.ints);
+      w.int_field(20, 7);
+      break;
   }
   return w.str();
 }
@@ -81,8 +93,10 @@ std::string value_info_bytes(const ValueInfo& v) {
   Writer shape;
   for (const auto& d : v.dims) {
     Writer dim;
-    if (d.symbol.empty()) dim.int_field(1, d.value);
-    else dim.bytes_field(2, d.symbol);
+    if (d.symbol.empty())
+      dim.int_field(1, d.value);
+    else
+      dim.bytes_field(2, d.symbol);
     shape.bytes_field(1, dim.str());
   }
   Writer tensor;

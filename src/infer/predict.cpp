@@ -44,8 +44,12 @@ class PredictionWriter {
  public:
   PredictionWriter(const fs::path& out, bool jsonl, std::vector<std::string> classes, int top_k, bool logits,
                    bool labelled)
-      : file_(out), jsonl_(jsonl), classes_(std::move(classes)), top_k_(std::min<int>(top_k, classes_.size())),
-        logits_(logits), labelled_(labelled) {
+      : file_(out),
+        jsonl_(jsonl),
+        classes_(std::move(classes)),
+        top_k_(std::min<int>(top_k, classes_.size())),
+        logits_(logits),
+        labelled_(labelled) {
     if (!jsonl_) put(csv_line(header()) + "\n");
   }
 
@@ -88,7 +92,8 @@ class PredictionWriter {
     return csv_line(f) + "\n";
   }
 
-  std::string json_line(const RowResult& r, const ScoreRows& rows, const std::vector<std::pair<int, float>>& top) const {
+  std::string json_line(const RowResult& r, const ScoreRows& rows,
+                        const std::vector<std::pair<int, float>>& top) const {
     json j = {{"row", r.row}, {"id", rows.id(r.row)}, {"status", r.ok ? "ok" : "error"}};
     if (labelled_) j["true_label"] = rows.label(r.row);
     if (!r.ok) j["error"] = r.error;
@@ -171,8 +176,13 @@ json run_predict(const PredictOptions& o) {
                                            [&](const RowResult& r) { writer.write(r, *rows); });
   writer.commit();
   spdlog::info("predict: {} rows ({} could not be read) -> {}", counts.rows, counts.errors, o.out.string());
-  return {{"rows", counts.rows}, {"rows_ok", counts.ok}, {"rows_error", counts.errors}, {"out", o.out.string()},
-          {"format", jsonl ? "jsonl" : "csv"}, {"model", o.model.path.string()}, {"input", rows->describe()},
+  return {{"rows", counts.rows},
+          {"rows_ok", counts.ok},
+          {"rows_error", counts.errors},
+          {"out", o.out.string()},
+          {"format", jsonl ? "jsonl" : "csv"},
+          {"model", o.model.path.string()},
+          {"input", rows->describe()},
           {"images_per_second", counts.images_per_second}};
 }
 
@@ -192,15 +202,18 @@ json run_evaluate(const EvaluateOptions& o) {
   InferenceSession session(load_model_source(source), o.inference);
   const auto rows = open_rows(o.input, o.root, o.split, session.decode_options());
   if (!rows->has_labels())
-    throw UsageError("evaluate: " + rows->describe() + " carries no labels (use class folders, a CSV with a label column, "
+    throw UsageError("evaluate: " + rows->describe() +
+                     " carries no labels (use class folders, a CSV with a label column, "
                      "or shards); for predictions alone use `shoplens predict`");
   fs::create_directories(o.out_dir);
   EvaluationAccumulator metrics(session.class_names(), o.calibration_bins);
   PredictionWriter writer(o.out_dir / "predictions.csv", false, session.class_names(), 5, false, true);
   const RunCounts counts = for_each_result(session, *rows, o.batch_size, o.workers, false, [&](const RowResult& r) {
     writer.write(r, *rows);
-    if (r.ok) metrics.add(rows->label(r.row), r.probs);
-    else metrics.add_unreadable(rows->label(r.row));
+    if (r.ok)
+      metrics.add(rows->label(r.row), r.probs);
+    else
+      metrics.add_unreadable(rows->label(r.row));
   });
   writer.commit();
   if (metrics.evaluated() == 0)
@@ -211,7 +224,7 @@ json run_evaluate(const EvaluateOptions& o) {
   result["images_per_second"] = counts.images_per_second;
   write_file_atomic(o.out_dir / "metrics.json", result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   write_file_atomic(o.out_dir / "report.html", evaluation_report_html(result, "Evaluation of " + o.model.path.string() +
-                                                                                   " on " + rows->describe()));
+                                                                                  " on " + rows->describe()));
   spdlog::info("evaluate: {}", metrics.summary_line());
   return result;
 }

@@ -37,7 +37,10 @@ cv::Mat read_image_file(const fs::path& file, const std::string& shown_as, const
 class FileRows final : public ScoreRows {
  public:
   FileRows(std::vector<FileRow> rows, fs::path root, std::string description, bool labelled, DecodeOptions decode)
-      : rows_(std::move(rows)), root_(std::move(root)), description_(std::move(description)), labelled_(labelled),
+      : rows_(std::move(rows)),
+        root_(std::move(root)),
+        description_(std::move(description)),
+        labelled_(labelled),
         decode_(decode) {}
   std::size_t size() const override { return rows_.size(); }
   std::string id(std::size_t row) const override { return rows_.at(row).id; }
@@ -88,8 +91,10 @@ std::vector<FileRow> csv_rows(const fs::path& file, bool& labelled) {
     const std::string where = file.filename().string() + " line " + std::to_string(rec.line);
     row.path = field_or_empty(rec.fields, path_col);
     row.label = field_or_empty(rec.fields, label_col);
-    if (!rec.error.empty()) row.error = where + ": " + rec.error;
-    else if (row.path.empty()) row.error = where + ": no path";
+    if (!rec.error.empty())
+      row.error = where + ": " + rec.error;
+    else if (row.path.empty())
+      row.error = where + ": no path";
     const std::string id = id_col >= 0 ? field_or_empty(rec.fields, id_col) : "";
     row.id = id.empty() ? "line-" + std::to_string(rec.line) : id;
     rows.push_back(std::move(row));
@@ -127,7 +132,8 @@ std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
     files.push_back(it->path().lexically_relative(dir));
   }
   std::sort(files.begin(), files.end());
-  labelled = std::any_of(files.begin(), files.end(), [](const fs::path& f) { return std::distance(f.begin(), f.end()) > 1; });
+  labelled =
+      std::any_of(files.begin(), files.end(), [](const fs::path& f) { return std::distance(f.begin(), f.end()) > 1; });
   if (skipped) spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), skipped);
   std::vector<FileRow> rows;
   for (const auto& f : files) {
@@ -210,7 +216,8 @@ std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const RowsOpti
   if (fs::exists(input / "dataset.json", ec)) return std::make_unique<ShardRows>(input, o.split);
   bool labelled = false;
   auto rows = folder_rows(input, labelled);
-  if (rows.empty()) throw DataError(input.string() + ": no image files in the folder (and no dataset.json: not shards)");
+  if (rows.empty())
+    throw DataError(input.string() + ": no image files in the folder (and no dataset.json: not shards)");
   return std::make_unique<FileRows>(std::move(rows), fs::absolute(input), "folder " + fs::absolute(input).string(),
                                     labelled, o.decode);
 }

@@ -59,7 +59,8 @@ std::vector<std::string> csv_header(const std::vector<std::string>& classes) {
   return h;
 }
 
-std::string chunk_csv(const std::vector<RowResult>& results, const ScoreRows& rows, const std::vector<std::string>& classes) {
+std::string chunk_csv(const std::vector<RowResult>& results, const ScoreRows& rows,
+                      const std::vector<std::string>& classes) {
   std::string out;
   for (const auto& r : results) {
     std::vector<std::string> f{std::to_string(r.row), rows.id(r.row), r.ok ? "ok" : "error"};
@@ -99,8 +100,7 @@ void claim_out_dir(const ScoreOptions& o, const json& job) {
     try {
       const std::string text = read_file(job_file);
       if (!json_nesting_exceeds(text)) existing = json::parse(text);  // too deep: another job, not printed
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     if (existing != job)
       throw UsageError("score: " + o.out_dir.string() + " holds another job (" + existing.dump() +
                        "); use another --out, or remove it to start over");
@@ -131,8 +131,8 @@ json measure_drift(const ScoreOptions& o, BatchInference& scorer, const ScoreRow
       max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
   }
   const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
-  spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
-               compared, agreement, max_diff);
+  spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}",
+               o.precision, compared, agreement, max_diff);
   return {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
 }
 
@@ -141,7 +141,8 @@ struct ChunkCounts {
 };
 
 // Scores every chunk not already on disk; each chunk file is written atomically, so present means complete.
-ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch, BatchTimings& timing) {
+ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch,
+                         BatchTimings& timing) {
   const std::size_t n = rows.size();
   const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
   ChunkCounts counts;
@@ -164,9 +165,10 @@ ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, const Sc
       write_file_atomic(file, chunk_csv(results, rows, scorer.session().class_names()));
     } catch (const IoError& e) {
       // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
-      throw IoError(fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
-                                "and rerun the same command to resume",
-                                c, n_chunks, e.what(), c));
+      throw IoError(
+          fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
+                      "and rerun the same command to resume",
+                      c, n_chunks, e.what(), c));
     }
     ++counts.written;
     progress.advance(end - begin);
@@ -199,7 +201,8 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
     const fs::path file = o.out_dir / "chunks" / chunk_name(c);
     const std::string text = read_file(file);
     for (const auto& rec : parse_csv(text)) {
-      if (!rec.error.empty() || rec.fields.size() != classes.size() + 6 || rec.fields[0] != std::to_string(expected_row))
+      if (!rec.error.empty() || rec.fields.size() != classes.size() + 6 ||
+          rec.fields[0] != std::to_string(expected_row))
         throw DataError("score: " + file.string() + " line " + std::to_string(rec.line) + " is not row " +
                         std::to_string(expected_row) + "; remove the chunk and rerun");
       if (rec.fields[2] == "error") {
@@ -219,9 +222,10 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
   try {
     write_file_atomic(o.out_dir / "predictions.csv", all);
   } catch (const IoError& e) {
-    throw IoError(fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space and rerun "
-                              "the same command to join them",
-                              e.what(), n_chunks));
+    throw IoError(
+        fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space and rerun "
+                    "the same command to join them",
+                    e.what(), n_chunks));
   }
   return joined;
 }
@@ -234,8 +238,10 @@ void add_timing(json& report, const BatchTimings& timing, double compute_only) {
   report["compute_images_per_second"] = timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0;
   report["compute_only_images_per_second"] = compute_only;
   report["overlap_efficiency"] = compute_only > 0 ? images_per_second / compute_only : 0.0;
-  report["batch_latency_ms"] = {{"p50", percentile(timing.batch_ms, 0.5)}, {"p95", percentile(timing.batch_ms, 0.95)},
-                                {"p99", percentile(timing.batch_ms, 0.99)}, {"batches", timing.batch_ms.size()}};
+  report["batch_latency_ms"] = {{"p50", percentile(timing.batch_ms, 0.5)},
+                                {"p95", percentile(timing.batch_ms, 0.95)},
+                                {"p99", percentile(timing.batch_ms, 0.99)},
+                                {"batches", timing.batch_ms.size()}};
   json sizes = json::object();
   for (const auto& [size, count] : timing.batch_sizes) sizes[std::to_string(size)] = count;
   report["batch_sizes"] = sizes;
@@ -254,13 +260,19 @@ void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffe
   const double per_device = offer->per_hour(basis) / offer->devices();
   const std::string measured_on = wants_cuda(o.device) ? "gpu" : "cpu";
   report["cost_per_million_images"] = cost_per_million_images(per_device, images_per_second);
-  report["cost"] = {{"instance", offer->name}, {"basis", to_string(basis)}, {"price_per_hour", offer->per_hour(basis)},
-                    {"devices_per_instance", offer->devices()}, {"price_per_device_hour", per_device},
-                    {"measured_on", measured_on}, {"offer_kind", offer->kind}, {"source", offer->source},
-                    {"date", offer->date}, {"prices", o.prices.string()}};
+  report["cost"] = {{"instance", offer->name},
+                    {"basis", to_string(basis)},
+                    {"price_per_hour", offer->per_hour(basis)},
+                    {"devices_per_instance", offer->devices()},
+                    {"price_per_device_hour", per_device},
+                    {"measured_on", measured_on},
+                    {"offer_kind", offer->kind},
+                    {"source", offer->source},
+                    {"date", offer->date},
+                    {"prices", o.prices.string()}};
   if (measured_on != offer->kind)
-    spdlog::warn("score: throughput measured on {} but priced as {} ({}): the cost assumes this rate there", measured_on,
-                 offer->name, offer->kind);
+    spdlog::warn("score: throughput measured on {} but priced as {} ({}): the cost assumes this rate there",
+                 measured_on, offer->name, offer->kind);
   spdlog::info("score: {:.4f} per million images on {} ({}, {:.4f}/h per device; prices of {} from {})",
                report["cost_per_million_images"].get<double>(), offer->name, to_string(basis), per_device, offer->date,
                offer->source);
@@ -295,10 +307,16 @@ json run_score_job(const ScoreOptions& o) {
                     {"exact_decode", inference.exact_decode}});
 
   BatchInference scorer(session, *rows, o.workers);
-  json report = {{"rows", n}, {"chunks", (n + o.chunk_rows - 1) / o.chunk_rows}, {"model", o.model_dir.string()},
-                 {"input", rows->describe()}, {"precision", o.precision}, {"variant", o.variant},
-                 {"device", wants_cuda(o.device) ? "cuda" : "cpu"}, {"threads", at::get_num_threads()},
-                 {"workers", o.workers > 0 ? o.workers : usable_cores()}, {"commit", build_commit()},
+  json report = {{"rows", n},
+                 {"chunks", (n + o.chunk_rows - 1) / o.chunk_rows},
+                 {"model", o.model_dir.string()},
+                 {"input", rows->describe()},
+                 {"precision", o.precision},
+                 {"variant", o.variant},
+                 {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
+                 {"threads", at::get_num_threads()},
+                 {"workers", o.workers > 0 ? o.workers : usable_cores()},
+                 {"commit", build_commit()},
                  {"torch", torch_version()}};
   int batch = o.batch_size;
   if (o.max_latency_ms > 0) {

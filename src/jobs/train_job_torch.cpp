@@ -35,7 +35,8 @@ namespace fs = std::filesystem;
 constexpr double kInputRateSeconds = 3.0;  // long enough to fill the loader's prefetch ring several times
 
 template <class Source>
-std::shared_ptr<const SampleSource> non_empty(std::shared_ptr<const Source> split, const std::string& shards, Split which) {
+std::shared_ptr<const SampleSource> non_empty(std::shared_ptr<const Source> split, const std::string& shards,
+                                              Split which) {
   if (split && split->size() > 0) return split;
   spdlog::warn("train: the {} split of {} is empty", split_name(which), shards);
   return nullptr;
@@ -51,8 +52,8 @@ TrainData open_image_data(const Config& config) {
   data.val = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kVal), shards, Split::kVal);
   data.test = non_empty<ShardDataset>(ShardDataset::open(shards, Split::kTest), shards, Split::kTest);
   if (!config.data.classes.empty() && config.data.classes != data.class_names)
-    throw ConfigError("data.classes " + nlohmann::json(config.data.classes).dump() + " differ from the shards' classes " +
-                      nlohmann::json(data.class_names).dump());
+    throw ConfigError("data.classes " + nlohmann::json(config.data.classes).dump() +
+                      " differ from the shards' classes " + nlohmann::json(data.class_names).dump());
   return data;
 }
 
@@ -101,20 +102,22 @@ void check_job(const TrainJob& job) {
   const fs::path existing = fs::path(config.run.dir) / "checkpoints";
   if (!job.checkpoint && !config.run.dir.empty() && fs::is_directory(existing) &&
       !CheckpointStore(existing, 1).list().empty())
-    throw UsageError("train: " + config.run.dir + " already holds checkpoints of a run; continue it with --resume auto, "
+    throw UsageError("train: " + config.run.dir +
+                     " already holds checkpoints of a run; continue it with --resume auto, "
                      "or choose another --out");
 }
 
 // loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
 // Returns find-batch's record for the run directory.
 nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env) {
-  const FindBatchResult found =
-      find_batch(config, static_cast<int>(data.class_names.size()), /*use_cache=*/true, plan_input_rate(config, data, env));
+  const FindBatchResult found = find_batch(config, static_cast<int>(data.class_names.size()), /*use_cache=*/true,
+                                           plan_input_rate(config, data, env));
   apply_plan(config, found.plan);
-  spdlog::info("train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
-               "({} probes{})",
-               found.plan.micro_batch, found.plan.accumulation_steps, found.micro_batch, found.plan.lr,
-               found.search.at("probes").size(), found.from_cache ? ", cached" : "");
+  spdlog::info(
+      "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
+      "({} probes{})",
+      found.plan.micro_batch, found.plan.accumulation_steps, found.micro_batch, found.plan.lr,
+      found.search.at("probes").size(), found.from_cache ? ", cached" : "");
   for (const auto& note : found.plan.notes) spdlog::info("train: find-batch: {}", note);
   return found.to_json();
 }
@@ -161,7 +164,8 @@ fs::path open_job_run_dir(const TrainJob& job) {
 
 std::string segment_name(const DistEnv& env) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return fmt::format("seg-{}-{}", env.restart_count, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  return fmt::format("seg-{}-{}", env.restart_count,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
 }
 
 }  // namespace
@@ -188,13 +192,14 @@ void keep_global_batch(Config& config, const Checkpoint& checkpoint, int world) 
   const std::int64_t now = micro * config.train.accumulation_steps * world;
   if (saved <= 0 || saved == now) return;
   if (saved % (micro * world) != 0)
-    throw ConfigError(fmt::format("the checkpoint was trained with a global batch of {} ({} ranks); {} ranks x micro-batch {} "
-                                  "cannot make it up with accumulation: choose loader.batch_size so that {} divides by "
-                                  "{} x batch",
-                                  saved, saved_world, world, micro, saved, world));
+    throw ConfigError(
+        fmt::format("the checkpoint was trained with a global batch of {} ({} ranks); {} ranks x micro-batch {} "
+                    "cannot make it up with accumulation: choose loader.batch_size so that {} divides by "
+                    "{} x batch",
+                    saved, saved_world, world, micro, saved, world));
   const int accumulation = static_cast<int>(saved / (micro * world));
-  spdlog::info("train: resuming a global batch of {} ({} ranks) on {} rank(s): accumulation {} -> {}", saved, saved_world,
-               world, config.train.accumulation_steps, accumulation);
+  spdlog::info("train: resuming a global batch of {} ({} ranks) on {} rank(s): accumulation {} -> {}", saved,
+               saved_world, world, config.train.accumulation_steps, accumulation);
   config.train.accumulation_steps = accumulation;
 }
 

@@ -74,12 +74,13 @@ bool WeightLoadReport::complete() const {
 std::string WeightLoadReport::summary() const {
   std::vector<std::string> lines;
   lines.push_back("weights" + (source.empty() ? std::string() : " " + source) + ": loaded " +
-                  std::to_string(loaded.size()) + " of " + std::to_string(model_tensors) + " model tensors" + (unexpected.empty() ? "" : ", ignored " + std::to_string(unexpected.size())) +
+                  std::to_string(loaded.size()) + " of " + std::to_string(model_tensors) + " model tensors" +
+                  (unexpected.empty() ? "" : ", ignored " + std::to_string(unexpected.size())) +
                   (complete() ? " (complete)" : ""));
   if (head_reset)
     lines.push_back((weights_num_classes != model_num_classes
-                         ? "new head: the weights have " + std::to_string(weights_num_classes) + " classes, the model " +
-                               std::to_string(model_num_classes)
+                         ? "new head: the weights have " + std::to_string(weights_num_classes) +
+                               " classes, the model " + std::to_string(model_num_classes)
                          : std::string("new head: the head's shape differs from the weights'")) +
                     "; the head was re-initialised");
   add_names(lines, "missing, kept their initial values", missing, show_name);
@@ -168,8 +169,8 @@ std::vector<ShapeMismatch> check_head(const StateDict& target, const std::map<st
   }
   if (head_mismatch.empty() || new_head_on_mismatch) return head_mismatch;
   if (report.weights_num_classes != report.model_num_classes)
-    throw ConfigError("the weights have " + std::to_string(report.weights_num_classes) + " classes and the config has " +
-                      std::to_string(report.model_num_classes) +
+    throw ConfigError("the weights have " + std::to_string(report.weights_num_classes) +
+                      " classes and the config has " + std::to_string(report.model_num_classes) +
                       " (model.num_classes); allow a new head to fine-tune on these classes");
   throw ConfigError("the weights' head does not fit the model: " + show_mismatch(head_mismatch.front()) +
                     " (weights of another architecture?)");
@@ -185,8 +186,10 @@ void copy_matching(const StateDict& target, const std::map<std::string, at::Tens
     auto it = source.find(name);
     if (it == source.end()) {
       // PyTorch fills num_batches_tracked in for checkpoints older than the counter.
-      if (ends_with(name, ".num_batches_tracked")) ++report.untracked_batchnorm;
-      else report.missing.push_back(name);
+      if (ends_with(name, ".num_batches_tracked"))
+        ++report.untracked_batchnorm;
+      else
+        report.missing.push_back(name);
       continue;
     }
     const at::Tensor& src = it->second;
@@ -268,8 +271,10 @@ WeightLoadReport load_weights_file(Classifier& model, const std::string& path, b
   if (!allow_partial) require_full_load(report, path);
   std::vector<std::string> lines = split(report.summary(), '\n');
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (i == 0 || report.complete()) spdlog::info("{}", lines[i]);
-    else spdlog::warn("{}", lines[i]);
+    if (i == 0 || report.complete())
+      spdlog::info("{}", lines[i]);
+    else
+      spdlog::warn("{}", lines[i]);
   }
   return report;
 }

@@ -64,9 +64,12 @@ std::string model_names_text(ModelInput input) {
 
 const char* parameter_naming_name(ParameterNaming naming) {
   switch (naming) {
-    case ParameterNaming::torchvision: return "torchvision";
-    case ParameterNaming::timm: return "timm";
-    case ParameterNaming::shoplens: break;
+    case ParameterNaming::torchvision:
+      return "torchvision";
+    case ParameterNaming::timm:
+      return "timm";
+    case ParameterNaming::shoplens:
+      break;
   }
   return "shoplens";
 }

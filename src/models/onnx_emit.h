@@ -38,9 +38,8 @@ class OnnxEmitter {
   std::string gelu(const std::string& x);
   // Multi-head self-attention with a fused qkv projection, as in timm: x [B, N, D] -> [B, N, D].
   // `score_bias` ("" for none) is added to the scaled scores [B, H, N, N] before the softmax.
-  std::string self_attention(const std::string& x, const torch::nn::LinearImpl& qkv,
-                             const torch::nn::LinearImpl& proj, std::int64_t heads, const std::string& score_bias,
-                             const std::string& name);
+  std::string self_attention(const std::string& x, const torch::nn::LinearImpl& qkv, const torch::nn::LinearImpl& proj,
+                             std::int64_t heads, const std::string& score_bias, const std::string& name);
   // x's dimension `axis` as a 1-d int64 tensor of one element.
   std::string dim_of(const std::string& x, std::int64_t axis);
 

@@ -37,7 +37,8 @@ std::string OnnxEmitter::conv(const std::string& x, const torch::nn::Conv2dImpl&
                  attr("pads", std::vector<std::int64_t>{p, p, p, p})});
 }
 
-std::string OnnxEmitter::batch_norm(const std::string& x, const torch::nn::BatchNorm2dImpl& bn, const std::string& name) {
+std::string OnnxEmitter::batch_norm(const std::string& x, const torch::nn::BatchNorm2dImpl& bn,
+                                    const std::string& name) {
   // Kept as its own node (not folded into the conv) so the graph computes in torch's order; ONNX
   // Runtime folds it itself when it optimises the graph.
   return g.node("BatchNormalization",
@@ -48,9 +49,10 @@ std::string OnnxEmitter::batch_norm(const std::string& x, const torch::nn::Batch
 
 std::string OnnxEmitter::max_pool(const std::string& x, int kernel, int stride, int padding) {
   const std::int64_t k = kernel, s = stride, p = padding;
-  return g.node("MaxPool", {x},
-                {attr("kernel_shape", std::vector<std::int64_t>{k, k}), attr("strides", std::vector<std::int64_t>{s, s}),
-                 attr("pads", std::vector<std::int64_t>{p, p, p, p})});
+  return g.node(
+      "MaxPool", {x},
+      {attr("kernel_shape", std::vector<std::int64_t>{k, k}), attr("strides", std::vector<std::int64_t>{s, s}),
+       attr("pads", std::vector<std::int64_t>{p, p, p, p})});
 }
 
 std::string OnnxEmitter::global_avg_pool(const std::string& x) {
@@ -69,7 +71,8 @@ std::string OnnxEmitter::linear(const std::string& x, const torch::nn::LinearImp
   return linear.bias.defined() ? g.node("Add", {y, weight(name + ".bias", linear.bias)}) : y;
 }
 
-std::string OnnxEmitter::layer_norm(const std::string& x, const torch::nn::LayerNormImpl& norm, const std::string& name) {
+std::string OnnxEmitter::layer_norm(const std::string& x, const torch::nn::LayerNormImpl& norm,
+                                    const std::string& name) {
   return g.node("LayerNormalization", {x, weight(name + ".weight", norm.weight), weight(name + ".bias", norm.bias)},
                 {attr("axis", -1), onnx::attr_f("epsilon", static_cast<float>(norm.options.eps()))});
 }
@@ -84,12 +87,10 @@ std::string OnnxEmitter::self_attention(const std::string& x, const torch::nn::L
                                         const torch::nn::LinearImpl& proj, std::int64_t heads,
                                         const std::string& score_bias, const std::string& name) {
   const std::int64_t dim = proj.weight.size(0), head_dim = dim / heads;
-  auto y = linear(x, qkv, name + ".qkv");                                              // [B, N, 3D]
-  y = g.node("Reshape", {y, g.int64s({0, 0, 3, heads, head_dim})});                     // [B, N, 3, H, Dh]
+  auto y = linear(x, qkv, name + ".qkv");                                                  // [B, N, 3D]
+  y = g.node("Reshape", {y, g.int64s({0, 0, 3, heads, head_dim})});                        // [B, N, 3, H, Dh]
   y = g.node("Transpose", {y}, {attr("perm", std::vector<std::int64_t>{2, 0, 3, 1, 4})});  // [3, B, H, N, Dh]
-  auto part = [&](std::int64_t i) {
-    return g.node("Gather", {y, g.add_int64s("index", {}, {i})}, {attr("axis", 0)});
-  };
+  auto part = [&](std::int64_t i) { return g.node("Gather", {y, g.add_int64s("index", {}, {i})}, {attr("axis", 0)}); };
   const auto q = g.node("Mul", {part(0), g.scalar(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))))});
   const auto k_t = g.node("Transpose", {part(1)}, {attr("perm", std::vector<std::int64_t>{0, 1, 3, 2})});
   auto scores = g.node("MatMul", {q, k_t});

@@ -22,15 +22,29 @@ struct PickleValue;
 using PickleValuePtr = std::shared_ptr<PickleValue>;
 
 struct PickleValue {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kBytes, kTuple, kList, kDict, kTensor, kStorage, kGlobal, kObject };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kBytes,
+    kTuple,
+    kList,
+    kDict,
+    kTensor,
+    kStorage,
+    kGlobal,
+    kObject
+  };
   Kind kind = Kind::kNone;
   bool boolean = false;
   std::int64_t integer = 0;
   double real = 0.0;
-  std::string text;                     // string, bytes, "module.name" of a global or an object's class
-  std::vector<PickleValuePtr> items;    // tuple, list
+  std::string text;                   // string, bytes, "module.name" of a global or an object's class
+  std::vector<PickleValuePtr> items;  // tuple, list
   std::vector<std::pair<PickleValuePtr, PickleValuePtr>> entries;  // dict, in insertion order
-  at::Tensor tensor;                    // tensor, or a storage as a flat 1-d tensor
+  at::Tensor tensor;                                               // tensor, or a storage as a flat 1-d tensor
 
   PickleValue() = default;
   PickleValue(const PickleValue&) = delete;

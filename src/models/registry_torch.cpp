@@ -71,7 +71,8 @@ std::shared_ptr<Classifier> make_model(const ModelSpec& spec) {
     throw ConfigError("model.drop_path must be in [0, 1], got " + std::to_string(spec.drop_path));
   if (spec.drop_path > 0 && !facts.drop_path)
     throw ConfigError("model.drop_path=" + c10::str(spec.drop_path) + ": model " + spec.name +
-                      " has no blocks that take stochastic depth; set it to 0 or use one of " + drop_path_model_names());
+                      " has no blocks that take stochastic depth; set it to 0 or use one of " +
+                      drop_path_model_names());
   if (facts.input == ModelInput::image && spec.vocab_size > 0)
     throw ConfigError(spec.name + " is an image model but the data is text: choose one of " +
                       model_names_text(ModelInput::tokens));

@@ -111,7 +111,8 @@ class ResNet : public Classifier {
     int in = 64;
     const int planes[4] = {64, 128, 256, 512};
     for (int i = 0; i < 4; ++i)
-      layers_[i] = register_module("layer" + std::to_string(i + 1), make_layer<Block>(in, planes[i], blocks[i], i == 0 ? 1 : 2));
+      layers_[i] =
+          register_module("layer" + std::to_string(i + 1), make_layer<Block>(in, planes[i], blocks[i], i == 0 ? 1 : 2));
     dropout_ = register_module("dropout", nn::Dropout(spec.dropout));
     fc_ = register_module("fc", nn::Linear(in, spec.num_classes));
     init_weights();
@@ -169,7 +170,7 @@ class ResNet : public Classifier {
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   std::array<nn::ModuleList, 4> layers_{nn::ModuleList(nullptr), nn::ModuleList(nullptr), nn::ModuleList(nullptr),
-                                         nn::ModuleList(nullptr)};
+                                        nn::ModuleList(nullptr)};
   nn::Dropout dropout_{nullptr};
   nn::Linear fc_{nullptr};
 };
@@ -178,10 +179,14 @@ class ResNet : public Classifier {
 
 std::shared_ptr<Classifier> make_resnet(const ModelSpec& spec, int depth) {
   switch (depth) {
-    case 18: return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{2, 2, 2, 2});
-    case 34: return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{3, 4, 6, 3});
-    case 50: return std::make_shared<ResNet<Bottleneck>>(spec, std::array<int, 4>{3, 4, 6, 3});
-    default: throw std::invalid_argument("make_resnet: unsupported depth " + std::to_string(depth));
+    case 18:
+      return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{2, 2, 2, 2});
+    case 34:
+      return std::make_shared<ResNet<BasicBlock>>(spec, std::array<int, 4>{3, 4, 6, 3});
+    case 50:
+      return std::make_shared<ResNet<Bottleneck>>(spec, std::array<int, 4>{3, 4, 6, 3});
+    default:
+      throw std::invalid_argument("make_resnet: unsupported depth " + std::to_string(depth));
   }
 }
 

@@ -65,16 +65,19 @@ SafetensorsEntry parse_entry(const std::string& source, const std::string& name,
 
 nlohmann::json read_header_json(std::uint64_t file_size, const ReadAt& read_at, const std::string& source,
                                 std::uint64_t& header_len) {
-  if (file_size < 8) malformed(source, "only " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+  if (file_size < 8)
+    malformed(source, "only " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
   const std::string len_bytes = read_at(0, 8);
   header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(len_bytes[i]);
   if (header_len > file_size - 8)
     malformed(source, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
                           std::to_string(file_size) + " bytes)");
-  if (header_len > kMaxHeaderBytes) malformed(source, "header length " + std::to_string(header_len) + " is implausibly large");
+  if (header_len > kMaxHeaderBytes)
+    malformed(source, "header length " + std::to_string(header_len) + " is implausibly large");
   const std::string header = read_at(8, static_cast<std::size_t>(header_len));
-  if (json_nesting_exceeds(header)) malformed(source, "header nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+  if (json_nesting_exceeds(header))
+    malformed(source, "header nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header);

@@ -23,8 +23,8 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  std::uint64_t data_start = 0;              // 8 + header length: where the data section begins
-  std::vector<SafetensorsEntry> entries;     // ordered by begin
+  std::uint64_t data_start = 0;           // 8 + header length: where the data section begins
+  std::vector<SafetensorsEntry> entries;  // ordered by begin
   std::map<std::string, std::string> metadata;
 };
 

@@ -19,9 +19,8 @@ struct DtypeName {
 
 // The dtypes detail::safetensors_element_bytes accepts, as LibTorch types.
 constexpr DtypeName kDtypes[] = {
-    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
-    {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-    {"U8", at::kByte},    {"BOOL", at::kBool},
+    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong},
+    {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool},
 };
 
 at::ScalarType torch_dtype(const std::string& name) {
@@ -78,8 +77,8 @@ void write_safetensors(const std::filesystem::path& path, const StateDict& tenso
     if (header.contains(name)) throw DataError("duplicate tensor name '" + name + "' for " + path.string());
     auto t = tensor.detach().to(at::kCPU).contiguous();
     const std::uint64_t bytes = t.numel() * t.element_size();
-    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     data.push_back(std::move(t));
   }
@@ -87,7 +86,8 @@ void write_safetensors(const std::filesystem::path& path, const StateDict& tenso
   // Pad with spaces so the data starts 8-byte aligned, as the reference writer does.
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
   unsigned char len_bytes[8];
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len_bytes[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
 
   AtomicFileWriter out(path);
   out.write(len_bytes, 8);

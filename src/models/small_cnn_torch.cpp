@@ -50,7 +50,7 @@ class SmallCnn : public Classifier {
 
   std::vector<std::string> stage_prefixes() const override {
     // One stage per conv block: conv, BN (ReLU and pool have no parameters).
-    return {"features.0.", "features.1.", "features.4.", "features.5.",
+    return {"features.0.", "features.1.", "features.4.",  "features.5.",
             "features.8.", "features.9.", "features.12.", "features.13."};
   }
 

@@ -80,7 +80,8 @@ class TextClassifier : public Classifier {
 
 std::shared_ptr<Classifier> make_text_encoder(const ModelSpec& spec, int dim, int depth, int heads) {
   if (spec.vocab_size < 3)
-    throw ConfigError(spec.name + " needs the dataset's vocabulary (text.vocab_size, resolved from text_dataset.json); got " +
+    throw ConfigError(spec.name +
+                      " needs the dataset's vocabulary (text.vocab_size, resolved from text_dataset.json); got " +
                       std::to_string(spec.vocab_size));
   return std::make_shared<TextClassifier>(spec, dim, depth, heads);
 }

@@ -211,7 +211,8 @@ TextEncoderNet::TextEncoderNet(TextEncoderSpec spec) : spec_(std::move(spec)) {
   validate_text_encoder_spec(spec_);
   fused_ = text_attention_uses_fused(spec_.attention);
   const int hidden = static_cast<int>(std::lround(spec_.dim * spec_.mlp_ratio));
-  embed_ = register_module("embed", std::make_shared<detail::TextEmbedding>(spec_.vocab_size, spec_.max_length, spec_.dim));
+  embed_ =
+      register_module("embed", std::make_shared<detail::TextEmbedding>(spec_.vocab_size, spec_.max_length, spec_.dim));
   auto layers = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < spec_.depth; ++i) {
     auto layer = std::make_shared<detail::TextEncoderLayer>(spec_.dim, spec_.heads, hidden, spec_.dropout, fused_);
@@ -234,9 +235,10 @@ at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor
                     (input_ids.defined() ? c10::str(input_ids.sizes()) : std::string("an undefined tensor")));
   const int64_t b = input_ids.size(0), len = input_ids.size(1);
   if (len > spec_.max_length)
-    throw ConfigError(fmt::format("input length {} exceeds the text encoder's max_length {} (its position "
-                                  "embeddings); truncate the inputs or build the model with a larger max_length",
-                                  len, spec_.max_length));
+    throw ConfigError(
+        fmt::format("input length {} exceeds the text encoder's max_length {} (its position "
+                    "embeddings); truncate the inputs or build the model with a larger max_length",
+                    len, spec_.max_length));
   if (!attention_mask.defined() || attention_mask.sizes() != input_ids.sizes())
     throw DataError("attention_mask must have the shape of input_ids " + c10::str(input_ids.sizes()) + ", got " +
                     (attention_mask.defined() ? c10::str(attention_mask.sizes()) : std::string("an undefined tensor")));
@@ -256,16 +258,16 @@ at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor
   auto bad = (ids.lt(0) | ids.ge(spec_.vocab_size)).any();
   at::Tensor limits;
   if (fields > 0) {
-    limits = torch::tensor(std::vector<int64_t>(spec_.categorical_cardinalities.begin(),
-                                                spec_.categorical_cardinalities.end()))
+    limits = torch::tensor(
+                 std::vector<int64_t>(spec_.categorical_cardinalities.begin(), spec_.categorical_cardinalities.end()))
                  .to(codes.device());
     bad = bad | (codes.lt(0) | codes.gt(limits.unsqueeze(0))).any();
   }
   if (bad.item<bool>()) {
     const auto lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
     if (lo < 0 || hi >= spec_.vocab_size)
-      throw DataError(fmt::format("token ids must be in [0, {}) (vocab_size), found {}", spec_.vocab_size,
-                                  lo < 0 ? lo : hi));
+      throw DataError(
+          fmt::format("token ids must be in [0, {}) (vocab_size), found {}", spec_.vocab_size, lo < 0 ? lo : hi));
     for (int64_t i = 0; i < fields; ++i) {
       auto col = codes.select(1, i);
       const auto clo = col.min().item<int64_t>(), chi = col.max().item<int64_t>();
@@ -317,7 +319,8 @@ std::string emit_attention_bias(detail::OnnxEmitter& e, const std::string& real)
   const auto count = g.node("ReduceSum", {real, g.int64s({1})}, {attr("keepdims", 1)});  // [B, 1]
   const auto empty = g.node("Cast", {g.node("Equal", {count, g.scalar(0.0f)})}, {attr("to", 1)});
   const auto first = g.node("Slice", {real, g.int64s({0}), g.int64s({1}), g.int64s({1})});
-  const auto rest = g.node("Slice", {real, g.int64s({1}), g.int64s({std::numeric_limits<std::int64_t>::max()}), g.int64s({1})});
+  const auto rest =
+      g.node("Slice", {real, g.int64s({1}), g.int64s({std::numeric_limits<std::int64_t>::max()}), g.int64s({1})});
   const auto attend = g.node("Concat", {g.node("Max", {first, empty}), rest}, {attr("axis", 1)});
   const auto attend_bool = g.node("Cast", {attend}, {attr("to", static_cast<int>(DataType::kBool))});
   const auto bias = g.node("Where", {attend_bool, g.scalar(0.0f), g.scalar(-std::numeric_limits<float>::infinity())});
@@ -325,8 +328,8 @@ std::string emit_attention_bias(detail::OnnxEmitter& e, const std::string& real)
 }
 
 // [B, L, D] -> [B, D]: the masked mean over real tokens, or the first real token (cls).
-std::string emit_pooling(detail::OnnxEmitter& e, const std::string& x, const std::string& real, const std::string& pooling,
-                         std::int64_t dim) {
+std::string emit_pooling(detail::OnnxEmitter& e, const std::string& x, const std::string& real,
+                         const std::string& pooling, std::int64_t dim) {
   auto& g = e.g;
   if (pooling == "cls") {
     const auto index = g.node("ArgMax", {real}, {attr("axis", 1), attr("keepdims", 1)});  // first maximum: [B, 1]
@@ -350,8 +353,9 @@ void TextEncoderNet::emit_onnx(onnx::Graph& g) {
   const auto batch = onnx::symbolic("batch"), length = onnx::symbolic("length");
   g.add_input("input_ids", DataType::kInt64, {batch, length});
   g.add_input("attention_mask", DataType::kInt64, {batch, length});
-  const auto real = g.node("Cast", {g.node("Cast", {"attention_mask"}, {attr("to", static_cast<int>(DataType::kBool))})},
-                           {attr("to", 1)});  // 1.0 for every nonzero mask entry
+  const auto real =
+      g.node("Cast", {g.node("Cast", {"attention_mask"}, {attr("to", static_cast<int>(DataType::kBool))})},
+             {attr("to", 1)});  // 1.0 for every nonzero mask entry
   const auto bias = emit_attention_bias(e, real);
   // Token embeddings plus the first L rows of the position table.
   auto x = g.node("Gather", {e.weight("encoder.embed.token.weight", embed_->token->weight), "input_ids"});
@@ -364,7 +368,8 @@ void TextEncoderNet::emit_onnx(onnx::Graph& g) {
     const auto attended = e.self_attention(e.layer_norm(x, *layer.norm1, name + ".norm1"), *layer.attn->qkv,
                                            *layer.attn->proj, spec_.heads, bias, name + ".attn");
     x = g.node("Add", {x, attended});
-    const auto hidden = e.gelu(e.linear(e.layer_norm(x, *layer.norm2, name + ".norm2"), *layer.mlp->fc1, name + ".mlp.fc1"));
+    const auto hidden =
+        e.gelu(e.linear(e.layer_norm(x, *layer.norm2, name + ".norm2"), *layer.mlp->fc1, name + ".mlp.fc1"));
     x = g.node("Add", {x, e.linear(hidden, *layer.mlp->fc2, name + ".mlp.fc2")});
   }
   x = emit_pooling(e, e.layer_norm(x, *norm_, "encoder.norm"), real, spec_.pooling, spec_.dim);
@@ -383,7 +388,8 @@ std::string TextEncoderNet::emit_metadata(detail::OnnxEmitter& e, const std::str
   for (std::int64_t i = 0; i < fields; ++i) {
     const auto codes = g.node("Gather", {"categorical", g.add_int64s("field", {}, {i})}, {attr("axis", 1)});
     const auto table = meta_->categorical[static_cast<std::size_t>(i)]->as<torch::nn::Embedding>()->weight;
-    parts.push_back(g.node("Gather", {e.weight("encoder.meta.categorical." + std::to_string(i) + ".weight", table), codes}));
+    parts.push_back(
+        g.node("Gather", {e.weight("encoder.meta.categorical." + std::to_string(i) + ".weight", table), codes}));
   }
   if (spec_.numeric_fields > 0) {
     g.add_input("numeric", DataType::kFloat, {batch, onnx::fixed(spec_.numeric_fields)});
@@ -403,8 +409,8 @@ std::vector<std::string> TextEncoderNet::stage_prefixes() const {
 
 void TextEncoderNet::reset_head(int num_classes) {
   if (num_classes < 1) throw ConfigError(fmt::format("num_classes must be >= 1, got {}", num_classes));
-  auto head = std::make_shared<detail::TextHead>(head_->fc1->options.in_features(), spec_.dim, num_classes,
-                                                 spec_.dropout);
+  auto head =
+      std::make_shared<detail::TextHead>(head_->fc1->options.in_features(), spec_.dim, num_classes, spec_.dropout);
   const auto& like = head_->fc1->weight;
   head->to(like.device(), like.scalar_type());
   if (!is_training()) head->eval();

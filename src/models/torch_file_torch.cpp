@@ -41,8 +41,7 @@ StateDict state_dict_of(const PickleValue& top, const std::string& file) {
   if (top.kind == Kind::kObject)
     throw DataError(file + ": holds " + detail::describe(top) +
                     ", not a state dict (a pickled module needs its Python code; save model.state_dict() instead)");
-  if (top.kind != Kind::kDict)
-    throw DataError(file + ": holds " + detail::describe(top) + ", not a state dict");
+  if (top.kind != Kind::kDict) throw DataError(file + ": holds " + detail::describe(top) + ", not a state dict");
   // Training checkpoints wrap the weights next to optimizer state, epoch, config, ...
   for (const char* key : {"state_dict", "model_state_dict", "model"}) {
     const auto* inner = find_key(top, key);
@@ -74,7 +73,9 @@ void check_archive_sizes(const std::filesystem::path& path) {
     std::string bytes(size, '\0');
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(bytes.data(), static_cast<std::streamsize>(size));
-    if (!in) throw IoError("cannot read " + std::to_string(size) + " bytes at offset " + std::to_string(offset) + " of " + file);
+    if (!in)
+      throw IoError("cannot read " + std::to_string(size) + " bytes at offset " + std::to_string(offset) + " of " +
+                    file);
     return bytes;
   };
   detail::check_zip_sizes(detail::read_zip_directory(file_size, read_at, file), file_size, file);
@@ -88,10 +89,12 @@ StateDict read_torch_state_dict(const std::filesystem::path& path) {
   check_archive_sizes(path);
   try {
     caffe2::serialize::PyTorchStreamReader reader(file);
-    if (reader.hasRecord("constants.pkl") || reader.hasRecord("code/__torch__.py") )
-      throw DataError(file + ": is a TorchScript archive (torch.jit.save), not a state dict; save "
+    if (reader.hasRecord("constants.pkl") || reader.hasRecord("code/__torch__.py"))
+      throw DataError(file +
+                      ": is a TorchScript archive (torch.jit.save), not a state dict; save "
                       "model.state_dict() with torch.save instead");
-    if (!reader.hasRecord("data.pkl")) throw DataError(file + ": a zip archive without data.pkl, not a torch.save file");
+    if (!reader.hasRecord("data.pkl"))
+      throw DataError(file + ": a zip archive without data.pkl, not a torch.save file");
     if (reader.hasRecord("byteorder") && record_text(reader, "byteorder") != "little")
       throw DataError(file + ": tensors saved big-endian, which is not supported");
     const std::string pickle = record_text(reader, "data.pkl");

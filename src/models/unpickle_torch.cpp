@@ -26,12 +26,18 @@ PickleValuePtr make(Kind kind) {
 // The legacy typed storages torch.save names in its persistent ids.
 at::ScalarType storage_dtype(const std::string& name) {
   static const std::map<std::string, at::ScalarType> types = {
-      {"torch.DoubleStorage", at::kDouble}, {"torch.FloatStorage", at::kFloat},
-      {"torch.HalfStorage", at::kHalf},     {"torch.BFloat16Storage", at::kBFloat16},
-      {"torch.LongStorage", at::kLong},     {"torch.IntStorage", at::kInt},
-      {"torch.ShortStorage", at::kShort},   {"torch.CharStorage", at::kChar},
-      {"torch.ByteStorage", at::kByte},     {"torch.BoolStorage", at::kBool},
-      {"torch.ComplexFloatStorage", at::kComplexFloat}, {"torch.ComplexDoubleStorage", at::kComplexDouble},
+      {"torch.DoubleStorage", at::kDouble},
+      {"torch.FloatStorage", at::kFloat},
+      {"torch.HalfStorage", at::kHalf},
+      {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},
+      {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},
+      {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},
+      {"torch.BoolStorage", at::kBool},
+      {"torch.ComplexFloatStorage", at::kComplexFloat},
+      {"torch.ComplexDoubleStorage", at::kComplexDouble},
   };
   auto it = types.find(name);
   return it == types.end() ? at::ScalarType::Undefined : it->second;
@@ -79,123 +85,208 @@ class Unpickler {
   // Framing, stack and scalar opcodes. False: not one of them.
   bool scalar_op(unsigned char op, std::size_t at) {
     switch (op) {
-      case 0x80: byte(); return true;                      // PROTO
-      case 0x95: bytes(8); return true;                    // FRAME: a length hint only
-      case '(': marks_.push_back(stack_.size()); return true;  // MARK
-      case '0': pop(); return true;                        // POP
-      case '1': pop_mark(); return true;                   // POP_MARK
-      case '2': push(top()); return true;                  // DUP
-      case 'N': push(make(Kind::kNone)); return true;
-      case 0x88: push_bool(true); return true;             // NEWTRUE
-      case 0x89: push_bool(false); return true;            // NEWFALSE
-      case 'J': push_int(static_cast<std::int32_t>(uint_le(4))); return true;  // BININT
-      case 'K': push_int(static_cast<std::int64_t>(uint_le(1))); return true;  // BININT1
-      case 'M': push_int(static_cast<std::int64_t>(uint_le(2))); return true;  // BININT2
-      case 0x8a: push_long(uint_le(1), at); return true;   // LONG1
-      case 0x8b: push_long(uint_le(4), at); return true;   // LONG4
-      case 'G': push_float(); return true;                 // BINFLOAT
-      case 'X': push_text(Kind::kString, uint_le(4)); return true;  // BINUNICODE
-      case 0x8c: push_text(Kind::kString, uint_le(1)); return true; // SHORT_BINUNICODE
-      case 0x8d: push_text(Kind::kString, uint_le(8)); return true; // BINUNICODE8
-      case 'T': push_text(Kind::kString, uint_le(4)); return true;  // BINSTRING (Python 2 str)
-      case 'U': push_text(Kind::kString, uint_le(1)); return true;  // SHORT_BINSTRING
-      case 'B': push_text(Kind::kBytes, uint_le(4)); return true;   // BINBYTES
-      case 'C': push_text(Kind::kBytes, uint_le(1)); return true;   // SHORT_BINBYTES
-      case 0x8e: push_text(Kind::kBytes, uint_le(8)); return true;  // BINBYTES8
-      default: return false;
+      case 0x80:
+        byte();
+        return true;  // PROTO
+      case 0x95:
+        bytes(8);
+        return true;  // FRAME: a length hint only
+      case '(':
+        marks_.push_back(stack_.size());
+        return true;  // MARK
+      case '0':
+        pop();
+        return true;  // POP
+      case '1':
+        pop_mark();
+        return true;  // POP_MARK
+      case '2':
+        push(top());
+        return true;  // DUP
+      case 'N':
+        push(make(Kind::kNone));
+        return true;
+      case 0x88:
+        push_bool(true);
+        return true;  // NEWTRUE
+      case 0x89:
+        push_bool(false);
+        return true;  // NEWFALSE
+      case 'J':
+        push_int(static_cast<std::int32_t>(uint_le(4)));
+        return true;  // BININT
+      case 'K':
+        push_int(static_cast<std::int64_t>(uint_le(1)));
+        return true;  // BININT1
+      case 'M':
+        push_int(static_cast<std::int64_t>(uint_le(2)));
+        return true;  // BININT2
+      case 0x8a:
+        push_long(uint_le(1), at);
+        return true;  // LONG1
+      case 0x8b:
+        push_long(uint_le(4), at);
+        return true;  // LONG4
+      case 'G':
+        push_float();
+        return true;  // BINFLOAT
+      case 'X':
+        push_text(Kind::kString, uint_le(4));
+        return true;  // BINUNICODE
+      case 0x8c:
+        push_text(Kind::kString, uint_le(1));
+        return true;  // SHORT_BINUNICODE
+      case 0x8d:
+        push_text(Kind::kString, uint_le(8));
+        return true;  // BINUNICODE8
+      case 'T':
+        push_text(Kind::kString, uint_le(4));
+        return true;  // BINSTRING (Python 2 str)
+      case 'U':
+        push_text(Kind::kString, uint_le(1));
+        return true;  // SHORT_BINSTRING
+      case 'B':
+        push_text(Kind::kBytes, uint_le(4));
+        return true;  // BINBYTES
+      case 'C':
+        push_text(Kind::kBytes, uint_le(1));
+        return true;  // SHORT_BINBYTES
+      case 0x8e:
+        push_text(Kind::kBytes, uint_le(8));
+        return true;  // BINBYTES8
+      default:
+        return false;
     }
   }
 
   // Lists, tuples, dicts. False: not one of them.
   bool container_op(unsigned char op, std::size_t at) {
     switch (op) {
-      case ']': push(make(Kind::kList)); return true;      // EMPTY_LIST
-      case 0x8f: push(make(Kind::kList)); return true;     // EMPTY_SET: kept as a list
-      case ')': push(make(Kind::kTuple)); return true;     // EMPTY_TUPLE
-      case '}': push(make(Kind::kDict)); return true;      // EMPTY_DICT
-      case 'l': push(sequence(Kind::kList, pop_mark())); return true;    // LIST
-      case 't': push(sequence(Kind::kTuple, pop_mark())); return true;   // TUPLE
-      case 0x91: push(sequence(Kind::kList, pop_mark())); return true;   // FROZENSET
-      case 0x85: push(sequence(Kind::kTuple, pop_n(1))); return true;    // TUPLE1
-      case 0x86: push(sequence(Kind::kTuple, pop_n(2))); return true;    // TUPLE2
-      case 0x87: push(sequence(Kind::kTuple, pop_n(3))); return true;    // TUPLE3
-      case 'a': {                                          // APPEND
+      case ']':
+        push(make(Kind::kList));
+        return true;  // EMPTY_LIST
+      case 0x8f:
+        push(make(Kind::kList));
+        return true;  // EMPTY_SET: kept as a list
+      case ')':
+        push(make(Kind::kTuple));
+        return true;  // EMPTY_TUPLE
+      case '}':
+        push(make(Kind::kDict));
+        return true;  // EMPTY_DICT
+      case 'l':
+        push(sequence(Kind::kList, pop_mark()));
+        return true;  // LIST
+      case 't':
+        push(sequence(Kind::kTuple, pop_mark()));
+        return true;  // TUPLE
+      case 0x91:
+        push(sequence(Kind::kList, pop_mark()));
+        return true;  // FROZENSET
+      case 0x85:
+        push(sequence(Kind::kTuple, pop_n(1)));
+        return true;  // TUPLE1
+      case 0x86:
+        push(sequence(Kind::kTuple, pop_n(2)));
+        return true;  // TUPLE2
+      case 0x87:
+        push(sequence(Kind::kTuple, pop_n(3)));
+        return true;  // TUPLE3
+      case 'a': {     // APPEND
         auto v = pop();
         expect(top(), Kind::kList, "APPEND", at)->items.push_back(v);
         return true;
       }
-      case 'e': case 0x90: {                               // APPENDS, ADDITEMS
+      case 'e':
+      case 0x90: {  // APPENDS, ADDITEMS
         auto values = pop_mark();
         auto& items = expect(top(), Kind::kList, "APPENDS", at)->items;
         items.insert(items.end(), values.begin(), values.end());
         return true;
       }
-      case 'd': {                                          // DICT
+      case 'd': {  // DICT
         auto dict = make(Kind::kDict);
         set_items(*dict, pop_mark(), at);
         push(dict);
         return true;
       }
-      case 's': {                                          // SETITEM
+      case 's': {  // SETITEM
         auto value = pop();
         auto key = pop();
         set_items(*expect(top(), Kind::kDict, "SETITEM", at), {key, value}, at);
         return true;
       }
-      case 'u': {                                          // SETITEMS
+      case 'u': {  // SETITEMS
         auto values = pop_mark();
         set_items(*expect(top(), Kind::kDict, "SETITEMS", at), values, at);
         return true;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
   // Globals, calls, objects and persistent ids. False: not one of them.
   bool object_op(unsigned char op, std::size_t at) {
     switch (op) {
-      case 'c': {                                          // GLOBAL "module\nname\n"
+      case 'c': {  // GLOBAL "module\nname\n"
         auto module = line();
         push_global(module + "." + line());
         return true;
       }
-      case 0x93: {                                         // STACK_GLOBAL
+      case 0x93: {  // STACK_GLOBAL
         auto name = pop();
         auto module = pop();
         if (module->kind != Kind::kString || name->kind != Kind::kString) fail("STACK_GLOBAL needs two strings", at);
         push_global(module->text + "." + name->text);
         return true;
       }
-      case 'R': {                                          // REDUCE
+      case 'R': {  // REDUCE
         auto args = pop();
         auto callable = pop();
         push(reduce(*callable, *args, at));
         return true;
       }
-      case 0x81:                                           // NEWOBJ: cls.__new__(cls, *args)
+      case 0x81:  // NEWOBJ: cls.__new__(cls, *args)
         pop();
         push(object_of(*pop()));
         return true;
-      case 0x92:                                           // NEWOBJ_EX
+      case 0x92:  // NEWOBJ_EX
         pop();
         pop();
         push(object_of(*pop()));
         return true;
-      case 'b': pop(); return true;                        // BUILD: __setstate__ / attributes, not needed
-      case 'Q': push(persistent_load(*pop(), at)); return true;  // BINPERSID
-      default: return false;
+      case 'b':
+        pop();
+        return true;  // BUILD: __setstate__ / attributes, not needed
+      case 'Q':
+        push(persistent_load(*pop(), at));
+        return true;  // BINPERSID
+      default:
+        return false;
     }
   }
 
   // The memo. False: not a memo opcode.
   bool memo_op(unsigned char op, std::size_t at) {
     switch (op) {
-      case 'q': memo_[uint_le(1)] = top(); return true;    // BINPUT
-      case 'r': memo_[uint_le(4)] = top(); return true;    // LONG_BINPUT
-      case 0x94: memo_[memo_.size()] = top(); return true; // MEMOIZE
-      case 'h': push(memo(uint_le(1), at)); return true;   // BINGET
-      case 'j': push(memo(uint_le(4), at)); return true;   // LONG_BINGET
-      default: return false;
+      case 'q':
+        memo_[uint_le(1)] = top();
+        return true;  // BINPUT
+      case 'r':
+        memo_[uint_le(4)] = top();
+        return true;  // LONG_BINPUT
+      case 0x94:
+        memo_[memo_.size()] = top();
+        return true;  // MEMOIZE
+      case 'h':
+        push(memo(uint_le(1), at));
+        return true;  // BINGET
+      case 'j':
+        push(memo(uint_le(4), at));
+        return true;  // LONG_BINGET
+      default:
+        return false;
     }
   }
 
@@ -369,7 +460,8 @@ class Unpickler {
       // OrderedDict([(k, v), ...]) is legal too, though torch.save writes OrderedDict() + SETITEMS.
       if (!args.items.empty() && args.items[0]->kind == Kind::kList)
         for (const auto& pair : args.items[0]->items)
-          if (pair->kind == Kind::kTuple && pair->items.size() == 2) dict->entries.emplace_back(pair->items[0], pair->items[1]);
+          if (pair->kind == Kind::kTuple && pair->items.size() == 2)
+            dict->entries.emplace_back(pair->items[0], pair->items[1]);
       return dict;
     }
     if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor")
@@ -385,7 +477,8 @@ class Unpickler {
     if (v.kind != Kind::kTuple) fail(std::string("tensor ") + what + " is " + describe(v) + ", not a tuple", at);
     std::vector<std::int64_t> out;
     for (const auto& item : v.items) {
-      if (item->kind != Kind::kInt || item->integer < 0) fail(std::string("tensor ") + what + " holds a non-integer", at);
+      if (item->kind != Kind::kInt || item->integer < 0)
+        fail(std::string("tensor ") + what + " holds a non-integer", at);
       out.push_back(item->integer);
     }
     return out;
@@ -407,9 +500,11 @@ class Unpickler {
     bool empty = false, overflow = false;
     for (std::size_t i = 0; i < size.size(); ++i) {
       std::int64_t extent = 0;
-      if (size[i] == 0) empty = true;
-      else overflow = overflow || __builtin_mul_overflow(size[i] - 1, stride[i], &extent) ||
-                      __builtin_add_overflow(last, extent, &last);
+      if (size[i] == 0)
+        empty = true;
+      else
+        overflow = overflow || __builtin_mul_overflow(size[i] - 1, stride[i], &extent) ||
+                   __builtin_add_overflow(last, extent, &last);
     }
     if (overflow) fail("a tensor view with an overflowing size or stride", at);
     if (!empty && last >= storage.tensor.numel())
@@ -483,18 +578,30 @@ PickleValuePtr unpickle(std::string_view data, const std::string& source, const 
 
 std::string describe(const PickleValue& v) {
   switch (v.kind) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return v.boolean ? "True" : "False";
-    case Kind::kInt: return "the integer " + std::to_string(v.integer);
-    case Kind::kFloat: return "a float";
-    case Kind::kString: return "the string '" + v.text.substr(0, 40) + "'";
-    case Kind::kBytes: return "bytes";
-    case Kind::kTuple: return "a tuple of " + std::to_string(v.items.size());
-    case Kind::kList: return "a list of " + std::to_string(v.items.size());
-    case Kind::kTensor: return "a tensor";
-    case Kind::kStorage: return "a storage";
-    case Kind::kGlobal: return "the global " + v.text;
-    case Kind::kObject: return "an object of class " + v.text;
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return v.boolean ? "True" : "False";
+    case Kind::kInt:
+      return "the integer " + std::to_string(v.integer);
+    case Kind::kFloat:
+      return "a float";
+    case Kind::kString:
+      return "the string '" + v.text.substr(0, 40) + "'";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kTuple:
+      return "a tuple of " + std::to_string(v.items.size());
+    case Kind::kList:
+      return "a list of " + std::to_string(v.items.size());
+    case Kind::kTensor:
+      return "a tensor";
+    case Kind::kStorage:
+      return "a storage";
+    case Kind::kGlobal:
+      return "the global " + v.text;
+    case Kind::kObject:
+      return "an object of class " + v.text;
     case Kind::kDict: {
       std::vector<std::string> keys;
       for (const auto& [k, value] : v.entries) {

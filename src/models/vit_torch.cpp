@@ -32,9 +32,7 @@ void trunc_normal_(at::Tensor t, double mean, double std, double a = -2.0, doubl
   t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).add_(mean).clamp_(a, b);
 }
 
-nn::LayerNorm layer_norm(int dim) {
-  return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kLayerNormEps));
-}
+nn::LayerNorm layer_norm(int dim) { return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kLayerNormEps)); }
 
 class PatchEmbed : public nn::Module {
  public:
@@ -103,8 +101,8 @@ class Block : public nn::Module {
     return x + drop_path(mlp->forward(norm2->forward(x)), drop_path_rate_, is_training());
   }
   std::string emit_onnx(OnnxEmitter& e, std::string x, const std::string& name, std::int64_t heads) {
-    const auto attended = e.self_attention(e.layer_norm(x, *norm1, name + ".norm1"), *attn->qkv, *attn->proj, heads, "",
-                                           name + ".attn");
+    const auto attended =
+        e.self_attention(e.layer_norm(x, *norm1, name + ".norm1"), *attn->qkv, *attn->proj, heads, "", name + ".attn");
     x = e.g.node("Add", {x, attended});
     const auto hidden = e.gelu(e.linear(e.layer_norm(x, *norm2, name + ".norm2"), *mlp->fc1, name + ".mlp.fc1"));
     return e.g.node("Add", {x, e.linear(hidden, *mlp->fc2, name + ".mlp.fc2")});
@@ -150,12 +148,12 @@ class VisionTransformer : public Classifier {
   void emit_onnx(onnx::Graph& graph) override {
     OnnxEmitter e(graph);
     const auto images = e.image_input(spec_.image_size);
-    auto x = e.conv(images, *patch_embed_->proj, "patch_embed.proj", kPatch, 0);           // [B, D, G, G]
-    x = graph.node("Reshape", {x, graph.int64s({0, 0, -1})});                               // [B, D, N]
+    auto x = e.conv(images, *patch_embed_->proj, "patch_embed.proj", kPatch, 0);                 // [B, D, G, G]
+    x = graph.node("Reshape", {x, graph.int64s({0, 0, -1})});                                    // [B, D, N]
     x = graph.node("Transpose", {x}, {onnx::attr("perm", std::vector<std::int64_t>{0, 2, 1})});  // [B, N, D]
     // The class token, repeated over the batch: Expand to [B, 1, D].
-    const auto cls_shape = graph.node("Concat", {e.dim_of(images, 0), graph.int64s({1, cls_token_.size(2)})},
-                                      {onnx::attr("axis", 0)});
+    const auto cls_shape =
+        graph.node("Concat", {e.dim_of(images, 0), graph.int64s({1, cls_token_.size(2)})}, {onnx::attr("axis", 0)});
     const auto cls = graph.node("Expand", {e.weight("cls_token", cls_token_), cls_shape});
     x = graph.node("Concat", {cls, x}, {onnx::attr("axis", 1)});
     x = graph.node("Add", {x, e.weight("pos_embed", pos_embed_)});

@@ -21,7 +21,8 @@ WeightFormat detect_weight_format(const std::filesystem::path& path) {
   if (n == 9 && head[8] == '{') return WeightFormat::kSafetensors;
   if (n == 0) throw DataError(file + ": empty file, not a weight file");
   if (n >= 2 && static_cast<unsigned char>(head[0]) == 0x80 && static_cast<unsigned char>(head[1]) <= 5)
-    throw DataError(file + ": a legacy (non-zip) torch.save file or a raw pickle; re-save it with torch.save from "
+    throw DataError(file +
+                    ": a legacy (non-zip) torch.save file or a raw pickle; re-save it with torch.save from "
                     "PyTorch >= 1.6 (zip format, the default) or as safetensors");
   std::string hex;
   for (std::size_t i = 0; i < std::min<std::size_t>(n, 8); ++i) {
@@ -30,11 +31,13 @@ WeightFormat detect_weight_format(const std::filesystem::path& path) {
     hex += b;
   }
   if (!hex.empty()) hex.pop_back();
-  throw DataError(file + ": neither a torch.save zip archive nor a safetensors file (it starts with bytes " + hex + ")");
+  throw DataError(file + ": neither a torch.save zip archive nor a safetensors file (it starts with bytes " + hex +
+                  ")");
 }
 
 StateDict read_weights(const std::filesystem::path& path) {
-  return detect_weight_format(path) == WeightFormat::kSafetensors ? read_safetensors(path) : read_torch_state_dict(path);
+  return detect_weight_format(path) == WeightFormat::kSafetensors ? read_safetensors(path)
+                                                                  : read_torch_state_dict(path);
 }
 
 }  // namespace shoplens

@@ -72,7 +72,8 @@ void read_zip64_sizes(std::string_view extra, ZipEntry& entry, const std::string
 
 // The directory's place, from the end record (classic or zip64), checked to lie inside the file.
 Directory locate_directory(std::uint64_t file_size, const ReadAt& read_at, const std::string& source) {
-  const std::size_t tail_size = static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kEndRecordSize + kMaxComment));
+  const std::size_t tail_size =
+      static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kEndRecordSize + kMaxComment));
   const std::string tail = read_at(file_size - tail_size, tail_size);
   const std::size_t end_at = find_end_record(tail, source);
   Directory dir{field(tail, end_at + 10, 2), field(tail, end_at + 12, 4), field(tail, end_at + 16, 4)};
@@ -95,7 +96,8 @@ std::vector<ZipEntry> read_zip_directory(std::uint64_t file_size, const ReadAt& 
   for (std::uint64_t i = 0; i < dir.entries; ++i) {
     if (at + kEntryHeaderSize > bytes.size() || field(bytes, at, 4) != kDirectoryEntry)
       malformed(source, "central directory entry " + std::to_string(i) + " is damaged");
-    const auto name_len = field(bytes, at + 28, 2), extra_len = field(bytes, at + 30, 2), comment_len = field(bytes, at + 32, 2);
+    const auto name_len = field(bytes, at + 28, 2), extra_len = field(bytes, at + 30, 2),
+               comment_len = field(bytes, at + 32, 2);
     if (at + kEntryHeaderSize + name_len + extra_len + comment_len > bytes.size())
       malformed(source, "central directory entry " + std::to_string(i) + " runs past the directory");
     ZipEntry entry;

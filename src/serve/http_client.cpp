@@ -19,9 +19,10 @@ HttpReply http_request(const std::string& host, int port, const std::string& met
   client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
   client.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  httplib::Result result = method == "GET" ? client.Get(path.c_str())
-                                           : client.Post(path.c_str(), body,
-                                                         content_type.empty() ? "application/octet-stream" : content_type.c_str());
+  httplib::Result result =
+      method == "GET"
+          ? client.Get(path.c_str())
+          : client.Post(path.c_str(), body, content_type.empty() ? "application/octet-stream" : content_type.c_str());
   HttpReply reply;
   if (!result) {
     reply.error = httplib::to_string(result.error());

@@ -29,11 +29,15 @@ constexpr milliseconds kLingerLimit{1000};
 Clock::time_point from_ticks(Clock::rep ticks) { return Clock::time_point(Clock::duration(ticks)); }
 
 void ip_and_port(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
-  if (addr.ss_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-  else if (addr.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-  else return;
+  if (addr.ss_family == AF_INET)
+    port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  else if (addr.ss_family == AF_INET6)
+    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+  else
+    return;
   std::array<char, NI_MAXHOST> host{};
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host.data(), host.size(), nullptr, 0, NI_NUMERICHOST) == 0)
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host.data(), host.size(), nullptr, 0,
+                  NI_NUMERICHOST) == 0)
     ip = host.data();
 }
 
@@ -122,8 +126,7 @@ void linger_and_close(int fd, const std::atomic<Clock::rep>& cutoff) {
   ::shutdown(fd, SHUT_WR);
   const auto until = Clock::now() + kLingerLimit;
   char sink[4096];
-  while (wait_for(fd, POLLIN, until, cutoff) && ::recv(fd, sink, sizeof sink, 0) > 0) {
-  }
+  while (wait_for(fd, POLLIN, until, cutoff) && ::recv(fd, sink, sizeof sink, 0) > 0) {}
   ::close(fd);
 }
 
@@ -136,8 +139,7 @@ void DeadlineServer::begin_drain(milliseconds grace) {
   const auto cutoff = (Clock::now() + grace).time_since_epoch().count();
   // Never later than a cutoff already set.
   auto seen = drain_cutoff_.load();
-  while (cutoff < seen && !drain_cutoff_.compare_exchange_weak(seen, cutoff)) {
-  }
+  while (cutoff < seen && !drain_cutoff_.compare_exchange_weak(seen, cutoff)) {}
 }
 
 void DeadlineServer::headers_received() {

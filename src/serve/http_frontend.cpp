@@ -68,8 +68,7 @@ ReadDeadlines read_deadlines(const FrontendOptions& o) {
 
 void check_timeout(double ms, const char* flag) {
   if (!std::isfinite(ms) || ms < 1 || ms > kMaxTimeoutMs)
-    throw UsageError(std::string("serve: ") + flag + " must be between 1 and " + std::to_string(kMaxTimeoutMs) +
-                     " ms");
+    throw UsageError(std::string("serve: ") + flag + " must be between 1 and " + std::to_string(kMaxTimeoutMs) + " ms");
 }
 
 }  // namespace
@@ -90,7 +89,11 @@ struct HttpFrontend::Impl {
   fs::path root;
 
   Impl(FrontendOptions o, MicroBatcher& b, ServeMetrics& m, Preprocessor p, std::vector<std::string> names)
-      : options(std::move(o)), batcher(b), metrics(m), preprocess(std::move(p)), class_names(std::move(names)),
+      : options(std::move(o)),
+        batcher(b),
+        metrics(m),
+        preprocess(std::move(p)),
+        class_names(std::move(names)),
         server(read_deadlines(options)) {}
 
   // Seconds a rejected client should wait: the queue's drain time at the recent rate, at least 1.
@@ -101,8 +104,9 @@ struct HttpFrontend::Impl {
   }
 
   void reply_too_large(httplib::Response& res) const {
-    reply_error(res, 413, "the body is larger than the limit of " + std::to_string(options.max_body_bytes) +
-                              " bytes (--max-body-bytes)");
+    reply_error(
+        res, 413,
+        "the body is larger than the limit of " + std::to_string(options.max_body_bytes) + " bytes (--max-body-bytes)");
   }
 
   // The body, de-chunked (and decompressed), up to --max-body-bytes: cpp-httplib 0.11 checks its
@@ -133,13 +137,18 @@ struct HttpFrontend::Impl {
   void answer_unread_body(httplib::Response& res, bool over_limit) {
     DeadlineServer::close_after_response();
     res.set_header("Connection", "close");
-    if (over_limit || res.status == 413) reply_too_large(res);
-    else if (draining) reply_error(res, 503, "the server is shutting down");
+    if (over_limit || res.status == 413)
+      reply_too_large(res);
+    else if (draining)
+      reply_error(res, 503, "the server is shutting down");
     else if (DeadlineServer::deadline_passed())
-      reply_error(res, 408, "the body did not arrive within " + std::to_string(to_ms(options.body_timeout_ms).count()) +
-                                " ms (--body-timeout-ms)");
-    else if (res.status == 415) reply_error(res, 415, "unsupported Content-Encoding");
-    else reply_error(res, 400, "the body could not be read (malformed chunked encoding, or the connection broke)");
+      reply_error(res, 408,
+                  "the body did not arrive within " + std::to_string(to_ms(options.body_timeout_ms).count()) +
+                      " ms (--body-timeout-ms)");
+    else if (res.status == 415)
+      reply_error(res, 415, "unsupported Content-Encoding");
+    else
+      reply_error(res, 400, "the body could not be read (malformed chunked encoding, or the connection broke)");
   }
 
   // A JSON {"path": ...} request: the file's bytes into `bytes`, or false with an error answer set.
@@ -156,8 +165,7 @@ struct HttpFrontend::Impl {
     }
     if (!parsed.is_object() || !parsed.contains("path") || !parsed["path"].is_string())
       return refuse(res, 400, "expected a JSON object {\"path\": \"<image file under the image root>\"}");
-    if (root.empty())
-      return refuse(res, 403, "path requests are disabled: start the server with --image-root");
+    if (root.empty()) return refuse(res, 403, "path requests are disabled: start the server with --image-root");
     RootFile file;
     try {
       file = read_under_root(root, parsed["path"].get<std::string>(), options.max_body_bytes);
@@ -165,8 +173,9 @@ struct HttpFrontend::Impl {
       return refuse(res, 400, e.what());
     }
     if (file.outcome == RootFile::Outcome::kTooLarge)
-      return refuse(res, 413, "the file is larger than the limit of " + std::to_string(options.max_body_bytes) +
-                                  " bytes (--max-body-bytes)");
+      return refuse(res, 413,
+                    "the file is larger than the limit of " + std::to_string(options.max_body_bytes) +
+                        " bytes (--max-body-bytes)");
     if (file.outcome == RootFile::Outcome::kMiss) return refuse(res, 404, kNoSuchImage);
     bytes = std::move(file.bytes);
     return true;
@@ -211,8 +220,9 @@ struct HttpFrontend::Impl {
     }
     if (size == 0) return reply_error(res, 400, "empty body: send image bytes or JSON {\"path\": ...}");
     if (sniff_format(data, size) == ImageFormat::kUnknown)
-      return reply_error(res, 415, "the body is not an image (JPEG, PNG, BMP, WebP, TIFF or GIF bytes expected, "
-                                   "or JSON {\"path\": ...})");
+      return reply_error(res, 415,
+                         "the body is not an image (JPEG, PNG, BMP, WebP, TIFF or GIF bytes expected, "
+                         "or JSON {\"path\": ...})");
 
     std::vector<float> input;
     const auto tp = std::chrono::steady_clock::now();
@@ -260,8 +270,10 @@ struct HttpFrontend::Impl {
     out["probabilities"] = std::move(p);
     out["batch_size"] = request.batch_size;
     const double total = ms_between(t0, std::chrono::steady_clock::now());
-    out["timings_ms"] = {{"queue_wait", request.queue_wait_ms}, {"host_to_device", request.h2d_ms},
-                         {"compute", request.compute_ms}, {"total", total}};
+    out["timings_ms"] = {{"queue_wait", request.queue_wait_ms},
+                         {"host_to_device", request.h2d_ms},
+                         {"compute", request.compute_ms},
+                         {"total", total}};
     metrics.observe(Stage::kTotal, total);
     reply_json(res, 200, out);
   }
@@ -274,7 +286,8 @@ struct HttpFrontend::Impl {
       return httplib::Server::HandlerResponse::Unhandled;
     DeadlineServer::close_after_response();
     res.set_header("Connection", "close");
-    const bool known = req.path == "/v1/classify" || req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
+    const bool known =
+        req.path == "/v1/classify" || req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
     res.status = known ? 405 : 404;  // the error handler writes the body
     return httplib::Server::HandlerResponse::Handled;
   }
@@ -285,8 +298,8 @@ struct HttpFrontend::Impl {
     if (res.status == 400 && DeadlineServer::deadline_passed()) res.status = 408;
     std::string message = "HTTP " + std::to_string(res.status);
     if (res.status == 408)
-      message = "the request headers did not arrive within " + std::to_string(to_ms(options.header_timeout_ms).count()) +
-                " ms (--header-timeout-ms)";
+      message = "the request headers did not arrive within " +
+                std::to_string(to_ms(options.header_timeout_ms).count()) + " ms (--header-timeout-ms)";
     else if (res.status == 404)
       message = "no route " + req.method + " " + req.path + " (POST /v1/classify, GET /healthz /readyz /metrics)";
     else if (res.status == 405)
@@ -312,10 +325,10 @@ struct HttpFrontend::Impl {
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.prometheus(std::chrono::steady_clock::now()), "text/plain; version=0.0.4");
     });
-    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return before_routing(req, res); });
-    const httplib::Server::HandlerWithResponse error_route = [this](const httplib::Request& req, httplib::Response& res) {
-      return on_error(req, res);
-    };
+    server.set_pre_routing_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { return before_routing(req, res); });
+    const httplib::Server::HandlerWithResponse error_route =
+        [this](const httplib::Request& req, httplib::Response& res) { return on_error(req, res); };
     server.set_error_handler(error_route);
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
@@ -323,16 +336,16 @@ struct HttpFrontend::Impl {
         if (ep) std::rethrow_exception(ep);
       } catch (const std::exception& e) {
         what = e.what();
-      } catch (...) {
-      }
+      } catch (...) {}
       reply_error(res, 500, what);
     });
-    server.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.count_response(res.status); });
+    server.set_logger(
+        [this](const httplib::Request&, const httplib::Response& res) { metrics.count_response(res.status); });
   }
 };
 
-HttpFrontend::HttpFrontend(FrontendOptions options, MicroBatcher& batcher, ServeMetrics& metrics, Preprocessor preprocess,
-                           std::vector<std::string> class_names) {
+HttpFrontend::HttpFrontend(FrontendOptions options, MicroBatcher& batcher, ServeMetrics& metrics,
+                           Preprocessor preprocess, std::vector<std::string> class_names) {
   check_timeout(options.header_timeout_ms, "--header-timeout-ms");
   check_timeout(options.body_timeout_ms, "--body-timeout-ms");
   check_timeout(options.idle_timeout_ms, "--idle-timeout-ms");

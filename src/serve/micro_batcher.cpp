@@ -9,11 +9,16 @@ namespace shoplens::serve {
 
 const char* status_name(RequestStatus status) {
   switch (status) {
-    case RequestStatus::kPending: return "pending";
-    case RequestStatus::kDone: return "done";
-    case RequestStatus::kRejected: return "rejected";
-    case RequestStatus::kTimedOut: return "timed_out";
-    case RequestStatus::kFailed: return "failed";
+    case RequestStatus::kPending:
+      return "pending";
+    case RequestStatus::kDone:
+      return "done";
+    case RequestStatus::kRejected:
+      return "rejected";
+    case RequestStatus::kTimedOut:
+      return "timed_out";
+    case RequestStatus::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -186,7 +191,8 @@ int MicroBatcher::run_once() {
   }
   for (auto& r : expired) {
     r->queue_wait_ms = ms_between(r->enqueued, dispatched);
-    r->error = "timed out after " + std::to_string(static_cast<long>(std::lround(r->queue_wait_ms))) + " ms in the queue";
+    r->error =
+        "timed out after " + std::to_string(static_cast<long>(std::lround(r->queue_wait_ms))) + " ms in the queue";
     if (metrics_ != nullptr) metrics_->count_timed_out();
     r->finish(RequestStatus::kTimedOut);
   }
@@ -270,8 +276,7 @@ void MicroBatcher::drain_and_stop() {
   if (worker_.joinable()) {
     worker_.join();
   } else {
-    while (run_once() > 0) {
-    }
+    while (run_once() > 0) {}
   }
 }
 

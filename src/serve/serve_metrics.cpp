@@ -12,11 +12,16 @@ namespace shoplens::serve {
 
 const char* stage_name(Stage stage) {
   switch (stage) {
-    case Stage::kQueueWait: return "queue_wait";
-    case Stage::kPreprocess: return "preprocess";
-    case Stage::kHostToDevice: return "host_to_device";
-    case Stage::kCompute: return "compute";
-    case Stage::kTotal: return "total";
+    case Stage::kQueueWait:
+      return "queue_wait";
+    case Stage::kPreprocess:
+      return "preprocess";
+    case Stage::kHostToDevice:
+      return "host_to_device";
+    case Stage::kCompute:
+      return "compute";
+    case Stage::kTotal:
+      return "total";
   }
   return "?";
 }
@@ -35,8 +40,7 @@ void LatencyWindow::add(double ms) {
 double LatencyWindow::percentile_ms(double q) const { return percentile(ring_, q); }
 
 ServeMetrics::ServeMetrics(int max_batch, double rate_window_s)
-    : max_batch_(std::max(1, max_batch)), rate_window_s_(rate_window_s), started_(Clock::now()),
-      stages_(kStageCount) {}
+    : max_batch_(std::max(1, max_batch)), rate_window_s_(rate_window_s), started_(Clock::now()), stages_(kStageCount) {}
 
 void ServeMetrics::observe(Stage stage, double ms) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -166,7 +170,8 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
   header(out, "shoplens_serve_queue_length", "gauge", "Requests waiting for a batch.");
   out << "shoplens_serve_queue_length " << queue << '\n';
   header(out, "shoplens_serve_requests_total", "counter", "HTTP responses by status code.");
-  for (const auto& [code, n] : responses_) out << "shoplens_serve_requests_total{code=\"" << code << "\"} " << n << '\n';
+  for (const auto& [code, n] : responses_)
+    out << "shoplens_serve_requests_total{code=\"" << code << "\"} " << n << '\n';
   header(out, "shoplens_serve_rejected_total", "counter", "Requests rejected at once because the queue was full.");
   out << "shoplens_serve_rejected_total " << rejected_ << '\n';
   header(out, "shoplens_serve_timed_out_total", "counter", "Requests dropped after waiting past their timeout.");
@@ -179,7 +184,8 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
   out << "shoplens_serve_ready " << (ready_ ? 1 : 0) << '\n';
   if (!curve_.empty()) {
     header(out, "shoplens_serve_model_p95_seconds", "gauge", "Model p95 latency per batch size, measured at warm-up.");
-    for (const auto& [b, ms] : curve_) out << "shoplens_serve_model_p95_seconds{batch=\"" << b << "\"} " << num(ms / 1e3) << '\n';
+    for (const auto& [b, ms] : curve_)
+      out << "shoplens_serve_model_p95_seconds{batch=\"" << b << "\"} " << num(ms / 1e3) << '\n';
   }
   return out.str();
 }

@@ -47,7 +47,8 @@ class ModelRunner {
     const std::size_t floats = session_.floats_per_sample();
     auto images = session_.host_batch(static_cast<std::int64_t>(inputs.size()));
     float* dst = images.data_ptr<float>();
-    for (std::size_t i = 0; i < inputs.size(); ++i) std::memcpy(dst + i * floats, inputs[i]->data(), floats * sizeof(float));
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      std::memcpy(dst + i * floats, inputs[i]->data(), floats * sizeof(float));
     const at::Tensor on_device = session_.to_device(images);
     timing.h2d_ms = ms_between(t0, Clock::now());
     const auto t1 = Clock::now();
@@ -143,8 +144,8 @@ int run_server(const ServeOptions& o) {
     spdlog::info("p95 target {} ms: batches up to {} (model p95 {:.1f} ms at that size)", o.p95_target_ms, cap,
                  curve.p95_ms(cap));
     if (curve.p95_ms(1) > o.p95_target_ms)
-      spdlog::warn("the model alone needs {:.1f} ms at batch 1: the p95 target of {} ms cannot be met",
-                   curve.p95_ms(1), o.p95_target_ms);
+      spdlog::warn("the model alone needs {:.1f} ms at batch 1: the p95 target of {} ms cannot be met", curve.p95_ms(1),
+                   o.p95_target_ms);
   }
   batcher.start();
   if (!interrupt_requested()) {

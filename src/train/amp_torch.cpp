@@ -18,9 +18,12 @@ Precision parse_precision(const std::string& name) {
 
 const char* precision_name(Precision precision) {
   switch (precision) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    default: return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    default:
+      return "fp32";
   }
 }
 
@@ -96,7 +99,9 @@ void LossScaler::update(bool found_inf) {
 }
 
 nlohmann::json LossScaler::state() const {
-  return {{"enabled", options_.enabled}, {"scale", scale_}, {"growth_tracker", growth_tracker_},
+  return {{"enabled", options_.enabled},
+          {"scale", scale_},
+          {"growth_tracker", growth_tracker_},
           {"skipped_steps", skipped_steps_}};
 }
 

@@ -68,7 +68,9 @@ Checkpoint read_checkpoint(const fs::path& path) {
   } catch (const Error& e) {
     throw DataError("checkpoint '" + path.string() + "': " + e.what());
   }
-  auto fail = [&](const std::string& why) { return DataError("checkpoint '" + path.string() + "' is unusable: " + why); };
+  auto fail = [&](const std::string& why) {
+    return DataError("checkpoint '" + path.string() + "' is unusable: " + why);
+  };
   if (bytes.size() < 8 + 8 + 8 + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw fail("not a ShopLens checkpoint (bad magic or too short)");
   const std::uint64_t json_size = get_u64(bytes, 8);
@@ -78,7 +80,8 @@ Checkpoint read_checkpoint(const fs::path& path) {
   if (tensors_size > bytes.size() - tensors_at - 4) throw fail("truncated (tensor section past the end)");
   if (tensors_at + tensors_size + 4 != bytes.size()) throw fail("trailing bytes after the checksum");
   std::uint32_t stored = 0;
-  for (int i = 3; i >= 0; --i) stored = (stored << 8) | static_cast<unsigned char>(bytes[tensors_at + tensors_size + i]);
+  for (int i = 3; i >= 0; --i)
+    stored = (stored << 8) | static_cast<unsigned char>(bytes[tensors_at + tensors_size + i]);
   if (crc32_of(bytes.data(), bytes.size() - 4, 0) != stored) throw fail("checksum mismatch (torn or corrupted file)");
 
   Checkpoint ckpt;
@@ -94,13 +97,15 @@ Checkpoint read_checkpoint(const fs::path& path) {
   return ckpt;
 }
 
-CheckpointStore::CheckpointStore(fs::path dir, int keep_last) : dir_(std::move(dir)), keep_last_(std::max(1, keep_last)) {
+CheckpointStore::CheckpointStore(fs::path dir, int keep_last)
+    : dir_(std::move(dir)), keep_last_(std::max(1, keep_last)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw IoError("cannot create checkpoint folder '" + dir_.string() + "': " + ec.message());
 }
 
-fs::path CheckpointStore::save(std::int64_t step, const nlohmann::json& state, const std::string& tensors, bool is_best) {
+fs::path CheckpointStore::save(std::int64_t step, const nlohmann::json& state, const std::string& tensors,
+                               bool is_best) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%012lld.ckpt", static_cast<long long>(step));
   const fs::path path = dir_ / name;

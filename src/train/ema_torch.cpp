@@ -19,7 +19,8 @@ std::vector<at::Tensor> model_tensors(const Classifier& model) {
 }  // namespace
 
 WeightsEma::WeightsEma(const Classifier& model, double decay) : decay_(decay) {
-  if (!(decay >= 0.0 && decay < 1.0)) throw ConfigError("train.ema_decay must be in [0, 1), got " + std::to_string(decay));
+  if (!(decay >= 0.0 && decay < 1.0))
+    throw ConfigError("train.ema_decay must be in [0, 1), got " + std::to_string(decay));
   torch::NoGradGuard no_grad;
   for (const auto& p : model.named_parameters(true)) {
     names_.push_back(p.key());

@@ -60,7 +60,8 @@ void write_all(int fd, const std::string& data, const std::filesystem::path& pat
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw IoError("cannot write '" + path.string() + "': " + (n < 0 ? std::strerror(errno) : "no progress"));
+    if (n <= 0)
+      throw IoError("cannot write '" + path.string() + "': " + (n < 0 ? std::strerror(errno) : "no progress"));
     done += static_cast<std::size_t>(n);
   }
 }
@@ -203,8 +204,8 @@ void MetricLog::close_files() {
 void MetricLog::record(std::int64_t step, double epoch, const std::string& phase,
                        const std::vector<std::pair<std::string, double>>& values) {
   if (std::find(phases().begin(), phases().end(), phase) == phases().end())
-    throw DataError("unknown metric phase '" + phase + "'" + did_you_mean(phase, phases()) + "; known: " +
-                    join(phases(), ", "));
+    throw DataError("unknown metric phase '" + phase + "'" + did_you_mean(phase, phases()) +
+                    "; known: " + join(phases(), ", "));
   std::set<std::string> seen;
   for (const auto& [name, value] : values) {
     if (name.empty()) throw DataError("a metric name is empty");

@@ -69,8 +69,8 @@ void ConfusionMatrix::add_batch(const std::int64_t* labels, const std::int64_t* 
 
 void ConfusionMatrix::merge(const ConfusionMatrix& other) {
   if (other.num_classes_ != num_classes_)
-    throw DataError(fmt::format("cannot merge a {}-class confusion matrix into a {}-class one", other.num_classes_,
-                                num_classes_));
+    throw DataError(
+        fmt::format("cannot merge a {}-class confusion matrix into a {}-class one", other.num_classes_, num_classes_));
   for (std::size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
   total_ += other.total_;
 }

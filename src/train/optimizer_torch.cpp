@@ -44,8 +44,7 @@ OptimizerSetup::OptimizerSetup(Classifier& model, const OptimConfig& config) {
     } else if (config.name == "sgd") {
       auto o = std::make_unique<torch::optim::SGDOptions>(groups_[g].base_lr);
       o->momentum(config.momentum).nesterov(config.nesterov).weight_decay(groups_[g].weight_decay);
-      if (config.nesterov && config.momentum <= 0)
-        throw ConfigError("optim.nesterov=true needs optim.momentum > 0");
+      if (config.nesterov && config.momentum <= 0) throw ConfigError("optim.nesterov=true needs optim.momentum > 0");
       options = std::move(o);
     } else {
       throw ConfigError("optim.name '" + config.name + "' is not adamw or sgd");
@@ -56,8 +55,7 @@ OptimizerSetup::OptimizerSetup(Classifier& model, const OptimConfig& config) {
   groups_ = std::move(kept);
   if (torch_groups.empty()) throw ConfigError("model '" + model.spec().name + "' has no parameters to train");
   if (config.name == "adamw")
-    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(torch_groups),
-                                                        torch::optim::AdamWOptions(config.lr));
+    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(torch_groups), torch::optim::AdamWOptions(config.lr));
   else
     optimizer_ = std::make_unique<torch::optim::SGD>(std::move(torch_groups), torch::optim::SGDOptions(config.lr));
 }

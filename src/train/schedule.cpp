@@ -23,10 +23,12 @@ double one_cycle_factor(const ScheduleConfig& config, std::int64_t warmup_steps,
 }  // namespace
 
 LrSchedule::LrSchedule(const ScheduleConfig& config, std::int64_t steps_per_epoch, std::int64_t total_steps)
-    : config_(config), steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
+    : config_(config),
+      steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
       total_steps_(std::max<std::int64_t>(1, total_steps)) {
   // one_cycle's rise is its warm-up: pct_start of the whole run instead of warmup_epochs.
-  const double rise = config.name == "one_cycle" ? config.pct_start * total_steps_ : config.warmup_epochs * steps_per_epoch_;
+  const double rise =
+      config.name == "one_cycle" ? config.pct_start * total_steps_ : config.warmup_epochs * steps_per_epoch_;
   warmup_steps_ = std::min<std::int64_t>(std::llround(rise), total_steps_);
 }
 

@@ -131,11 +131,20 @@ class Decoder {
 
   void skip(int wire) {
     switch (wire) {
-      case kWireVarint: varint(); break;
-      case kWireFixed64: fixed(8); break;
-      case kWireBytes: sub(); break;
-      case kWireFixed32: fixed(4); break;
-      default: fail(fmt::format("unsupported wire type {}", wire));
+      case kWireVarint:
+        varint();
+        break;
+      case kWireFixed64:
+        fixed(8);
+        break;
+      case kWireBytes:
+        sub();
+        break;
+      case kWireFixed32:
+        fixed(4);
+        break;
+      default:
+        fail(fmt::format("unsupported wire type {}", wire));
     }
   }
 
@@ -236,8 +245,9 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& log_dir) {
   std::error_code ec;
   std::filesystem::create_directories(log_dir, ec);
   if (ec) throw IoError("cannot create TensorBoard folder '" + log_dir.string() + "': " + ec.message());
-  const std::string base = fmt::format("events.out.tfevents.{}.{}.{}.shoplens", static_cast<long long>(std::time(nullptr)),
-                                       host_name(), static_cast<long long>(::getpid()));
+  const std::string base =
+      fmt::format("events.out.tfevents.{}.{}.{}.shoplens", static_cast<long long>(std::time(nullptr)), host_name(),
+                  static_cast<long long>(::getpid()));
   // Two writers of one process in one second would share a name; the suffix keeps them apart and
   // sorts after the first, which is the order TensorBoard reads a folder's files in.
   for (int attempt = 1; fd_ < 0; ++attempt) {

@@ -15,11 +15,14 @@ using json = nlohmann::json;
 namespace {
 
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-double number_or_nan(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
+double number_or_nan(const json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
 
 void write_model(torch::serialize::OutputArchive& archive, const Classifier& model) {
   for (const auto& p : model.named_parameters(true)) archive.write("model." + p.key(), p.value().detach().cpu());
-  for (const auto& b : model.named_buffers(true)) archive.write("model." + b.key(), b.value().cpu(), /*is_buffer=*/true);
+  for (const auto& b : model.named_buffers(true))
+    archive.write("model." + b.key(), b.value().cpu(), /*is_buffer=*/true);
 }
 
 constexpr const char* kEmaPrefix = "ema.";
@@ -69,12 +72,17 @@ json state_to_json(const TrainState& s, const Config& config, const Classifier& 
                    const std::vector<std::string>& class_names, const LossScaler& scaler) {
   return {{"format", kCheckpointFormat},
           {"step", s.step},
-          {"position", {{"epoch", s.epoch}, {"samples", s.epoch_samples}, {"global_batch", s.global_batch},
-                        {"world_size", s.world_size}}},
+          {"position",
+           {{"epoch", s.epoch},
+            {"samples", s.epoch_samples},
+            {"global_batch", s.global_batch},
+            {"world_size", s.world_size}}},
           {"images_trained", s.images_trained},
           {"train_seconds", s.train_seconds},
-          {"best", {{"metric", s.best_metric}, {"value", finite_or_null(s.best_value)},
-                    {"step", s.best_step ? json(*s.best_step) : json(nullptr)}}},
+          {"best",
+           {{"metric", s.best_metric},
+            {"value", finite_or_null(s.best_value)},
+            {"step", s.best_step ? json(*s.best_step) : json(nullptr)}}},
           {"evals_without_improvement", s.evals_without_improvement},
           {"bad_steps", s.bad_steps},
           {"last_finite_loss", finite_or_null(s.last_finite_loss)},
@@ -87,7 +95,8 @@ json state_to_json(const TrainState& s, const Config& config, const Classifier& 
           {"config", config_to_json(config)}};
 }
 
-std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer, const WeightsEma* ema) {
+std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer,
+                              const WeightsEma* ema) {
   torch::serialize::OutputArchive archive;
   write_model(archive, model);
   if (ema) write_ema(archive, *ema);
@@ -124,12 +133,14 @@ void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& mod
   const std::string where = "checkpoint '" + ckpt.path.string() + "'";
   try {
     if (j.at("format").get<int>() != kCheckpointFormat)
-      throw DataError(where + " has format " + j.at("format").dump() + ", this build reads " + std::to_string(kCheckpointFormat));
+      throw DataError(where + " has format " + j.at("format").dump() + ", this build reads " +
+                      std::to_string(kCheckpointFormat));
     if (j.at("model").get<std::string>() != model.spec().name)
       throw ConfigError(where + " is for model '" + j.at("model").get<std::string>() + "', the config says '" +
                         model.spec().name + "'");
     if (j.at("classes").get<std::vector<std::string>>() != class_names)
-      throw ConfigError(where + " was trained on classes " + j.at("classes").dump() + ", the data has " + json(class_names).dump());
+      throw ConfigError(where + " was trained on classes " + j.at("classes").dump() + ", the data has " +
+                        json(class_names).dump());
     s.step = j.at("step").get<std::int64_t>();
     s.epoch = j.at("position").at("epoch").get<std::int64_t>();
     s.epoch_samples = j.at("position").at("samples").get<std::int64_t>();
@@ -139,7 +150,9 @@ void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& mod
     s.train_seconds = s.train_seconds_at_save = j.at("train_seconds").get<double>();
     s.best_metric = j.at("best").at("metric").get<std::string>();
     s.best_value = number_or_nan(j.at("best").at("value"));
-    s.best_step = j.at("best").at("step").is_null() ? std::nullopt : std::optional<std::int64_t>(j.at("best").at("step").get<std::int64_t>());
+    s.best_step = j.at("best").at("step").is_null()
+                      ? std::nullopt
+                      : std::optional<std::int64_t>(j.at("best").at("step").get<std::int64_t>());
     s.evals_without_improvement = j.at("evals_without_improvement").get<int>();
     s.bad_steps = j.at("bad_steps").get<int>();
     s.last_finite_loss = number_or_nan(j.at("last_finite_loss"));

@@ -37,7 +37,8 @@ TrainStepOptions step_options_from_config(const Config& config, Precision precis
   o.cuda = cuda;
   o.clip_grad_norm = config.optim.clip_grad_norm;
   o.label_smoothing = config.train.label_smoothing;
-  o.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5, config.train.loss_scale_growth_interval};
+  o.scaler = {precision == Precision::kFp16, config.train.init_loss_scale, 2.0, 0.5,
+              config.train.loss_scale_growth_interval};
   return o;
 }
 
@@ -96,10 +97,10 @@ LocalPasses forward_backward(Classifier& model, const TrainStepOptions& options,
 // One small all-reduce carries the step's outcome (loss, samples, non-finite, out of memory, stop);
 // every rank then makes the same decision. Returns whether any rank ran out of memory.
 bool agree_on_outcome(ProcessGroup& group, StepResult& result, double local_loss, bool local_oom) {
-  auto outcome = torch::tensor({local_loss * static_cast<double>(result.samples), static_cast<double>(result.samples),
-                                std::isfinite(local_loss) ? 0.0 : 1.0, local_oom ? 1.0 : 0.0,
-                                result.stop_requested ? 1.0 : 0.0},
-                               torch::kDouble);
+  auto outcome =
+      torch::tensor({local_loss * static_cast<double>(result.samples), static_cast<double>(result.samples),
+                     std::isfinite(local_loss) ? 0.0 : 1.0, local_oom ? 1.0 : 0.0, result.stop_requested ? 1.0 : 0.0},
+                    torch::kDouble);
   std::vector<at::Tensor> tensors{outcome};
   group.allreduce_sum(tensors);
   const auto* o = outcome.data_ptr<double>();

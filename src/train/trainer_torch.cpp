@@ -113,8 +113,8 @@ struct Trainer::Impl {
   int eval_batch_limit = 0;  // set after an evaluation ran out of memory
   // Text: token slots the model computed on (rows x padded length) and the real tokens among them.
   std::int64_t padded_tokens = 0, real_tokens = 0, micro_batches_run = 0;
-  double input_wait_seconds = 0;      // this process: training time spent waiting for the loader
-  ProgramFootprint program;           // resident before training: libraries, code (measure_program)
+  double input_wait_seconds = 0;  // this process: training time spent waiting for the loader
+  ProgramFootprint program;       // resident before training: libraries, code (measure_program)
   bool job_peak_measured = false;
   double train_seconds_at_start = 0;  // a resumed run's earlier segments are in state.train_seconds
 
@@ -135,7 +135,11 @@ struct Trainer::Impl {
 
   Impl(Config c, std::shared_ptr<Classifier> m, TrainData d, fs::path dir, std::shared_ptr<ProcessGroup> g,
        std::string seg)
-      : config(std::move(c)), model(std::move(m)), data(std::move(d)), run_dir(std::move(dir)), group(std::move(g)),
+      : config(std::move(c)),
+        model(std::move(m)),
+        data(std::move(d)),
+        run_dir(std::move(dir)),
+        group(std::move(g)),
         segment(std::move(seg)) {
     if (group) {
       rank = group->rank();
@@ -158,7 +162,9 @@ struct Trainer::Impl {
     if (config.train.class_balance == "sampler") {
       auto source = data.train;
       const auto seed = static_cast<std::uint64_t>(config.run.seed);
-      loader_options.epoch_order = [source, seed](std::int64_t epoch) { return balanced_epoch_order(*source, seed, epoch); };
+      loader_options.epoch_order = [source, seed](std::int64_t epoch) {
+        return balanced_epoch_order(*source, seed, epoch);
+      };
     }
     // Every step reads the next global batch of the epoch's order, this rank its share of it, so
     // the order and the position in it do not depend on the world size (exactly-once on resume).
@@ -171,8 +177,9 @@ struct Trainer::Impl {
     micro_batches_per_epoch = train_loader->batches_per_epoch();
     steps_per_epoch = micro_batches_per_epoch / accumulation;
     if (steps_per_epoch == 0)
-      throw DataError("the train split has " + std::to_string(data.train->size()) + " samples, fewer than one global batch of " +
-                      std::to_string(global_batch) + " (micro-batch x accumulation x world size)");
+      throw DataError("the train split has " + std::to_string(data.train->size()) +
+                      " samples, fewer than one global batch of " + std::to_string(global_batch) +
+                      " (micro-batch x accumulation x world size)");
     total_steps = steps_per_epoch * config.train.epochs;
     if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
     schedule = std::make_unique<LrSchedule>(config.schedule, steps_per_epoch, total_steps);
@@ -203,13 +210,12 @@ struct Trainer::Impl {
 
   bool resumed = false;
 
-  std::unique_ptr<Loader> make_loader(const std::shared_ptr<const SampleSource>& split, const LoaderOptions& options) const {
+  std::unique_ptr<Loader> make_loader(const std::shared_ptr<const SampleSource>& split,
+                                      const LoaderOptions& options) const {
     return make_split_loader(data, split, config, options);
   }
 
-  double epoch_progress() const {
-    return static_cast<double>(state.step) / std::max<std::int64_t>(1, steps_per_epoch);
-  }
+  double epoch_progress() const { return static_cast<double>(state.step) / std::max<std::int64_t>(1, steps_per_epoch); }
 
   // Head always trains; backbone stages train from the output side as the freeze plan allows.
   void apply_freeze_plan() {
@@ -329,7 +335,8 @@ struct Trainer::Impl {
     tally.loss_sum += losses.sum().item<double>();
     at::Tensor predicted;
     if (binary) {
-      const auto p1 = torch::softmax(logits.to(torch::kFloat), 1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
+      const auto p1 =
+          torch::softmax(logits.to(torch::kFloat), 1).select(1, 1).to(torch::kCPU, torch::kDouble).contiguous();
       predicted = p1.ge(config.train.threshold).to(torch::kLong);
       tally.scores.insert(tally.scores.end(), p1.data_ptr<double>(), p1.data_ptr<double>() + p1.numel());
     } else {
@@ -418,8 +425,11 @@ struct Trainer::Impl {
   void log_eval(const EvalResult& r, const std::string& phase, const EvalResult* raw = nullptr) {
     if (!log) return;
     std::vector<std::pair<std::string, double>> values{
-        {"loss", r.loss}, {"accuracy", r.report.accuracy}, {"macro_f1", r.report.macro_f1},
-        {"weighted_f1", r.report.weighted_f1}, {"macro_precision", r.report.macro_precision},
+        {"loss", r.loss},
+        {"accuracy", r.report.accuracy},
+        {"macro_f1", r.report.macro_f1},
+        {"weighted_f1", r.report.weighted_f1},
+        {"macro_precision", r.report.macro_precision},
         {"macro_recall", r.report.macro_recall},
         // Training time so far: time-to-accuracy comparisons (the batch study) read it.
         {"train_seconds", state.train_seconds}};
@@ -452,14 +462,15 @@ struct Trainer::Impl {
     json record = eval_record(r, "val");
     if (raw) {
       record["weights"] = "ema";
-      record["raw"] = {{"macro_f1", raw->report.macro_f1}, {"accuracy", raw->report.accuracy},
+      record["raw"] = {{"macro_f1", raw->report.macro_f1},
+                       {"accuracy", raw->report.accuracy},
                        {"loss", std::isfinite(raw->loss) ? json(raw->loss) : json(nullptr)}};
     }
     state.history.push_back(record);
     const double value = metric_value(r.report, r.loss, state.best_metric, r.binary ? &*r.binary : nullptr);
     const bool higher = metric_higher_is_better(state.best_metric);
-    const bool improved = !state.best_step.has_value() || (std::isfinite(value) && (higher ? value > state.best_value
-                                                                                           : value < state.best_value));
+    const bool improved = !state.best_step.has_value() ||
+                          (std::isfinite(value) && (higher ? value > state.best_value : value < state.best_value));
     if (improved) {
       state.best_value = value;
       state.best_step = state.step;
@@ -516,13 +527,14 @@ struct Trainer::Impl {
         const int current = effective_micro_batch();
         if (!config.train.oom_recovery || current <= 1)
           throw Error(std::string(e.what()) + (current <= 1 ? "; even a micro-batch of 1 does not fit: raise "
-                                                               "train.memory_budget or use a smaller model"
-                                                             : "; train.oom_recovery is off"));
+                                                              "train.memory_budget or use a smaller model"
+                                                            : "; train.oom_recovery is off"));
         state.micro_split = (current + 1) / 2;
         state.oom_retries++;
-        spdlog::warn("train: out of memory at step {} with micro-batches of {}: retrying the step with micro-batches of {} "
-                     "(global batch unchanged); set loader.batch_size to {} or run find-batch to avoid the retry",
-                     state.step + 1, current, state.micro_split, state.micro_split);
+        spdlog::warn(
+            "train: out of memory at step {} with micro-batches of {}: retrying the step with micro-batches of {} "
+            "(global batch unchanged); set loader.batch_size to {} or run find-batch to avoid the retry",
+            state.step + 1, current, state.micro_split, state.micro_split);
       }
     }
   }
@@ -531,7 +543,8 @@ struct Trainer::Impl {
     const auto saved = store->list();
     const std::string where = saved.empty() ? "" : saved.back().string();
     throw Error(fmt::format(
-        "training diverged: the loss or gradients were not finite for {} consecutive steps (up to step {}, epoch {:.2f}, "
+        "training diverged: the loss or gradients were not finite for {} consecutive steps (up to step {}, epoch "
+        "{:.2f}, "
         "head lr {:.3g}, last finite loss {} at step {}). Lower optim.lr, set optim.clip_grad_norm, check the data, or "
         "use train.precision=fp32.{}",
         state.bad_steps, state.step, epoch_progress(), optim->head_lr(), fmt_metric(state.last_finite_loss),
@@ -569,16 +582,18 @@ struct Trainer::Impl {
   bool begin_fit() {
     train_seconds_at_start = state.train_seconds;
     if (!resumed && log) log->truncate_after(-1);  // a fresh run owns its log from step 0
-    spdlog::info("train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
-                 "{} steps/epoch, {} steps in all{}",
-                 config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
-                 config.loader.batch_size, config.train.accumulation_steps,
-                 world > 1 ? fmt::format(" x {} ranks", world) : "", global_batch, steps_per_epoch, total_steps,
-                 state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
+    spdlog::info(
+        "train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
+        "{} steps/epoch, {} steps in all{}",
+        config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
+        config.loader.batch_size, config.train.accumulation_steps, world > 1 ? fmt::format(" x {} ranks", world) : "",
+        global_batch, steps_per_epoch, total_steps,
+        state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
     if (state.epoch_samples % global_batch != 0)
-      throw ConfigError(fmt::format("the checkpoint stopped {} samples into epoch {}, not a whole number of global batches "
-                                    "of {}: resume with the global batch it was trained with ({})",
-                                    state.epoch_samples, state.epoch, global_batch, state.global_batch));
+      throw ConfigError(
+          fmt::format("the checkpoint stopped {} samples into epoch {}, not a whole number of global batches "
+                      "of {}: resume with the global batch it was trained with ({})",
+                      state.epoch_samples, state.epoch, global_batch, state.global_batch));
     state.global_batch = global_batch;
     state.world_size = world;
     broadcast_model(/*buffers_only=*/false);
@@ -588,9 +603,10 @@ struct Trainer::Impl {
       ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
     if (state.step >= total_steps && state.step > 0)
-      spdlog::info("train: the run is already at step {} of its {}: nothing left to train (raise train.epochs or "
-                   "train.max_steps to train further)",
-                   state.step, total_steps);
+      spdlog::info(
+          "train: the run is already at step {} of its {}: nothing left to train (raise train.epochs or "
+          "train.max_steps to train further)",
+          state.step, total_steps);
     else if (is_main()) {
       progress.emplace("train", static_cast<std::uint64_t>(total_steps), "step", 30.0);
       progress->resume_at(static_cast<std::uint64_t>(state.step));
@@ -617,7 +633,8 @@ struct Trainer::Impl {
         const auto fetch_start = std::chrono::steady_clock::now();
         const std::vector<Batch> micro = next_global_batch();
         if (micro.empty()) break;
-        const double fetch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fetch_start).count();
+        const double fetch_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - fetch_start).count();
         state.train_seconds += fetch_seconds;
         input_wait_seconds += fetch_seconds;
         const StepResult r = train_step(micro, sync_buffers);
@@ -689,7 +706,9 @@ struct Trainer::Impl {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - interval.start).count();
     const double mean_loss = interval.steps ? interval.loss / interval.steps : std::nan("");
     std::vector<std::pair<std::string, double>> values{
-        {"loss", mean_loss}, {"lr", optim->head_lr()}, {"images_per_second", secs > 0 ? interval.images / secs : 0.0},
+        {"loss", mean_loss},
+        {"lr", optim->head_lr()},
+        {"images_per_second", secs > 0 ? interval.images / secs : 0.0},
         {"skipped_steps", static_cast<double>(step_runner->scaler().skipped_steps())},
         {"data_wait_seconds", train_loader->stats().wait_seconds}};
     if (step_runner->scaler().enabled()) values.emplace_back("loss_scale", step_runner->scaler().scale());
@@ -745,8 +764,8 @@ struct Trainer::Impl {
     const double steps_per_second = secs > 0 ? epoch_tally.steps / secs : 0.0;
     const double eta = steps_per_second > 0 ? static_cast<double>(total_steps - state.step) / steps_per_second : 0.0;
     if (is_main())
-      spdlog::info("train: epoch {}/{} done at step {}/{}: loss {}, {:.1f} img/s, eta {}", state.epoch, config.train.epochs,
-                   state.step, total_steps,
+      spdlog::info("train: epoch {}/{} done at step {}/{}: loss {}, {:.1f} img/s, eta {}", state.epoch,
+                   config.train.epochs, state.step, total_steps,
                    fmt_metric(epoch_tally.steps ? epoch_tally.loss / epoch_tally.steps : std::nan("")),
                    secs > 0 ? epoch_tally.images / secs : 0.0, format_duration(eta));
     epoch_tally = Interval{};
@@ -807,14 +826,16 @@ struct Trainer::Impl {
         {"program_resident_bytes", program.resident},
         {"job_peak_bytes", job_peak_measured ? json(job_resident_peak(program)) : json(nullptr)},
         {"micro_batches_this_process", micro_batches_run},
-        {"best", {{"metric", state.best_metric},
-                  {"value", state.best_step && std::isfinite(state.best_value) ? json(state.best_value) : json(nullptr)},
-                  {"step", state.best_step ? json(*state.best_step) : json(nullptr)},
-                  {"checkpoint", store->best_path().string()}}},
+        {"best",
+         {{"metric", state.best_metric},
+          {"value", state.best_step && std::isfinite(state.best_value) ? json(state.best_value) : json(nullptr)},
+          {"step", state.best_step ? json(*state.best_step) : json(nullptr)},
+          {"checkpoint", store->best_path().string()}}},
         {"final_val", state.history.empty() ? json(nullptr) : state.history.back()},
         {"test", test_json},
         {"test_macro_f1", test_json.is_null() ? json(nullptr) : test_json["macro_f1"]},
-        {"test_roc_auc", test_json.is_object() && test_json.contains("binary") ? test_json["binary"]["roc_auc"] : json(nullptr)},
+        {"test_roc_auc",
+         test_json.is_object() && test_json.contains("binary") ? test_json["binary"]["roc_auc"] : json(nullptr)},
         {"classes", data.class_names},
         {"commit", build_commit()},
         {"torch", torch_version()},
@@ -822,9 +843,12 @@ struct Trainer::Impl {
     if (padded_tokens > 0) summary["tokens"] = token_record();
     if (reducer) {
       const auto& st = reducer->stats();
-      summary["dist"] = {{"backend", group->backend()}, {"buckets", st.buckets}, {"gradient_bytes_per_step", st.bytes_per_step},
+      summary["dist"] = {{"backend", group->backend()},
+                         {"buckets", st.buckets},
+                         {"gradient_bytes_per_step", st.bytes_per_step},
                          {"buckets_started_during_backward", st.launched_during_backward},
-                         {"exposed_wait_seconds", st.wait_seconds}, {"bucket_mb", config.dist.bucket_mb}};
+                         {"exposed_wait_seconds", st.wait_seconds},
+                         {"bucket_mb", config.dist.bucket_mb}};
     }
     return summary;
   }
@@ -844,8 +868,9 @@ struct Trainer::Impl {
                  stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
                  state.best_step ? std::to_string(*state.best_step) : "-",
                  test_json.is_null() ? "-" : fmt_metric(test_json["macro_f1"].get<double>()),
-                 summary["test_roc_auc"].is_number() ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
-                                                     : std::string(),
+                 summary["test_roc_auc"].is_number()
+                     ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
+                     : std::string(),
                  summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
     warn_if_the_job_outgrew_its_budget(summary);
   }
@@ -857,24 +882,25 @@ struct Trainer::Impl {
     const double budget = static_cast<double>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
     const double peak = summary["job_peak_bytes"].get<double>();
     if (peak <= budget) return;
-    spdlog::warn("train: the job's resident memory peaked at {}, over train.memory_budget {}: the budget caps "
-                 "LibTorch's tensors, and oneDNN's cached primitives, decoder and allocator buffers came on top "
-                 "(docs/FIND_BATCH.md); lower the budget by the difference to keep the process within it",
-                 format_bytes(peak), format_bytes(budget));
+    spdlog::warn(
+        "train: the job's resident memory peaked at {}, over train.memory_budget {}: the budget caps "
+        "LibTorch's tensors, and oneDNN's cached primitives, decoder and allocator buffers came on top "
+        "(docs/FIND_BATCH.md); lower the budget by the difference to keep the process within it",
+        format_bytes(peak), format_bytes(budget));
   }
 };
 
 Trainer::Trainer(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
                  std::shared_ptr<ProcessGroup> group, std::string segment)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir), std::move(group),
-                                   std::move(segment))) {}
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir),
+                                   std::move(group), std::move(segment))) {}
 
 Trainer::~Trainer() = default;
 
 void Trainer::resume(const Checkpoint& checkpoint) {
   auto& s = *impl_;
-  restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(), s.state,
-                s.ema.get());
+  restore_state(checkpoint, s.config, *s.model, s.data.class_names, s.optim->optimizer(), s.step_runner->scaler(),
+                s.state, s.ema.get());
   s.last_checkpoint_step = s.state.step;
   s.resumed = true;
   if (s.log) s.log->truncate_after(s.state.step);

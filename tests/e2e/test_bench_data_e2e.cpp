@@ -16,9 +16,9 @@ TEST(E2eBenchData, RecordsEveryScenarioWithParametersInThreeFormats) {
                                   " --num-images 48 --image-size-range 96:160 --seed 4")
                 .exit_code,
             0);
-  auto r = testing::run_shoplens("bench-data --input " + (dir / "cat/manifest.csv").string() + " --out " +
-                                 (dir / "bench").string() +
-                                 " --threads 1 --set loader.batch_size=8 --set augment.image_size=64 --format json 2>/dev/null");
+  auto r = testing::run_shoplens(
+      "bench-data --input " + (dir / "cat/manifest.csv").string() + " --out " + (dir / "bench").string() +
+      " --threads 1 --set loader.batch_size=8 --set augment.image_size=64 --format json 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   std::set<std::string> scenarios;

@@ -49,15 +49,23 @@ class E2eBench : public ::testing::Test {
                                  (*dir_ / "shards").string() + " --storage-size 24 --records-per-shard 64 --threads 1");
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
     // Small enough for a loaded 2-core machine: three scenarios, a few steps each.
-    const json config = {
-        {"format", "shoplens-bench"},
-        {"name", "e2e"},
-        {"defaults",
-         {{"model", "small_cnn"}, {"image_size", 16}, {"warmup_steps", 1}, {"steps", 3}, {"trials", 3}, {"threads", 1},
-          {"memory_budget", "32MiB"}}},
-        {"matrix", {{"batch", {4, "auto"}}}},
-        {"scenarios", {{{"name", "shards-b4"}, {"batch", 4}, {"data", "shards"}, {"shards", (*dir_ / "shards").string()},
-                        {"loader_workers", 1}}}}};
+    const json config = {{"format", "shoplens-bench"},
+                         {"name", "e2e"},
+                         {"defaults",
+                          {{"model", "small_cnn"},
+                           {"image_size", 16},
+                           {"warmup_steps", 1},
+                           {"steps", 3},
+                           {"trials", 3},
+                           {"threads", 1},
+                           {"memory_budget", "32MiB"}}},
+                         {"matrix", {{"batch", {4, "auto"}}}},
+                         {"scenarios",
+                          {{{"name", "shards-b4"},
+                            {"batch", 4},
+                            {"data", "shards"},
+                            {"shards", (*dir_ / "shards").string()},
+                            {"loader_workers", 1}}}}};
     testing::write_text(*dir_ / "bench.json", config.dump(2));
     // find-batch's cache goes to the scratch folder, not the user's (the children inherit it).
     if (const char* old = std::getenv("XDG_CACHE_HOME")) old_cache_ = new std::string(old);
@@ -65,8 +73,10 @@ class E2eBench : public ::testing::Test {
     first_ = new testing::CommandResult(run_shoplens(bench("--out " + out().string() + " 2>&1")));
   }
   static void TearDownTestSuite() {
-    if (old_cache_) setenv("XDG_CACHE_HOME", old_cache_->c_str(), 1);
-    else unsetenv("XDG_CACHE_HOME");
+    if (old_cache_)
+      setenv("XDG_CACHE_HOME", old_cache_->c_str(), 1);
+    else
+      unsetenv("XDG_CACHE_HOME");
     delete old_cache_;
     delete first_;
     delete dir_;
@@ -129,7 +139,8 @@ TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheS
   auto pass = run_shoplens(bench("--out " + (*dir_ / "pass").string() + " --baseline " +
                                  (out() / "results.jsonl").string() + " --max-regression 90% 2>&1"));
   EXPECT_EQ(pass.exit_code, 0) << pass.output;
-  EXPECT_NE(pass.output.find("ok small_cnn-fp32-b4-cpu-t1: "), std::string::npos) << pass.output;  // compared, not skipped
+  EXPECT_NE(pass.output.find("ok small_cnn-fp32-b4-cpu-t1: "), std::string::npos)
+      << pass.output;  // compared, not skipped
   EXPECT_EQ(junit_summary(*dir_ / "pass/junit.xml"), "3 0 0 ");
 
   // A baseline claiming the synthetic batch-4 scenario once ran 100x faster, with no noise, and
@@ -159,14 +170,22 @@ TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
   const json report = json::parse(testing::read_text(*dir_ / "shards/report.json"));
   int train_samples = 0;
   for (const auto& [name, splits] : report["per_class"].items()) train_samples += splits["train"].get<int>();
-  const json config = {
-      {"format", "shoplens-bench"},
-      {"name", "capped"},
-      {"defaults",
-       {{"model", "small_cnn"}, {"image_size", 16}, {"warmup_steps", 1}, {"steps", 2}, {"trials", 1}, {"threads", 1},
-        {"memory_budget", "512MiB"}}},
-      {"scenarios", {{{"name", "shards-auto"}, {"batch", "auto"}, {"data", "shards"},
-                      {"shards", (*dir_ / "shards").string()}, {"loader_workers", 1}}}}};
+  const json config = {{"format", "shoplens-bench"},
+                       {"name", "capped"},
+                       {"defaults",
+                        {{"model", "small_cnn"},
+                         {"image_size", 16},
+                         {"warmup_steps", 1},
+                         {"steps", 2},
+                         {"trials", 1},
+                         {"threads", 1},
+                         {"memory_budget", "512MiB"}}},
+                       {"scenarios",
+                        {{{"name", "shards-auto"},
+                          {"batch", "auto"},
+                          {"data", "shards"},
+                          {"shards", (*dir_ / "shards").string()},
+                          {"loader_workers", 1}}}}};
   testing::write_text(*dir_ / "capped.json", config.dump(2));
   auto r = run_shoplens("bench --config " + (*dir_ / "capped.json").string() + " --out " + (*dir_ / "capped").string() +
                         " 2>&1");
@@ -179,12 +198,14 @@ TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
 }
 
 TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
-  auto missing = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "nope.jsonl").string() + " 2>&1"));
+  auto missing = run_shoplens(
+      bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "nope.jsonl").string() + " 2>&1"));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("nope.jsonl does not exist"), std::string::npos) << missing.output;
 
   testing::write_text(*dir_ / "bad.jsonl", "{\"name\": \"a\", \"images_per_second\": 3}\n{oops\n");
-  auto malformed = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "bad.jsonl").string() + " 2>&1"));
+  auto malformed = run_shoplens(
+      bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "bad.jsonl").string() + " 2>&1"));
   EXPECT_EQ(malformed.exit_code, 2) << malformed.output;
   EXPECT_NE(malformed.output.find("bad.jsonl:2"), std::string::npos) << malformed.output;
 
@@ -192,7 +213,8 @@ TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
   EXPECT_EQ(threshold.exit_code, 2) << threshold.output;
 
   testing::write_text(*dir_ / "typo.json", "{\"matrix\": {\"modle\": [\"small_cnn\"]}}");
-  auto typo = run_shoplens("bench --config " + (*dir_ / "typo.json").string() + " --out " + (*dir_ / "x").string() + " 2>&1");
+  auto typo =
+      run_shoplens("bench --config " + (*dir_ / "typo.json").string() + " --out " + (*dir_ / "x").string() + " 2>&1");
   EXPECT_EQ(typo.exit_code, 2) << typo.output;
   EXPECT_NE(typo.output.find("did you mean 'model'"), std::string::npos) << typo.output;
   EXPECT_FALSE(fs::exists(*dir_ / "x"));  // nothing measured or written before the inputs are checked
@@ -226,7 +248,8 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   // lr scaled with the batch: larger batch, larger lr
   EXPECT_GT(summary["find_batch"]["lr"].get<double>(), summary["baseline"]["lr"].get<double>());
   const double f1_mean = (summary["runs"][0]["baseline"]["final_val_macro_f1"].get<double>() +
-                          summary["runs"][1]["baseline"]["final_val_macro_f1"].get<double>()) / 2;
+                          summary["runs"][1]["baseline"]["final_val_macro_f1"].get<double>()) /
+                         2;
   EXPECT_NEAR(summary["baseline"]["val_macro_f1_mean"].get<double>(), f1_mean, 1e-12);
   EXPECT_EQ(summary["baseline"]["seconds_to_f1"].size(), 2u);
   // Each seed's runs left their logs; different seeds trained differently.
@@ -262,17 +285,27 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
   auto made = run_shoplens("make-data --task text --out " + (dir / "text").string() +
                            " --num-examples 200 --max-length 256 --vocab-size 1024 --seed 4");
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  const json config = {
-      {"format", "shoplens-bench"},
-      {"defaults", {{"model", "text_tiny"}, {"num_classes", 2}, {"warmup_steps", 1}, {"steps", 3}, {"trials", 2},
-                    {"threads", 1}, {"batch", 8}}},
-      {"scenarios",
-       {{{"seq_len", 32}, {"vocab_size", 1024}},
-        // Lengths have a median near 135 (docs/TEXT.md): at 256 few are cut, so rows differ.
-        {{"name", "text-shards"}, {"seq_len", 256}, {"batch", 4}, {"data", "shards"}, {"shards", (dir / "text").string()},
-         {"loader_workers", 1}}}}};
+  const json config = {{"format", "shoplens-bench"},
+                       {"defaults",
+                        {{"model", "text_tiny"},
+                         {"num_classes", 2},
+                         {"warmup_steps", 1},
+                         {"steps", 3},
+                         {"trials", 2},
+                         {"threads", 1},
+                         {"batch", 8}}},
+                       {"scenarios",
+                        {{{"seq_len", 32}, {"vocab_size", 1024}},
+                         // Lengths have a median near 135 (docs/TEXT.md): at 256 few are cut, so rows differ.
+                         {{"name", "text-shards"},
+                          {"seq_len", 256},
+                          {"batch", 4},
+                          {"data", "shards"},
+                          {"shards", (dir / "text").string()},
+                          {"loader_workers", 1}}}}};
   testing::write_text(dir / "bench.json", config.dump(2));
-  auto r = run_shoplens("bench --config " + (dir / "bench.json").string() + " --out " + (dir / "out").string() + " 2>&1");
+  auto r =
+      run_shoplens("bench --config " + (dir / "bench.json").string() + " --out " + (dir / "out").string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto lines = read_jsonl(dir / "out" / "results.jsonl");
   ASSERT_EQ(lines.size(), 2u);
@@ -284,7 +317,8 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
   // Every row is 32 real tokens: tokens/s = samples/s x 32 for each trial.
   for (std::size_t i = 0; i < 2; ++i)
     EXPECT_NEAR(synthetic["trial_tokens_per_second"][i].get<double>(),
-                synthetic["trial_images_per_second"][i].get<double>() * 32, 1e-6 * synthetic["tokens_per_second"].get<double>());
+                synthetic["trial_images_per_second"][i].get<double>() * 32,
+                1e-6 * synthetic["tokens_per_second"].get<double>());
   const json& shards = lines[1];
   EXPECT_EQ(shards["status"], "ok") << shards.dump();
   EXPECT_EQ(shards["data"], "shards");
@@ -297,8 +331,9 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
 }
 
 TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
-  auto r = run_shoplens("bench-train --model text_tiny --seq-len 32 --vocab-size 1024 -b 4 --warmup 1 --steps 2 "
-                        "--threads 1 --format json");
+  auto r = run_shoplens(
+      "bench-train --model text_tiny --seq-len 32 --vocab-size 1024 -b 4 --warmup 1 --steps 2 "
+      "--threads 1 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = json::parse(r.output.substr(r.output.find('{')));
   EXPECT_EQ(j["seq_len"], 32);

@@ -37,10 +37,11 @@ class E2eDist : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-dist");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
+    auto made =
+        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
-                                 " --storage-size 24 --records-per-shard 64 --threads 2");
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
+                                 shards().string() + " --storage-size 24 --records-per-shard 64 --threads 2");
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   }
   static void TearDownTestSuite() {
@@ -50,14 +51,16 @@ class E2eDist : public ::testing::Test {
   static fs::path shards() { return *dir_ / "shards"; }
   static std::string bin() { return testing::shoplens_bin(); }
   static std::string launch(int nproc, const std::string& extra = "") {
-    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " + bin() + " ";
+    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
+           " -- " + bin() + " ";
   }
   // A small CNN run with the ledger on; `extra` adds flags.
   static std::string train(const fs::path& run, const std::string& extra) {
     auto has = [&](const char* flag) { return extra.find(flag) != std::string::npos; };
-    return "train --shards " + shards().string() + " --out " + run.string() + (has("--model") ? "" : " --model small_cnn") +
-           (has("--epochs") ? "" : " --epochs 2") +
-           (has("--lr") ? "" : " --lr 0.003") + " --threads 1 --set loader.workers=1 --set dist.ledger=true --set dist.timeout_seconds=60 " +
+    return "train --shards " + shards().string() + " --out " + run.string() +
+           (has("--model") ? "" : " --model small_cnn") + (has("--epochs") ? "" : " --epochs 2") +
+           (has("--lr") ? "" : " --lr 0.003") +
+           " --threads 1 --set loader.workers=1 --set dist.ledger=true --set dist.timeout_seconds=60 " +
            (has("augment.image_size") ? "" : "--set augment.image_size=16 ") + extra;
   }
   static testing::ScratchDir* dir_;
@@ -76,7 +79,6 @@ at::Tensor final_parameters(const fs::path& run, const std::string& model, int c
   return torch::cat(flat);
 }
 
-
 std::string ledger_check(const fs::path& run) {
   auto r = run_shoplens("verify-ledger " + run.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -88,9 +90,11 @@ std::string ledger_check(const fs::path& run) {
 // with momentum: Adam's first steps divide by sqrt(v) of near-zero gradients and would turn
 // last-bit differences of the summation order into whole lr-sized ones.
 TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
-  const std::string common = " --model vit_tiny --epochs 1 --max-steps 4 "
-                             "--set train.deterministic=true --set train.checkpoint_every_steps=4 --set optim.name=sgd --set optim.momentum=0.9 "
-                             "--lr 0.05";
+  const std::string common =
+      " --model vit_tiny --epochs 1 --max-steps 4 "
+      "--set train.deterministic=true --set train.checkpoint_every_steps=4 --set optim.name=sgd --set "
+      "optim.momentum=0.9 "
+      "--lr 0.05";
   const fs::path single = *dir_ / "eq-single", ranks = *dir_ / "eq-ranks", ranks_acc = *dir_ / "eq-ranks-acc",
                  single_acc = *dir_ / "eq-single-acc";
   auto a = run_shoplens(train(single, "--batch-size 8" + common));
@@ -134,8 +138,9 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
 TEST_F(E2eDist, KilledWorkerIsRestartedAndTheLedgerIsExact) {
   const fs::path run = *dir_ / "fault";
   // The fault is injected through the environment, read by the workers on their first attempt.
-  auto faulty = run_shell("SHOPLENS_FAULT_KILL_STEP=6 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
-                          train(run, "--batch-size 4 --set train.checkpoint_every_steps=4"));
+  auto faulty =
+      run_shell("SHOPLENS_FAULT_KILL_STEP=6 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
+                train(run, "--batch-size 4 --set train.checkpoint_every_steps=4"));
   ASSERT_EQ(faulty.exit_code, 0) << faulty.output;
   EXPECT_NE(faulty.output.find("killed by signal 9"), std::string::npos) << faulty.output;
   EXPECT_NE(faulty.output.find("restart 1 of 2"), std::string::npos) << faulty.output;
@@ -153,8 +158,9 @@ TEST_F(E2eDist, KilledWorkerIsRestartedAndTheLedgerIsExact) {
 // account for the worker's samples of the step.
 TEST_F(E2eDist, AWorkerKilledBeforeItsLedgerLineAtACheckpointStepLeavesTheLedgerExact) {
   const fs::path run = *dir_ / "fault-at-checkpoint";
-  auto faulty = run_shell("SHOPLENS_FAULT_KILL_STEP=8 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 1") +
-                          train(run, "--batch-size 4 --epochs 1 --set train.checkpoint_every_steps=4"));
+  auto faulty =
+      run_shell("SHOPLENS_FAULT_KILL_STEP=8 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 1") +
+                train(run, "--batch-size 4 --epochs 1 --set train.checkpoint_every_steps=4"));
   ASSERT_EQ(faulty.exit_code, 0) << faulty.output;
   EXPECT_NE(faulty.output.find("restart 1 of 1"), std::string::npos) << faulty.output;
   const std::string report = ledger_check(run);
@@ -256,15 +262,15 @@ TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
   const std::string patient = train(*dir_ / "mismatch", "--batch-size 4") + " --set dist.timeout_seconds=3600";
   auto mismatch = run_shell("(" + env + "RANK=1 WORLD_SIZE=3 " + bin() + " " + patient + " > " +
-                            (*dir_ / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " + bin() + " " +
-                            patient + "; rc=$?; wait; exit $rc)");
+                            (*dir_ / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " + bin() +
+                            " " + patient + "; rc=$?; wait; exit $rc)");
   EXPECT_NE(mismatch.exit_code, 0) << mismatch.output;
   EXPECT_NE(mismatch.output.find("WORLD_SIZE"), std::string::npos) << mismatch.output;
   EXPECT_NE(testing::read_text(*dir_ / "mismatch-1.txt").find("WORLD_SIZE"), std::string::npos);
 
   // A rank that never comes: the other reports who is missing when the timeout runs out.
-  auto lonely = run_shell(env + "RANK=0 WORLD_SIZE=2 " + bin() + " " +
-                          train(*dir_ / "alone", "--batch-size 4") + " --set dist.timeout_seconds=3");
+  auto lonely = run_shell(env + "RANK=0 WORLD_SIZE=2 " + bin() + " " + train(*dir_ / "alone", "--batch-size 4") +
+                          " --set dist.timeout_seconds=3");
   EXPECT_EQ(lonely.exit_code, 1) << lonely.output;
   EXPECT_NE(lonely.output.find("rank(s) 1 of 2 never joined"), std::string::npos) << lonely.output;
 
@@ -290,16 +296,18 @@ TEST(E2eLaunch, GivesTorchrunsEnvironmentRestartsFailuresAndReportsTheOutcome) {
   EXPECT_NE(env.output.find("[rank 1] R=1 L=1 W=2 LW=2 A=127.0.0.1 C=0 T="), std::string::npos) << env.output;
 
   // Rank 1 fails on the first attempt only: one restart, then success.
-  auto once = testing::run_shoplens("launch --nproc-per-node 2 --master-port 0 --max-restarts 1 --grace-seconds 5 -- sh -c "
-                                    "'if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 5; fi; sleep 0.2'");
+  auto once = testing::run_shoplens(
+      "launch --nproc-per-node 2 --master-port 0 --max-restarts 1 --grace-seconds 5 -- sh -c "
+      "'if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 5; fi; sleep 0.2'");
   EXPECT_EQ(once.exit_code, 0) << once.output;
   EXPECT_NE(once.output.find("rank 1 (pid"), std::string::npos) << once.output;
   EXPECT_NE(once.output.find("exited with code 5"), std::string::npos) << once.output;
   EXPECT_NE(once.output.find("restart 1 of 1"), std::string::npos) << once.output;
 
   // Always failing: the restarts run out and the launcher fails (1).
-  auto always = testing::run_shoplens("launch --nproc-per-node 2 --master-port 0 --max-restarts 2 --grace-seconds 5 -- sh -c "
-                                      "'[ $RANK = 0 ] && exit 3; sleep 30'");
+  auto always = testing::run_shoplens(
+      "launch --nproc-per-node 2 --master-port 0 --max-restarts 2 --grace-seconds 5 -- sh -c "
+      "'[ $RANK = 0 ] && exit 3; sleep 30'");
   EXPECT_EQ(always.exit_code, 1) << always.output;
   EXPECT_NE(always.output.find("2 restart(s) used of 2: giving up"), std::string::npos) << always.output;
 

@@ -42,7 +42,8 @@ class Background {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
-      ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >>" + log.string() + " 2>&1").c_str(), static_cast<char*>(nullptr));
+      ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >>" + log.string() + " 2>&1").c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
   }
@@ -108,8 +109,9 @@ std::string exact_ledger(const fs::path& run) {
 
 // The equivalence run of E2eDist.TwoRanksMatchOneRankWithTwiceTheBatch: ViT-Tiny (no batch
 // statistics), 4 SGD-momentum steps.
-const char* const kEquivalence = " --model vit_tiny --epochs 1 --max-steps 4 --set train.deterministic=true "
-                                 "--set train.checkpoint_every_steps=4 --set optim.name=sgd --set optim.momentum=0.9 --lr 0.05";
+const char* const kEquivalence =
+    " --model vit_tiny --epochs 1 --max-steps 4 --set train.deterministic=true "
+    "--set train.checkpoint_every_steps=4 --set optim.name=sgd --set optim.momentum=0.9 --lr 0.05";
 
 // A run killed by ctest's timeout never tears down: remove the hosts (and a Slurm cluster's
 // munged) of runs whose process is gone; their ID is "t" + the test's pid.
@@ -139,10 +141,11 @@ class TwoHosts : public ::testing::Test {
     }
     ASSERT_EQ(up.exit_code, 0) << up.output;
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
+    auto made =
+        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
-                                 " --storage-size 24 --records-per-shard 64 --threads 2");
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
+                                 shards().string() + " --storage-size 24 --records-per-shard 64 --threads 2");
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   }
   static void TearDownTestSuite() {
@@ -163,8 +166,9 @@ class TwoHosts : public ::testing::Test {
   // A small run with the ledger on; `extra` adds options.
   static std::string train_options(const std::string& extra) {
     auto has = [&](const char* flag) { return extra.find(flag) != std::string::npos; };
-    return "--shards " + shards().string() + (has("--model") ? "" : " --model small_cnn") + (has("--epochs") ? "" : " --epochs 2") +
-           (has("--lr") ? "" : " --lr 0.003") + " --threads 1 --set loader.workers=1 --set dist.ledger=true --set augment.image_size=16" +
+    return "--shards " + shards().string() + (has("--model") ? "" : " --model small_cnn") +
+           (has("--epochs") ? "" : " --epochs 2") + (has("--lr") ? "" : " --lr 0.003") +
+           " --threads 1 --set loader.workers=1 --set dist.ledger=true --set augment.image_size=16" +
            (has("timeout_seconds") ? "" : " --set dist.timeout_seconds=60") + " " + extra;
   }
   // The worker's command: the same on every node, `--resume auto` so a replaced node resumes too.
@@ -172,9 +176,10 @@ class TwoHosts : public ::testing::Test {
     return bin() + " train --out " + run.string() + " --resume auto " + train_options(extra);
   }
   static std::string shoplens_launch(int n, const std::string& worker, int max_restarts) {
-    return on_node(n, bin() + " launch --nnodes 2 --node-rank " + std::to_string(n) +
-                          " --nproc-per-node 1 --master-addr 10.77.0.1 --master-port 29400 --grace-seconds 20 --max-restarts " +
-                          std::to_string(max_restarts) + " -- " + worker);
+    return on_node(
+        n, bin() + " launch --nnodes 2 --node-rank " + std::to_string(n) +
+               " --nproc-per-node 1 --master-addr 10.77.0.1 --master-port 29400 --grace-seconds 20 --max-restarts " +
+               std::to_string(max_restarts) + " -- " + worker);
   }
   static testing::ScratchDir* dir_;
   static std::string id_, skip_;
@@ -189,7 +194,8 @@ class OverALink : public TwoHosts, public ::testing::WithParamInterface<std::str
  protected:
   void SetUp() override {
     TwoHosts::SetUp();
-    if (GetParam() == "torchrun" && !fs::exists("/usr/bin/torchrun")) GTEST_SKIP() << "torchrun (python3-torch) is not installed";
+    if (GetParam() == "torchrun" && !fs::exists("/usr/bin/torchrun"))
+      GTEST_SKIP() << "torchrun (python3-torch) is not installed";
   }
   // Node n's launcher with one worker running `worker`; rendezvous on node0's link address.
   std::string launch(int n, const std::string& worker, int max_restarts = 0) {
@@ -199,9 +205,12 @@ class OverALink : public TwoHosts, public ::testing::WithParamInterface<std::str
     if (GetParam() == "torchrun") {
       // c10d rendezvous: a replaced node joins the next round (static rendezvous cannot).
       const fs::path logs = *dir_ / ("torchrun-logs-" + std::to_string(n) + "-" + std::to_string(starts_++));
-      return on_node(n, "/usr/bin/torchrun --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 10.77.0.1:29400 "
-                        "--rdzv_id shoplens-test --max_restarts " + std::to_string(max_restarts) +
-                        " --redirects 1 --tee 1 --log_dir " + logs.string() + " --no_python " + worker);
+      return on_node(
+          n,
+          "/usr/bin/torchrun --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 10.77.0.1:29400 "
+          "--rdzv_id shoplens-test --max_restarts " +
+              std::to_string(max_restarts) + " --redirects 1 --tee 1 --log_dir " + logs.string() + " --no_python " +
+              worker);
     }
     return shoplens_launch(n, worker, max_restarts);
   }
@@ -212,7 +221,8 @@ TEST_P(OverALink, MatchOneProcessWithTheWholeBatchAndTheLedgerIsExact) {
   const fs::path single = *dir_ / "single", nodes = *dir_ / ("nodes-" + GetParam());
   auto one = run_shell(train(single, "--batch-size 8" + std::string(kEquivalence)));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  Background node1(launch(1, train(nodes, "--batch-size 4" + std::string(kEquivalence))), *dir_ / ("eq-node1-" + GetParam()));
+  Background node1(launch(1, train(nodes, "--batch-size 4" + std::string(kEquivalence))),
+                   *dir_ / ("eq-node1-" + GetParam()));
   auto node0 = run_shell(launch(0, train(nodes, "--batch-size 4" + std::string(kEquivalence))));
   ASSERT_EQ(node0.exit_code, 0) << node0.output;
   ASSERT_EQ(node1.wait(), 0) << node1.output();
@@ -223,8 +233,10 @@ TEST_P(OverALink, MatchOneProcessWithTheWholeBatchAndTheLedgerIsExact) {
   EXPECT_EQ(summary["global_batch"], 8);
   // Rank 1 joined from the other host, over the link: not loopback.
   const std::string rank1 = read_text(nodes / "logs" / "rank-1.log") + node1.output();
-  EXPECT_NE(rank1.find(GetParam() == "torchrun" ? "rank 1 of 2" : "joined rank 1 of 2 (local 0 of 1), master 10.77.0.1:29400"),
-            std::string::npos) << rank1;
+  EXPECT_NE(rank1.find(GetParam() == "torchrun" ? "rank 1 of 2"
+                                                : "joined rank 1 of 2 (local 0 of 1), master 10.77.0.1:29400"),
+            std::string::npos)
+      << rank1;
   exact_ledger(nodes);
 }
 
@@ -244,7 +256,8 @@ TEST_P(ALauncher, AKilledNodeIsReplacedAndTheLedgerStaysExact) {
   EXPECT_EQ(node1->wait(), 128 + SIGKILL);
   if (GetParam() == "shoplens") {
     // The replacement must meet rank 0's next store, not the one of the attempt that failed.
-    ASSERT_TRUE(eventually([&] { return node0.output().find("restarting the group") != std::string::npos; })) << node0.output();
+    ASSERT_TRUE(eventually([&] { return node0.output().find("restarting the group") != std::string::npos; }))
+        << node0.output();
   }
   node1 = std::make_unique<Background>(launch(1, worker, 2), *dir_ / ("kill-node1-again-" + GetParam()));
   ASSERT_EQ(node0.wait(), 0) << node0.output();
@@ -268,14 +281,17 @@ using E2eNetworkFault = TwoHosts;
 // group, and once the link is back the run completes with an exact ledger.
 TEST_F(E2eNetworkFault, ALinkDownPastTheTimeoutNamesThePeerAndTheGroupRestarts) {
   const fs::path run = *dir_ / "link-down";
-  const std::string worker = train(run, "--batch-size 4 --epochs 2 --set train.checkpoint_every_steps=4 --set dist.timeout_seconds=10");
+  const std::string worker =
+      train(run, "--batch-size 4 --epochs 2 --set train.checkpoint_every_steps=4 --set dist.timeout_seconds=10");
   Background node0(shoplens_launch(0, worker, 3), *dir_ / "link-node0");
   Background node1(shoplens_launch(1, worker, 3), *dir_ / "link-node1");
   ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 8; })) << node0.output();
   const std::string link = "bash " + script("netns/two_hosts.sh") + " link " + id_;
   ASSERT_EQ(run_shell(link + " down").exit_code, 0);
   // Down until both ranks gave up on their peer: longer than the timeout, whatever it is.
-  auto restarted = [](const Background& node) { return node.output().find("restarting the group") != std::string::npos; };
+  auto restarted = [](const Background& node) {
+    return node.output().find("restarting the group") != std::string::npos;
+  };
   const bool both_failed = eventually([&] { return restarted(node0) && restarted(node1); });
   ASSERT_EQ(run_shell(link + " up").exit_code, 0);
   ASSERT_TRUE(both_failed) << node0.output() << node1.output();
@@ -310,8 +326,10 @@ class E2eSlurm : public TwoHosts {
     TwoHosts::SetUpTestSuite();
     if (!skip_.empty()) return;
     auto started = run_shell(cluster("start"));
-    if (started.exit_code == 77) skip_ = "no Slurm here: " + started.output;
-    else ASSERT_EQ(started.exit_code, 0) << started.output;
+    if (started.exit_code == 77)
+      skip_ = "no Slurm here: " + started.output;
+    else
+      ASSERT_EQ(started.exit_code, 0) << started.output;
   }
   static void TearDownTestSuite() {
     run_shell(cluster("stop"));
@@ -322,7 +340,8 @@ class E2eSlurm : public TwoHosts {
   }
   static std::string sbatch(const fs::path& run, const std::string& options) {
     return cluster("run") + " env SHOPLENS=" + bin() + " MASTER_PORT=29400 sbatch --parsable --output " +
-           (*dir_ / "slurm-%j.out").string() + " " + script("slurm/train.sbatch") + " " + run.string() + " " + train_options(options);
+           (*dir_ / "slurm-%j.out").string() + " " + script("slurm/train.sbatch") + " " + run.string() + " " +
+           train_options(options);
   }
   static std::string field(const std::string& text, const std::string& name) {
     const auto at = text.find(" " + name + "=");

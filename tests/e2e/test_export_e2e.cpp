@@ -22,7 +22,8 @@ class E2eExport : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-export");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 120 --image-size-range 40:60 --seed 9");
+    auto made =
+        run_shoplens("make-data --out " + catalog.string() + " --num-images 120 --image-size-range 40:60 --seed 9");
     ASSERT_EQ(made.exit_code, 0) << made.output;
     auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
                                  (*dir_ / "shards").string() + " --storage-size 36 --threads 2");
@@ -102,8 +103,9 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
 // none to give (usage error naming the flag).
 TEST_F(E2eExport, ExportsTheEmaWeightsOfARunThatKeptThem) {
   const fs::path ema_run = *dir_ / "ema_run";
-  auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + ema_run.string() +
-                              " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
+  auto trained =
+      run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + ema_run.string() +
+                   " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(trained.output.find("val (EMA weights)"), std::string::npos) << trained.output;
   for (const char* choice : {"auto", "ema", "raw"}) {

@@ -22,10 +22,11 @@ class E2eFindBatch : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-find-batch");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:60 --seed 8");
+    auto made =
+        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:60 --seed 8");
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
-                                 " --storage-size 36 --records-per-shard 64 --threads 2");
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
+                                 shards().string() + " --storage-size 36 --records-per-shard 64 --threads 2");
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   }
   static void TearDownTestSuite() {
@@ -66,8 +67,8 @@ TEST_F(E2eFindBatch, FitFindsAVerifiedBatchInFewProbesAndCachesIt) {
             first["budget_bytes"].get<std::int64_t>() - first["headroom_bytes"].get<std::int64_t>());
   EXPECT_GT(first["fit"]["r2"].get<double>(), 0.99);
   EXPECT_FALSE(first["from_cache"].get<bool>());
-  for (const char* key : {"accumulation_steps", "eval_batch", "predicted_peak_bytes", "total_seconds", "device", "fingerprint",
-                          "config_patch"})
+  for (const char* key : {"accumulation_steps", "eval_batch", "predicted_peak_bytes", "total_seconds", "device",
+                          "fingerprint", "config_patch"})
     EXPECT_TRUE(first.contains(key)) << key;
 
   const json again = find_batch_json("");
@@ -97,7 +98,8 @@ TEST_F(E2eFindBatch, ThePlanDoublesTheBatchOnlyWhileThroughputClearlyRises) {
   const int largest = doc["micro_batch"].get<int>(), planned = doc["planned_micro_batch"].get<int>();
   std::map<int, double> measured;  // the last fitting probe at each batch, as the plan reads them
   for (const auto& p : doc["probes"])
-    if (p["ok"].get<bool>() && p["images_per_second"].get<double>() > 0) measured[p["batch"].get<int>()] = p["images_per_second"];
+    if (p["ok"].get<bool>() && p["images_per_second"].get<double>() > 0)
+      measured[p["batch"].get<int>()] = p["images_per_second"];
   std::vector<int> ladder;
   for (int b = 4; b < largest; b *= 2) ladder.push_back(b);
   ladder.push_back(largest);
@@ -197,8 +199,8 @@ TEST_F(E2eFindBatch, AutoBatchNeverExceedsWhatTheTrainingSplitHolds) {
 
 TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobalBatch) {
   const fs::path run = *dir_ / "oom-run";
-  auto r = run_shoplens("train" + job_args() + " --out " + run.string() +
-                        " --epochs 2 -b 80 --set train.log_every_steps=1");
+  auto r =
+      run_shoplens("train" + job_args() + " --out " + run.string() + " --epochs 2 -b 80 --set train.log_every_steps=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("retrying the step with micro-batches of 40"), std::string::npos) << r.output;
   const json summary = json::parse(testing::read_text(run / "summary.json"));
@@ -266,7 +268,8 @@ TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
 }
 
 TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefused) {
-  auto r = run_shoplens("find-batch --json --no-cache" + common() + " --set text.vocab_size=8192 --set text.max_length=32");
+  auto r =
+      run_shoplens("find-batch --json --no-cache" + common() + " --set text.vocab_size=8192 --set text.max_length=32");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json doc = json::parse(r.output.substr(r.output.find("{\n")));
   EXPECT_EQ(doc["num_classes"], 2);
@@ -279,8 +282,10 @@ TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefu
 
   // Weights, gradients and AdamW state (8192 x 128 embeddings: about 23 MiB) fit, batch 1 does not:
   // the hint names the text knob, not the image size.
-  auto tight = run_shoplens("find-batch --no-cache -m text_tiny --memory-budget 24MiB --threads 2 --set text.vocab_size=8192 "
-                            "--set text.max_length=32 --set find_batch.cache_dir=" + (*dir_ / "cache").string());
+  auto tight = run_shoplens(
+      "find-batch --no-cache -m text_tiny --memory-budget 24MiB --threads 2 --set text.vocab_size=8192 "
+      "--set text.max_length=32 --set find_batch.cache_dir=" +
+      (*dir_ / "cache").string());
   EXPECT_EQ(tight.exit_code, 1) << tight.output;
   EXPECT_NE(tight.output.find("batch 1 does not fit"), std::string::npos) << tight.output;
   EXPECT_NE(tight.output.find("a smaller model or text.max_length"), std::string::npos) << tight.output;

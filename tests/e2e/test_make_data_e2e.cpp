@@ -12,9 +12,9 @@
 namespace shoplens {
 namespace {
 
-using testing::ScratchDir;
 using testing::read_text;
 using testing::run_shoplens;
+using testing::ScratchDir;
 
 TEST(E2eMakeData, WritesACatalogWithManifestAndSummary) {
   ScratchDir dir("e2e-make-data");
@@ -36,9 +36,9 @@ TEST(E2eMakeData, WritesACatalogWithManifestAndSummary) {
 TEST(E2eMakeData, HelpShowsEveryDefault) {
   const auto r = run_shoplens("make-data --help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* text : {"--out", "--num-images", "1000", "--seed", "1234", "--image-size-range", "160:640",
-                           "--corrupt-fraction", "0.02", "--missing-metadata-fraction", "0.08", "--png-fraction",
-                           "0.15", "--threads"})
+  for (const char* text :
+       {"--out", "--num-images", "1000", "--seed", "1234", "--image-size-range", "160:640", "--corrupt-fraction",
+        "0.02", "--missing-metadata-fraction", "0.08", "--png-fraction", "0.15", "--threads"})
     EXPECT_NE(r.output.find(text), std::string::npos) << text << " missing from:\n" << r.output;
 }
 
@@ -85,7 +85,8 @@ TEST(E2eMakeDataText, WritesTextShardsAndASummary) {
     EXPECT_LT(summary.at("missing_fraction").at(field).get<double>(), 0.15) << field;
   EXPECT_LE(summary.at("length").at("max").get<int>(), 256);
   EXPECT_GE(summary.at("length").at("min").get<int>(), 16);
-  EXPECT_LT(summary.at("split_rule").at("val_from").get<long long>(), summary.at("split_rule").at("test_from").get<long long>());
+  EXPECT_LT(summary.at("split_rule").at("val_from").get<long long>(),
+            summary.at("split_rule").at("test_from").get<long long>());
   // The folder reads back through the loader's interface.
   const auto train = open_text_split(out, Split::kTrain);
   EXPECT_EQ(train->size(), splits.at("train").at("count").get<std::size_t>());
@@ -96,7 +97,9 @@ TEST(E2eMakeDataText, WritesTextShardsAndASummary) {
   // Same seed, same bytes.
   const auto again = dir / "again";
   ASSERT_EQ(run_shoplens("make-data --task text --out " + again.string() +
-                         " --num-examples 300 --max-length 256 --records-per-shard 100 --seed 3").exit_code, 0);
+                         " --num-examples 300 --max-length 256 --records-per-shard 100 --seed 3")
+                .exit_code,
+            0);
   EXPECT_EQ(read_text(out / "train-00001.tokens"), read_text(again / "train-00001.tokens"));
   EXPECT_EQ(read_text(out / "text_dataset.json"), read_text(again / "text_dataset.json"));
 }

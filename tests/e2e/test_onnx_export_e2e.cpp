@@ -1,9 +1,9 @@
 // End-to-end: ONNX and Triton export (docs/DEPLOYING.md). Every registered model, with random
 // weights (and BatchNorm statistics measured on calibration images, so a wrong BN emission
-// cannot hide behind the fresh 0/1 ones), is written as ONNX and held against the ONNX checker (full_check) and ONNX Runtime
-// on the export's verification input and on real decoded images, at batch sizes 1 and 3 (the
-// dynamic axis). The CLI's --format onnx and --format triton are checked on a trained run.
-// The Python side is the pinned venv of scripts/venv.sh onnx; without it the tests skip.
+// cannot hide behind the fresh 0/1 ones), is written as ONNX and held against the ONNX checker (full_check) and ONNX
+// Runtime on the export's verification input and on real decoded images, at batch sizes 1 and 3 (the dynamic axis). The
+// CLI's --format onnx and --format triton are checked on a trained run. The Python side is the pinned venv of
+// scripts/venv.sh onnx; without it the tests skip.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -51,7 +51,9 @@ json write_array(const at::Tensor& t, const fs::path& file) {
   const at::Tensor c = t.contiguous();
   std::ofstream out(file, std::ios::binary);
   out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
-  return {{"file", file.string()}, {"dtype", c.scalar_type() == at::kLong ? "int64" : "float32"}, {"shape", c.sizes().vec()}};
+  return {{"file", file.string()},
+          {"dtype", c.scalar_type() == at::kLong ? "int64" : "float32"},
+          {"shape", c.sizes().vec()}};
 }
 
 // Real images at the model's size: photo-like pictures, PNG-encoded, decoded and put through the
@@ -117,10 +119,14 @@ json export_case(const std::string& name, const std::string& pooling, const fs::
     batches = {testing::make_batch(verification.slice(0, 0, 1), {}), testing::make_batch(real_images(3, 11), {}),
                testing::make_batch(verification, {})};
   }
-  if (!model->is_text()) calibrate_batch_norm(*model, torch::cat({real_images(16, 30), batches[1].images, batches[2].images}));
+  if (!model->is_text())
+    calibrate_batch_norm(*model, torch::cat({real_images(16, 30), batches[1].images, batches[2].images}));
   const std::string tag = name + pooling;
   testing::write_text(dir / (tag + ".onnx"), onnx_model_bytes(onnx_graph(*model), {{"shoplens.model", name}}));
-  json c = {{"model", tag}, {"onnx", (dir / (tag + ".onnx")).string()}, {"tolerance", kTolerance}, {"runs", json::array()},
+  json c = {{"model", tag},
+            {"onnx", (dir / (tag + ".onnx")).string()},
+            {"tolerance", kTolerance},
+            {"runs", json::array()},
             {"metadata", {{"shoplens.model", name}}}};
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
@@ -141,7 +147,8 @@ json export_case(const std::string& name, const std::string& pooling, const fs::
 }
 
 // Runs check_onnx.py on `cases`; one result object per case, in order.
-std::vector<json> check_with_onnx_runtime(const std::string& py, const json& cases, const fs::path& dir, int& exit_code) {
+std::vector<json> check_with_onnx_runtime(const std::string& py, const json& cases, const fs::path& dir,
+                                          int& exit_code) {
   testing::write_text(dir / "cases.json", cases.dump());
   auto r = testing::run_shell(py + " " + testing::source_dir() + "/scripts/python/check_onnx.py " +
                               (dir / "cases.json").string() + " 2>&1");
@@ -188,7 +195,8 @@ TEST(E2eOnnxExport, CliWritesOnnxIntoTheFolderAndATritonRepository) {
   testing::ScratchDir dir("e2e-onnx-cli");
   ASSERT_EQ(testing::make_exported_model(dir.path(), 60, 5), "");
   const fs::path model = dir / "onnx_model", repo = dir / "repo";
-  auto r = testing::run_shoplens("export --run " + (dir / "run").string() + " --out " + model.string() + " --format onnx");
+  auto r =
+      testing::run_shoplens("export --run " + (dir / "run").string() + " --out " + model.string() + " --format onnx");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(testing::run_shoplens("export --check --out " + model.string()).exit_code, 0);
   const json card = testing::read_json(model / "model_card.json");
@@ -198,23 +206,33 @@ TEST(E2eOnnxExport, CliWritesOnnxIntoTheFolderAndATritonRepository) {
   r = testing::run_shoplens("export --run " + (dir / "run").string() + " --out " + repo.string() +
                             " --format triton --triton-name shop --max-batch 4 --warmup-reps 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* f : {"shop/1/model.onnx", "shop/config.pbtxt", "shop/labels.txt"}) EXPECT_TRUE(fs::exists(repo / f)) << f;
-  r = testing::run_shoplens("export --run " + (dir / "run").string() + " --out " + repo.string() + " --format triton --triton-name shop");
+  for (const char* f : {"shop/1/model.onnx", "shop/config.pbtxt", "shop/labels.txt"})
+    EXPECT_TRUE(fs::exists(repo / f)) << f;
+  r = testing::run_shoplens("export --run " + (dir / "run").string() + " --out " + repo.string() +
+                            " --format triton --triton-name shop");
   EXPECT_EQ(r.exit_code, 2) << r.output;  // an existing model folder needs --force
 
   const auto& pre = card["preprocessing"];
   const json reference = card["verification"]["logits"];
   json run = {{"inputs", {{"images", write_array(verification_input(pre["center_crop"].get<int>()), dir / "v.bin")}}}};
   std::vector<double> flat;
-  for (const auto& row : reference) for (double v : row) flat.push_back(v);
+  for (const auto& row : reference)
+    for (double v : row) flat.push_back(v);
   run["logits"] = write_array(torch::tensor(flat, torch::kFloat).view({2, -1}), dir / "v_logits.bin");
-  const json metadata = {{"class_names", card["class_names"].dump()}, {"image_size", pre["center_crop"].dump()},
-                         {"mean", pre["mean"].dump()}, {"std", pre["std"].dump()},
-                         {"resize_short_side", pre["resize_short_side"].dump()}, {"shoplens.model", "small_cnn"}};
+  const json metadata = {{"class_names", card["class_names"].dump()},
+                         {"image_size", pre["center_crop"].dump()},
+                         {"mean", pre["mean"].dump()},
+                         {"std", pre["std"].dump()},
+                         {"resize_short_side", pre["resize_short_side"].dump()},
+                         {"shoplens.model", "small_cnn"}};
   json cases = json::array();
-  cases.push_back({{"model", "cli-onnx"}, {"onnx", (model / "model.onnx").string()}, {"runs", {run}}, {"metadata", metadata}});
-  cases.push_back({{"model", "cli-triton"}, {"onnx", (repo / "shop/1/model.onnx").string()}, {"runs", {run}},
-                   {"metadata", metadata}, {"triton_config", (repo / "shop/config.pbtxt").string()}});
+  cases.push_back(
+      {{"model", "cli-onnx"}, {"onnx", (model / "model.onnx").string()}, {"runs", {run}}, {"metadata", metadata}});
+  cases.push_back({{"model", "cli-triton"},
+                   {"onnx", (repo / "shop/1/model.onnx").string()},
+                   {"runs", {run}},
+                   {"metadata", metadata},
+                   {"triton_config", (repo / "shop/config.pbtxt").string()}});
   int exit_code = -1;
   const auto results = check_with_onnx_runtime(py, {{"cases", cases}}, dir.path(), exit_code);
   ASSERT_EQ(results.size(), 2u);
@@ -231,8 +249,9 @@ TEST(E2eOnnxExport, CliExportsATextRunAsOnnxAndTriton) {
   if (py.empty()) GTEST_SKIP() << why;
   testing::ScratchDir dir("e2e-onnx-text");
   const std::string data = (dir / "data").string(), run = (dir / "run").string();
-  auto r = testing::run_shoplens("make-data --task text --out " + data +
-                                 " --num-examples 120 --max-length 32 --vocab-size 1024 --records-per-shard 100 --seed 3");
+  auto r =
+      testing::run_shoplens("make-data --task text --out " + data +
+                            " --num-examples 120 --max-length 32 --vocab-size 1024 --records-per-shard 100 --seed 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = testing::run_shoplens("train --shards " + data + " --out " + run +
                             " --model text_tiny --max-steps 2 --threads 2 --set text.max_length=32");
@@ -247,10 +266,14 @@ TEST(E2eOnnxExport, CliExportsATextRunAsOnnxAndTriton) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json cases = json::array();
   const json metadata = {{"shoplens.model", "text_tiny"}, {"max_length", "32"}};
-  cases.push_back({{"model", "cli-text-onnx"}, {"onnx", (dir / "onnx/model.onnx").string()}, {"runs", json::array()},
+  cases.push_back({{"model", "cli-text-onnx"},
+                   {"onnx", (dir / "onnx/model.onnx").string()},
+                   {"runs", json::array()},
                    {"metadata", metadata}});
-  cases.push_back({{"model", "cli-text-triton"}, {"onnx", (dir / "repo/text_tiny/1/model.onnx").string()},
-                   {"runs", json::array()}, {"metadata", metadata},
+  cases.push_back({{"model", "cli-text-triton"},
+                   {"onnx", (dir / "repo/text_tiny/1/model.onnx").string()},
+                   {"runs", json::array()},
+                   {"metadata", metadata},
                    {"triton_config", (dir / "repo/text_tiny/config.pbtxt").string()}});
   int exit_code = -1;
   const auto results = check_with_onnx_runtime(py, {{"cases", cases}}, dir.path(), exit_code);

@@ -98,7 +98,7 @@ TEST(E2ePipeline, MakeDataPrepareLoad) {
   EXPECT_TRUE(report["accounted"].get<bool>());
   EXPECT_GE(report["quarantined"].get<int>(), 1);  // the corrupted files are reported, not dropped
   EXPECT_EQ(report["kept"].get<int>() + report["quarantined"].get<int>(), 120);
-  EXPECT_TRUE(fs::exists(shards / "config.json"));   // the resolved config of the run
+  EXPECT_TRUE(fs::exists(shards / "config.json"));  // the resolved config of the run
   EXPECT_TRUE(fs::exists(shards / "prepare.log"));
   EXPECT_EQ(read_json(shards / "config.json")["data"]["storage_size"], 48);
 
@@ -150,9 +150,10 @@ TEST(E2ePipeline, BadInputsExitNonZeroWithTheFileNamed) {
 TEST(E2ePipeline, SigtermStopsPrepareCleanlyAndARerunCompletes) {
   testing::ScratchDir dir("e2e-sigterm");
   const fs::path catalog = dir / "catalog", shards = dir / "shards";
-  ASSERT_EQ(run_shoplens("make-data --out " + catalog.string() + " --num-images 400 --image-size-range 300:600 --seed 9")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_shoplens("make-data --out " + catalog.string() + " --num-images 400 --image-size-range 300:600 --seed 9")
+          .exit_code,
+      0);
   const std::string cmd = testing::shoplens_bin() + " prepare --input " + (catalog / "manifest.csv").string() +
                           " --out " + shards.string() + " --records-per-shard 16 --threads 1";
   pid_t pid = ::fork();

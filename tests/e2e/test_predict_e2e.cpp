@@ -61,8 +61,8 @@ class E2ePredict : public ::testing::Test {
   }
 
   static testing::CommandResult python(const std::string& args) {
-    return run_shell(testing::python() + " " + testing::source_dir() + "/scripts/fixtures/torchvision_predict.py " + args +
-                     " 2>&1");
+    return run_shell(testing::python() + " " + testing::source_dir() + "/scripts/fixtures/torchvision_predict.py " +
+                     args + " 2>&1");
   }
   static fs::path catalog() { return fixture_ / "catalog"; }
   static fs::path tree() { return catalog() / "images"; }  // images/<label>/<file>: an ImageFolder tree
@@ -72,7 +72,8 @@ class E2ePredict : public ::testing::Test {
            " --classes " + classes_ + " --threads 2 --workers 2";
   }
   // id -> probabilities of every class (in class order) from a JSONL written with --top-k = classes.
-  static std::map<std::string, std::vector<double>> read_jsonl(const fs::path& file, const std::vector<std::string>& names) {
+  static std::map<std::string, std::vector<double>> read_jsonl(const fs::path& file,
+                                                               const std::vector<std::string>& names) {
     std::map<std::string, std::vector<double>> out;
     std::ifstream in(file);
     for (std::string line; std::getline(in, line);) {
@@ -142,8 +143,8 @@ TEST_F(E2ePredict, EveryInputFormGivesTheSameAnswers) {
   auto r = run_shoplens("predict " + model_args() + " --input " + (*dir_ / "list.txt").string() + " --root " +
                         tree().string() + " --out " + (*dir_ / "list.jsonl").string() + k);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_shoplens("predict " + model_args() + " --input " + (*dir_ / "rows.csv").string() + " --root " + tree().string() +
-                   " --out " + (*dir_ / "rows.jsonl").string() + k);
+  r = run_shoplens("predict " + model_args() + " --input " + (*dir_ / "rows.csv").string() + " --root " +
+                   tree().string() + " --out " + (*dir_ / "rows.jsonl").string() + k);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_shoplens("predict " + model_args() + " --input " + (tree() / first).string() + " --out " +
                    (*dir_ / "one.jsonl").string() + k);
@@ -168,7 +169,9 @@ TEST_F(E2ePredict, CsvOutputHasTopKAndLogitsForEveryRowErrorsIncluded) {
   const auto recs = parse_csv(testing::read_text(out));
   ASSERT_EQ(recs.size(), reference_.size() + 1);  // header + one row per file, unreadable ones too
   const auto& header = recs[0].fields;
-  const auto col = [&](const std::string& name) { return std::find(header.begin(), header.end(), name) - header.begin(); };
+  const auto col = [&](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
   ASSERT_LT(static_cast<std::size_t>(col("top3")), header.size());
   ASSERT_LT(static_cast<std::size_t>(col("logit_" + class_list().back())), header.size());
   for (std::size_t i = 1; i < recs.size(); ++i) {
@@ -188,7 +191,8 @@ TEST_F(E2ePredict, EvaluateMetricsEqualScikitLearnsOnTheSamePredictions) {
   auto r = run_shoplens("evaluate " + model_args() + " --input " + tree().string() + " --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json ours = testing::read_json(out / "metrics.json");
-  r = python("metrics " + (out / "predictions.csv").string() + " " + classes_ + " " + (*dir_ / "sklearn.json").string());
+  r = python("metrics " + (out / "predictions.csv").string() + " " + classes_ + " " +
+             (*dir_ / "sklearn.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json theirs = testing::read_json(*dir_ / "sklearn.json");
   EXPECT_EQ(ours["samples"], theirs["samples"]);

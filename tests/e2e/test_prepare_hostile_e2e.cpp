@@ -45,9 +45,10 @@ std::map<std::string, std::string> quarantine_reasons(const fs::path& out) {
 
 TEST(E2ePrepareHostile, FolderFifoAndSymlinkLoopRowsAreQuarantinedAndTheRunSucceeds) {
   testing::ScratchDir dir("e2e-hostile");
-  const fs::path root = make_dataset(dir, "folder,img/folder.jpg,good,train\n"
-                                          "fifo,img/fifo.jpg,good,train\n"
-                                          "loop,img/loop.jpg,good,train\n");
+  const fs::path root = make_dataset(dir,
+                                     "folder,img/folder.jpg,good,train\n"
+                                     "fifo,img/fifo.jpg,good,train\n"
+                                     "loop,img/loop.jpg,good,train\n");
   fs::create_directories(root / "img/folder.jpg");
   ASSERT_EQ(::mkfifo((root / "img/fifo.jpg").c_str(), 0600), 0);
   fs::create_symlink("loop.jpg", root / "img/loop.jpg");
@@ -75,8 +76,9 @@ TEST(E2ePrepareHostile, RunFromInsideTheDatasetFolderOrWithATrailingSlashRoot) {
   EXPECT_EQ(read_json(dir / "out1/report.json")["kept"], 4);
   EXPECT_EQ(quarantine_reasons(dir / "out1").size(), 1u);
 
-  const auto slash = testing::run_shell("cd " + dir.path().string() + " && " + bin +
-                                        " prepare --input dataset/manifest.csv --root dataset/ --out out2 --storage-size 16 2>&1");
+  const auto slash =
+      testing::run_shell("cd " + dir.path().string() + " && " + bin +
+                         " prepare --input dataset/manifest.csv --root dataset/ --out out2 --storage-size 16 2>&1");
   ASSERT_EQ(slash.exit_code, 0) << slash.output;
   EXPECT_EQ(read_json(dir / "out2/report.json")["kept"], 4);
   EXPECT_EQ(quarantine_reasons(dir / "out2").at("escape").rfind("path escapes root", 0), 0u);

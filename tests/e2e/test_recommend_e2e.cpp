@@ -14,8 +14,9 @@ using testing::run_shoplens;
 std::string shipped(const std::string& file) { return testing::source_dir() + "/configs/" + file; }
 
 TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) {
-  auto r = run_shoplens("recommend --bench " + shipped("bench_reference.jsonl") + " --prices " + shipped("prices.json") +
-                        " --scenario resnet50_finetune --dataset-size 1200000 --epochs 10 --deadline 8h --budget 250 --json");
+  auto r = run_shoplens(
+      "recommend --bench " + shipped("bench_reference.jsonl") + " --prices " + shipped("prices.json") +
+      " --scenario resnet50_finetune --dataset-size 1200000 --epochs 10 --deadline 8h --budget 250 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto plan = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_TRUE(plan["recommended"].is_string());
@@ -44,14 +45,17 @@ TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) 
 TEST(E2eRecommend, BadInputsAndImpossibleConstraintsFailClearly) {
   testing::ScratchDir dir("e2e-recommend");
   const auto bench = dir / "bench.jsonl";
-  testing::write_text(bench, "{\"scenario\": \"s\", \"device\": \"gpu\", \"hardware\": \"A100-40GB\", "
-                             "\"images_per_second\": 1000, \"source\": \"x\", \"date\": \"2026-11\"}\n{broken\n");
-  auto malformed = run_shoplens("recommend --bench " + bench.string() + " --prices " + shipped("prices.json") + " --scenario s");
+  testing::write_text(bench,
+                      "{\"scenario\": \"s\", \"device\": \"gpu\", \"hardware\": \"A100-40GB\", "
+                      "\"images_per_second\": 1000, \"source\": \"x\", \"date\": \"2026-11\"}\n{broken\n");
+  auto malformed =
+      run_shoplens("recommend --bench " + bench.string() + " --prices " + shipped("prices.json") + " --scenario s");
   EXPECT_EQ(malformed.exit_code, 1) << malformed.output;
   EXPECT_NE(malformed.output.find("bench.jsonl:2: not valid JSON"), std::string::npos) << malformed.output;
 
-  testing::write_text(bench, "{\"scenario\": \"s\", \"device\": \"gpu\", \"hardware\": \"A100-40GB\", "
-                             "\"images_per_second\": 1000, \"source\": \"x\", \"date\": \"2026-11\"}\n");
+  testing::write_text(bench,
+                      "{\"scenario\": \"s\", \"device\": \"gpu\", \"hardware\": \"A100-40GB\", "
+                      "\"images_per_second\": 1000, \"source\": \"x\", \"date\": \"2026-11\"}\n");
   auto impossible = run_shoplens("recommend --bench " + bench.string() + " --prices " + shipped("prices.json") +
                                  " --scenario s --dataset-size 1200000 --epochs 100 --deadline 10m --budget 1");
   EXPECT_EQ(impossible.exit_code, 1) << impossible.output;

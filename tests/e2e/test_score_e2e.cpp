@@ -223,9 +223,9 @@ TEST_F(E2eScore, MaxLatencyPicksTheLargestBatchWhoseP95Fits) {
 
 TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
   const fs::path prices = *dir_ / "prices.json";
-  const json row_cpu = {{"name", "cpu-vm"}, {"provider", "Test"}, {"kind", "cpu"}, {"accelerators", 0},
-                        {"on_demand_per_hour", 0.4}, {"spot_per_hour", 0.1}, {"source", "test fixture"},
-                        {"date", "2026-11-23"}};
+  const json row_cpu = {{"name", "cpu-vm"},         {"provider", "Test"},        {"kind", "cpu"},
+                        {"accelerators", 0},        {"on_demand_per_hour", 0.4}, {"spot_per_hour", 0.1},
+                        {"source", "test fixture"}, {"date", "2026-11-23"}};
   json row_gpu8 = row_cpu;
   row_gpu8["name"] = "gpu-8x";
   row_gpu8["kind"] = "gpu";

@@ -134,9 +134,10 @@ class E2eServe : public ::testing::Test {
     }
     ASSERT_GE(expected_.size(), 20u);
 
-    server_ = new ServerProcess("--model " + model().string() + " --image-root " + catalog.string() +
-                                    " --max-batch 8 --max-queue-delay-ms 20 --max-body-bytes 200000 --threads 1 --warmup-reps 2",
-                                dir_->path(), "main");
+    server_ = new ServerProcess(
+        "--model " + model().string() + " --image-root " + catalog.string() +
+            " --max-batch 8 --max-queue-delay-ms 20 --max-body-bytes 200000 --threads 1 --warmup-reps 2",
+        dir_->path(), "main");
     ASSERT_TRUE(server_->wait_ready()) << server_->log();
   }
   static void TearDownTestSuite() {
@@ -220,8 +221,8 @@ TEST_F(E2eServe, ABf16ServerComputesInBf16) {
     ++compared;
   }
   // fp32 differs from score by rounding alone; bf16 keeps about 3 significant digits.
-  EXPECT_GT(bf16_off, 10 * fp32_off + 1e-6) << "bf16 " << bf16_off << " vs fp32 " << fp32_off
-                                           << ": the precision was not applied";
+  EXPECT_GT(bf16_off, 10 * fp32_off + 1e-6)
+      << "bf16 " << bf16_off << " vs fp32 " << fp32_off << ": the precision was not applied";
   EXPECT_LT(bf16_off, 0.1);
   EXPECT_EQ(bf16.stop(SIGTERM), 0) << bf16.log();
 }
@@ -257,8 +258,9 @@ TEST_F(E2eServe, MetricsShowStageLatenciesBatchSizesAndCounts) {
   EXPECT_NE(r.header("Content-Type").find("text/plain"), std::string::npos);
   for (const char* stage : {"queue_wait", "preprocess", "host_to_device", "compute", "total"})
     for (const char* q : {"0.5", "0.95", "0.99"})
-      EXPECT_NE(r.body.find(std::string("shoplens_serve_latency_seconds{stage=\"") + stage + "\",quantile=\"" + q + "\"}"),
-                std::string::npos)
+      EXPECT_NE(
+          r.body.find(std::string("shoplens_serve_latency_seconds{stage=\"") + stage + "\",quantile=\"" + q + "\"}"),
+          std::string::npos)
           << stage << " " << q;
   EXPECT_GE(server_->metric("shoplens_serve_batch_size_count"), 1);
   EXPECT_GE(server_->metric("shoplens_serve_images_total"), 4);
@@ -272,7 +274,8 @@ TEST_F(E2eServe, MetricsShowStageLatenciesBatchSizesAndCounts) {
 // request finds the queue full; SIGTERM then flushes the queue, answers both, exits 0.
 TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
   ServerProcess slow("--model " + model().string() + " --image-root " + catalog().string() +
-                         " --max-batch 64 --max-queue 2 --max-queue-delay-ms 600000 --request-timeout-ms 600000 --threads 1 --warmup-reps 1",
+                         " --max-batch 64 --max-queue 2 --max-queue-delay-ms 600000 --request-timeout-ms 600000 "
+                         "--threads 1 --warmup-reps 1",
                      dir_->path(), "slow");
   ASSERT_TRUE(slow.wait_ready()) << slow.log();
   const std::string body = json{{"path", expected_.begin()->first}}.dump();
@@ -301,9 +304,10 @@ TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
 // A lone request waiting for company that never comes (a 10-minute delay) is dropped at its
 // timeout with a 504, before it costs compute; the server goes on.
 TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
-  ServerProcess lonely("--model " + model().string() + " --image-root " + catalog().string() +
-                           " --max-batch 64 --max-queue-delay-ms 600000 --request-timeout-ms 300 --threads 1 --warmup-reps 1",
-                       dir_->path(), "lonely");
+  ServerProcess lonely(
+      "--model " + model().string() + " --image-root " + catalog().string() +
+          " --max-batch 64 --max-queue-delay-ms 600000 --request-timeout-ms 300 --threads 1 --warmup-reps 1",
+      dir_->path(), "lonely");
   ASSERT_TRUE(lonely.wait_ready()) << lonely.log();
   const HttpReply r = lonely.post(json{{"path", expected_.begin()->first}}.dump(), "application/json");
   EXPECT_EQ(r.status, 504) << r.body << r.error;
@@ -317,9 +321,9 @@ TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
 TEST_F(E2eServe, HelpShowsEveryDefault) {
   auto r = run_shoplens("serve --help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* flag : {"--port", "--max-batch", "--max-queue-delay-ms", "--max-queue", "--p95-target-ms",
-                           "--request-timeout-ms", "--max-body-bytes", "--host", "--header-timeout-ms",
-                           "--body-timeout-ms", "--idle-timeout-ms"})
+  for (const char* flag :
+       {"--port", "--max-batch", "--max-queue-delay-ms", "--max-queue", "--p95-target-ms", "--request-timeout-ms",
+        "--max-body-bytes", "--host", "--header-timeout-ms", "--body-timeout-ms", "--idle-timeout-ms"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
   EXPECT_NE(r.output.find("127.0.0.1"), std::string::npos);
   EXPECT_NE(r.output.find("16777216"), std::string::npos);

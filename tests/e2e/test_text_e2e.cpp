@@ -49,7 +49,8 @@ class E2eText : public ::testing::Test {
            extra;
   }
   static std::string launch(int nproc, const std::string& extra = "") {
-    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " + bin() + " ";
+    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
+           " -- " + bin() + " ";
   }
   static testing::ScratchDir* dir_;
 };
@@ -68,7 +69,6 @@ at::Tensor final_parameters(const fs::path& run) {
   return torch::cat(flat);
 }
 
-
 TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   const fs::path whole = *dir_ / "whole", split = *dir_ / "split";
   auto a = run_shoplens(train(whole, "--batch-size 16"));
@@ -76,7 +76,8 @@ TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   EXPECT_NE(a.output.find("ROC AUC"), std::string::npos) << a.output;
   // The same run killed (SIGKILL) after step 7 and resumed from its step-6 checkpoint ends in the
   // same weights: model, optimizer, schedule and data position all come back.
-  auto b1 = run_shell("SHOPLENS_FAULT_KILL_STEP=7 " + bin() + " " + train(split, "--batch-size 16 --set train.checkpoint_every_steps=3"));
+  auto b1 = run_shell("SHOPLENS_FAULT_KILL_STEP=7 " + bin() + " " +
+                      train(split, "--batch-size 16 --set train.checkpoint_every_steps=3"));
   ASSERT_NE(b1.exit_code, 0) << b1.output;
   auto b2 = run_shoplens("train --out " + split.string() + " --resume auto");
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
@@ -115,8 +116,9 @@ TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExac
   const fs::path single = *dir_ / "one-rank", ranks = *dir_ / "two-ranks";
   auto a = run_shoplens(train(single, "--batch-size 16"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto b = run_shell("SHOPLENS_FAULT_KILL_STEP=5 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
-                     train(ranks, "--batch-size 8 --set loader.token_budget=160 --set train.checkpoint_every_steps=3"));
+  auto b =
+      run_shell("SHOPLENS_FAULT_KILL_STEP=5 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
+                train(ranks, "--batch-size 8 --set loader.token_budget=160 --set train.checkpoint_every_steps=3"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("killed by signal 9"), std::string::npos) << b.output;
   EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
@@ -149,8 +151,9 @@ TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
   EXPECT_NE(first, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("restarting with", first + 1), std::string::npos) << "once only: " << r.output;
   EXPECT_EQ(read_json(run / "summary.json")["steps"], 3);
-  auto own = run_shell("OMP_WAIT_POLICY=ACTIVE " + bin() + " train --shards " + data().string() + " --out " +
-                       (*dir_ / "active").string() + " --model text_tiny --max-steps 1 --threads 2 --set text.max_length=64");
+  auto own =
+      run_shell("OMP_WAIT_POLICY=ACTIVE " + bin() + " train --shards " + data().string() + " --out " +
+                (*dir_ / "active").string() + " --model text_tiny --max-steps 1 --threads 2 --set text.max_length=64");
   ASSERT_EQ(own.exit_code, 0) << own.output;
   EXPECT_EQ(own.output.find("restarting with"), std::string::npos) << own.output;
 }
@@ -178,7 +181,8 @@ TEST_F(E2eText, LoadReportsEveryExampleOnceAndLessPaddingWithBucketing) {
 }
 
 TEST_F(E2eText, AnImageModelOnTextDataIsAConfigError) {
-  auto r = run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
+  auto r =
+      run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("text_tiny"), std::string::npos) << r.output;
 }

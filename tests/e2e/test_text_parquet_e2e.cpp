@@ -112,15 +112,16 @@ TEST(E2eTextParquet, RowGroupsNullsBrokenRowsAndADamagedFile) {
 
   // Every row is written or rejected, the rejected ones with file, row and reason.
   const auto rejected = testing::read_text(out / "rejected.csv");
-  for (const std::string& line : {"part-0.parquet,row 5,missing label", "part-0.parquet,row 8,input_ids: None is not an integer",
-                                  "part-1.parquet,row 2,input_ids has 3 positions but attention_mask 2",
-                                  "part-1.parquet,row 4,label 7 is not 0 or 1"})
+  for (const std::string& line :
+       {"part-0.parquet,row 5,missing label", "part-0.parquet,row 8,input_ids: None is not an integer",
+        "part-1.parquet,row 2,input_ids has 3 positions but attention_mask 2",
+        "part-1.parquet,row 4,label 7 is not 0 or 1"})
     EXPECT_NE(rejected.find(line), std::string::npos) << line << " not in\n" << rejected;
   const auto info = read_json(out / "text_dataset.json");
   EXPECT_EQ(info["source"]["rows"], 15);
   EXPECT_EQ(info["source"]["written"], 11);
   EXPECT_EQ(info["source"]["rejected"], 4);
-  EXPECT_EQ(info["max_length"], 3);  // padding stripped
+  EXPECT_EQ(info["max_length"], 3);   // padding stripped
   EXPECT_EQ(info["vocab_size"], 36);  // largest id 35 (part-1 row 5) + 1
   // Nulls and empty strings are missing values, not vocabulary.
   EXPECT_EQ(info["metadata"]["categorical"][0]["vocabulary"], (nlohmann::json{"de", "en", "fr"}));
@@ -163,7 +164,8 @@ TEST(E2eTextParquet, RowGroupsNullsBrokenRowsAndADamagedFile) {
 
   // A damaged file stops the conversion (exit 2) naming the file and row group: its rows cannot be
   // counted, so they are neither written nor rejected.
-  auto damaged = run_shell(convert + " --out " + (dir / "damaged-out").string() + " " + (dir / "damaged.parquet").string());
+  auto damaged =
+      run_shell(convert + " --out " + (dir / "damaged-out").string() + " " + (dir / "damaged.parquet").string());
   EXPECT_EQ(damaged.exit_code, 2) << damaged.output;
   EXPECT_NE(damaged.output.find("damaged.parquet: row group 2"), std::string::npos) << damaged.output;
   EXPECT_EQ(damaged.output.find("Traceback"), std::string::npos) << damaged.output;

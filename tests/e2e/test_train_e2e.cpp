@@ -46,10 +46,11 @@ class E2eTrain : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-train");
     const fs::path catalog = *dir_ / "catalog";
-    auto made = run_shoplens("make-data --out " + catalog.string() + " --num-images 240 --image-size-range 48:72 --seed 4");
+    auto made =
+        run_shoplens("make-data --out " + catalog.string() + " --num-images 240 --image-size-range 48:72 --seed 4");
     ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards().string() +
-                                 " --storage-size 40 --records-per-shard 64 --threads 2");
+    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
+                                 shards().string() + " --storage-size 40 --records-per-shard 64 --threads 2");
     ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
   }
   static void TearDownTestSuite() {
@@ -74,12 +75,14 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
                         "checkpoints/best.ckpt"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
   bool has_events = false;
-  for (const auto& e : fs::directory_iterator(run)) has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  for (const auto& e : fs::directory_iterator(run))
+    has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   EXPECT_TRUE(has_events);
 
   // Without a terminal (no bar), one line per epoch with loss, throughput and time left.
   for (int epoch = 1; epoch <= 3; ++epoch)
-    EXPECT_NE(r.output.find("train: epoch " + std::to_string(epoch) + "/3 done at step"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("train: epoch " + std::to_string(epoch) + "/3 done at step"), std::string::npos)
+        << r.output;
   EXPECT_NE(r.output.find("img/s, eta "), std::string::npos) << r.output;
 
   auto summary = read_json(run / "summary.json");
@@ -90,7 +93,8 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
   EXPECT_GT(summary["peak_rss_bytes"].get<double>(), 0.0);
   ASSERT_TRUE(summary["test_macro_f1"].is_number());
   EXPECT_GE(summary["test_macro_f1"].get<double>(), 0.0);
-  EXPECT_TRUE(summary["test"]["confusion_matrix"].is_array() || summary["test"]["confusion"].is_array()) << summary["test"];
+  EXPECT_TRUE(summary["test"]["confusion_matrix"].is_array() || summary["test"]["confusion"].is_array())
+      << summary["test"];
   EXPECT_EQ(read_json(run / "config.json")["train"]["accumulation_steps"], 2);
   EXPECT_NE(testing::read_text(run / "metrics.csv").find("step,epoch,phase,name,value"), std::string::npos);
 
@@ -114,7 +118,8 @@ TEST_F(E2eTrain, LogLinesNeverStartInsideTheProgressBarOnATerminal) {
   // A log line: the level letter (coloured or not), then the time: "I 18:25:55 ".
   const std::regex log_start("(\\x1b\\[[0-9;]*m)?[TDIWEC](\\x1b\\[m)? [0-9]{2}:[0-9]{2}:[0-9]{2} ");
   int log_lines = 0;
-  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), log_start); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), log_start); it != std::sregex_iterator();
+       ++it) {
     const std::size_t at = static_cast<std::size_t>(it->position());
     ++log_lines;
     const bool after_newline = at == 0 || r.output[at - 1] == '\n';
@@ -223,14 +228,17 @@ TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
   const fs::path weights = *dir_ / "torchvision_resnet18.pt";
   auto saved = testing::run_shell(testing::python() +
                                   " -c 'import torch, torchvision; torch.manual_seed(3); "
-                                  "torch.save(torchvision.models.resnet18().state_dict(), \"" + weights.string() + "\")' 2>&1");
+                                  "torch.save(torchvision.models.resnet18().state_dict(), \"" +
+                                  weights.string() + "\")' 2>&1");
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
 
   const fs::path run = *dir_ / "finetune";
-  auto r = run_shoplens("train --shards " + shards().string() + " --out " + run.string() + " --model resnet18 --pretrained " +
-                        weights.string() + " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32"
-                        " --set loader.workers=2 --set train.freeze_backbone_epochs=1 --set train.unfreeze_every_epochs=1"
-                        " --set optim.backbone_lr_scale=0.1 --set train.keep_last=3");
+  auto r =
+      run_shoplens("train --shards " + shards().string() + " --out " + run.string() +
+                   " --model resnet18 --pretrained " + weights.string() +
+                   " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32"
+                   " --set loader.workers=2 --set train.freeze_backbone_epochs=1 --set train.unfreeze_every_epochs=1"
+                   " --set optim.backbone_lr_scale=0.1 --set train.keep_last=3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("new head: the weights have 1000 classes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("0 of 6 backbone stages trainable"), std::string::npos) << r.output;

@@ -19,8 +19,7 @@ void decode_checked(const std::uint8_t* data, std::size_t size, int min_short_si
     const bool full_size = d.rgb.cols == d.original_width && d.rgb.rows == d.original_height;
     if (min_short_side == 0 ? !full_size : d.rgb.cols > d.original_width || d.rgb.rows > d.original_height)
       __builtin_trap();
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
 }
 
 }  // namespace

@@ -18,7 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (m.records.size() + m.rejected.size() != m.total_rows()) __builtin_trap();
     for (const auto& r : m.records)
       if (r.label < 0 || static_cast<std::size_t>(r.label) >= m.classes.size()) __builtin_trap();
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

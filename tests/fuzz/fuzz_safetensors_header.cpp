@@ -24,7 +24,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       expected = e.end;
     }
     if (header.data_start + expected != size) __builtin_trap();
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

@@ -11,7 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto index = shoplens::parse_shard_index(data, size, "fuzz.idx", 12);
     for (const auto& e : index.entries)
       if (e.offset + e.length > index.header.data_size || e.label >= 12) __builtin_trap();
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

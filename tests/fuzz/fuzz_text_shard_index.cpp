@@ -15,7 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (e.label != 0 && e.label != 1) __builtin_trap();
       if (e.categorical[0] > 3 || e.categorical[1] > 5 || e.split > 2) __builtin_trap();
     }
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

@@ -18,10 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return at::zeros({numel}, at::TensorOptions().dtype(dtype));
   };
   try {
-    const auto value = shoplens::detail::unpickle(
-        std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.pkl", load_storage);
+    const auto value = shoplens::detail::unpickle(std::string_view(reinterpret_cast<const char*>(data), size),
+                                                  "fuzz.pkl", load_storage);
     (void)shoplens::detail::describe(*value);
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

@@ -17,7 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     shoplens::detail::check_zip_sizes(entries, size, "fuzz.pt");
     for (const auto& e : entries)
       if (e.method == 0 && e.compressed_size != e.uncompressed_size) __builtin_trap();
-  } catch (const shoplens::DataError&) {
-  }
+  } catch (const shoplens::DataError&) {}
   return 0;
 }

@@ -53,7 +53,8 @@ TEST(GpuLossScaler, FusedUnscaleEqualsTheCpuOps) {
 TEST(GpuAutocast, Fp16AndBf16RegionsCastMatmulsAndRestoreOnExit) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto a = torch::randn({16, 16}, torch::kCUDA), b = torch::randn({16, 16}, torch::kCUDA);
-  for (auto [precision, dtype] : {std::pair{Precision::kFp16, torch::kHalf}, std::pair{Precision::kBf16, torch::kBFloat16}}) {
+  for (auto [precision, dtype] :
+       {std::pair{Precision::kFp16, torch::kHalf}, std::pair{Precision::kBf16, torch::kBFloat16}}) {
     {
       AutocastScope scope(true, precision);
       EXPECT_EQ(torch::mm(a, b).scalar_type(), dtype);

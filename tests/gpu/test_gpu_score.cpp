@@ -57,7 +57,7 @@ TEST(GpuScore, CudaPredictionsEqualCpuPredictions) {
   ASSERT_GE(a.size(), 100u);
   for (std::size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].fields.size(), b[i].fields.size());
-    EXPECT_EQ(a[i].fields[0], b[i].fields[0]);  // row
+    EXPECT_EQ(a[i].fields[0], b[i].fields[0]);                 // row
     EXPECT_EQ(a[i].fields[2], b[i].fields[2]) << "row " << i;  // ok / error
     if (a[i].fields[2] != "ok") continue;
     // Columns 5.. are the class probabilities (6 decimals); the label is their argmax, so it may

@@ -98,8 +98,10 @@ void put_tiff_entry(Bytes& tiff, std::size_t at, int tag, int type, std::uint32_
   put_u16le(tiff, at, static_cast<std::uint32_t>(tag));
   put_u16le(tiff, at + 2, static_cast<std::uint32_t>(type));
   put_u32le(tiff, at + 4, count);
-  if (type == 3 && count == 1) put_u16le(tiff, at + 8, value);
-  else put_u32le(tiff, at + 8, value);
+  if (type == 3 && count == 1)
+    put_u16le(tiff, at + 8, value);
+  else
+    put_u32le(tiff, at + 8, value);
 }
 
 Bytes tiff_layout(std::uint32_t width, std::uint32_t height, const Bytes& pixels) {
@@ -109,8 +111,9 @@ Bytes tiff_layout(std::uint32_t width, std::uint32_t height, const Bytes& pixels
   put_u32le(tiff, 4, kIfd);
   put_u16le(tiff, kIfd, kEntries);
   const std::uint32_t entries[kEntries][4] = {
-      {256, 4, 1, width},  {257, 4, 1, height}, {258, 3, 3, kBits},   {259, 3, 1, 1},      {262, 3, 1, 2},
-      {273, 4, 1, kData},  {277, 3, 1, 3},      {278, 4, 1, height},  {279, 4, 1, static_cast<std::uint32_t>(pixels.size())},
+      {256, 4, 1, width}, {257, 4, 1, height}, {258, 3, 3, kBits},
+      {259, 3, 1, 1},     {262, 3, 1, 2},      {273, 4, 1, kData},
+      {277, 3, 1, 3},     {278, 4, 1, height}, {279, 4, 1, static_cast<std::uint32_t>(pixels.size())},
       {284, 3, 1, 1}};
   for (std::size_t i = 0; i < kEntries; ++i)
     put_tiff_entry(tiff, kIfd + 2 + 12 * i, static_cast<int>(entries[i][0]), static_cast<int>(entries[i][1]),
@@ -161,9 +164,9 @@ cv::Mat test_picture(int width, int height, int seed) {
   cv::RNG rng(static_cast<std::uint64_t>(seed) * 7919 + 1);
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x)
-      rgb.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<std::uint8_t>((x * 255 / width + seed * 37) & 0xFF),
-                                          static_cast<std::uint8_t>(y * 255 / height),
-                                          static_cast<std::uint8_t>((seed * 91) & 0xFF));
+      rgb.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<std::uint8_t>((x * 255 / width + seed * 37) & 0xFF),
+                    static_cast<std::uint8_t>(y * 255 / height), static_cast<std::uint8_t>((seed * 91) & 0xFF));
   cv::circle(rgb, {width / 2, height / 2}, std::min(width, height) / 3, cv::Scalar(200, 40 + seed % 100, 20), -1);
   cv::Mat noise(height, width, CV_8UC3);
   rng.fill(noise, cv::RNG::UNIFORM, 0, 12);
@@ -186,8 +189,9 @@ Bytes webp_bytes(const cv::Mat& rgb, bool lossless) {
 
 Bytes png_from_spec(const PngSpec& spec) {
   Bytes png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  append_png_chunk(png, "IHDR", png_ihdr(static_cast<std::uint32_t>(spec.width), static_cast<std::uint32_t>(spec.height),
-                                         spec.bit_depth, spec.color_type, spec.interlaced));
+  append_png_chunk(png, "IHDR",
+                   png_ihdr(static_cast<std::uint32_t>(spec.width), static_cast<std::uint32_t>(spec.height),
+                            spec.bit_depth, spec.color_type, spec.interlaced));
   if (!spec.palette.empty()) append_png_chunk(png, "PLTE", spec.palette);
   if (!spec.trns.empty()) append_png_chunk(png, "tRNS", spec.trns);
   const Bytes raw = png_scanlines(spec);
@@ -203,7 +207,8 @@ Bytes png_from_spec(const PngSpec& spec) {
 
 Bytes tiff_bytes(const cv::Mat& rgb) {
   Bytes pixels;
-  for (int y = 0; y < rgb.rows; ++y) pixels.insert(pixels.end(), rgb.ptr<std::uint8_t>(y), rgb.ptr<std::uint8_t>(y) + rgb.cols * 3);
+  for (int y = 0; y < rgb.rows; ++y)
+    pixels.insert(pixels.end(), rgb.ptr<std::uint8_t>(y), rgb.ptr<std::uint8_t>(y) + rgb.cols * 3);
   return tiff_layout(static_cast<std::uint32_t>(rgb.cols), static_cast<std::uint32_t>(rgb.rows), pixels);
 }
 
@@ -230,7 +235,8 @@ Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, 
 // 32x32 CMYK in four flat quadrants, as Adobe stores it (255 = no ink), written by TurboJPEG as
 // YCCK; `plain_cmyk` flips the Adobe marker's transform to 0 so the file reads as plain CMYK.
 Bytes cmyk_jpeg(bool plain_cmyk) {
-  const std::uint8_t quadrants[4][4] = {{255, 255, 255, 255}, {40, 200, 230, 255}, {220, 90, 30, 200}, {128, 128, 128, 60}};
+  const std::uint8_t quadrants[4][4] = {
+      {255, 255, 255, 255}, {40, 200, 230, 255}, {220, 90, 30, 200}, {128, 128, 128, 60}};
   Bytes pixels(32 * 32 * 4);
   for (int y = 0; y < 32; ++y)
     for (int x = 0; x < 32; ++x)
@@ -321,7 +327,8 @@ Bytes jpeg_with_bogus_huffman_table(const Bytes& jpeg) {
   Bytes bytes = jpeg;
   // Marker (2), length (2), table class/id (1), then 16 code counts: all 255 is 4080 codes.
   const std::size_t dht = find_marker(bytes, 0xC4);
-  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(dht + 5), bytes.begin() + static_cast<std::ptrdiff_t>(dht + 21), 0xFF);
+  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(dht + 5), bytes.begin() + static_cast<std::ptrdiff_t>(dht + 21),
+            0xFF);
   return bytes;
 }
 

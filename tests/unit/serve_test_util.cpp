@@ -98,7 +98,8 @@ RawReply RawConnection::read_reply(double timeout_s) {
     const auto head_end = in.find("\r\n\r\n");
     if (head_end != std::string::npos && body_size == std::string::npos) {
       reply.head = in.substr(0, head_end + 2);
-      if (reply.head.rfind("HTTP/1.", 0) == 0 && reply.head.size() > 12) reply.status = std::atoi(reply.head.c_str() + 9);
+      if (reply.head.rfind("HTTP/1.", 0) == 0 && reply.head.size() > 12)
+        reply.status = std::atoi(reply.head.c_str() + 9);
       const auto at = reply.head.find("Content-Length: ");
       body_size = at == std::string::npos ? 0 : std::strtoul(reply.head.c_str() + at + 16, nullptr, 10);
       in.erase(0, head_end + 4);

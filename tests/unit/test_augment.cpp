@@ -302,8 +302,8 @@ TEST(AugmentApply, EvalMatchesResizeThenCentreCrop) {
   cv::Mat img(height, width, CV_8UC3);
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x)
-      img.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>(x * 255 / (width - 1)),
-                                          static_cast<uchar>(y * 255 / (height - 1)), 77);
+      img.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<uchar>(x * 255 / (width - 1)), static_cast<uchar>(y * 255 / (height - 1)), 77);
   const std::vector<float> out = run(aug, img, 0);
   const double scale_x = width / 114.0, scale_y = height / 73.0;  // source px per resized px
   const double left = 25, top = 4;
@@ -785,7 +785,8 @@ bool is_reflected_shift(const std::vector<float>& out, const cv::Mat& img, const
   for (int ch = 0; ch < 3; ++ch)
     for (int y = 0; y < s; ++y)
       for (int x = 0; x < s; ++x)
-        if (out[(ch * s + y) * s + x] != normalized(c, ch, img.at<cv::Vec3b>(reflect(y + dy, s), reflect(x + dx, s))[ch]))
+        if (out[(ch * s + y) * s + x] !=
+            normalized(c, ch, img.at<cv::Vec3b>(reflect(y + dy, s), reflect(x + dx, s))[ch]))
           return false;
   return true;
 }

@@ -18,7 +18,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // A device with a memory curve and a hard budget: beyond it, allocation fails (an OOM).
 struct FakeDevice {
   std::function<double(int)> memory;
-  double static_bytes = 0;     // what stays allocated between steps (weights, optimizer state)
+  double static_bytes = 0;  // what stays allocated between steps (weights, optimizer state)
   double budget = 0;
   int calls = 0;
 
@@ -243,7 +243,6 @@ TEST(BatchSearch, RejectsAnUnknownStrategyWithTheNearestName) {
   }
 }
 
-
 namespace {
 ProbeResult throughput_probe(int batch, double images_per_second, bool fits = true) {
   ProbeResult p;
@@ -269,16 +268,17 @@ TEST(ThroughputPlan, TheLadderDoublesFromTheRecipesBatchToTheLargestThatFits) {
 TEST(ThroughputPlan, TheBatchDoublesOnlyWhileThroughputClearlyRises) {
   // A GPU-like curve: throughput nearly doubles with the batch until 256, then flattens.
   const std::vector<int> ladder{32, 64, 128, 256, 512, 700};
-  const std::vector<ProbeResult> gpu{throughput_probe(2, 40), throughput_probe(32, 600), throughput_probe(64, 1100),
-                                     throughput_probe(128, 1800), throughput_probe(256, 2400), throughput_probe(512, 2450),
-                                     throughput_probe(700, 2440)};
-  EXPECT_EQ(knee(gpu, ladder, 0.2), 256);  // 512 adds 2%, not 20%
-  EXPECT_EQ(knee(gpu, ladder, 0.0), 512);  // any gain counts; 700 is slower than 512
-  EXPECT_EQ(knee(gpu, ladder, 0.9), 32);   // 32 -> 64 adds 83% < 90%
+  const std::vector<ProbeResult> gpu{
+      throughput_probe(2, 40),     throughput_probe(32, 600),   throughput_probe(64, 1100), throughput_probe(128, 1800),
+      throughput_probe(256, 2400), throughput_probe(512, 2450), throughput_probe(700, 2440)};
+  EXPECT_EQ(knee(gpu, ladder, 0.2), 256);              // 512 adds 2%, not 20%
+  EXPECT_EQ(knee(gpu, ladder, 0.0), 512);              // any gain counts; 700 is slower than 512
+  EXPECT_EQ(knee(gpu, ladder, 0.9), 32);               // 32 -> 64 adds 83% < 90%
   EXPECT_EQ(knee(gpu, {32, 64, 128, 200}, 0.2), 128);  // a rung never measured stops the walk
   // A CPU-like curve: a larger batch is a little faster at first, not enough to pay for its steps.
-  const std::vector<ProbeResult> cpu{throughput_probe(32, 161), throughput_probe(64, 177), throughput_probe(128, 178),
-                                     throughput_probe(256, 169), throughput_probe(512, 137), throughput_probe(656, 900, false)};
+  const std::vector<ProbeResult> cpu{throughput_probe(32, 161),  throughput_probe(64, 177),
+                                     throughput_probe(128, 178), throughput_probe(256, 169),
+                                     throughput_probe(512, 137), throughput_probe(656, 900, false)};
   EXPECT_EQ(knee(cpu, {32, 64, 128, 256, 512}, 0.2), 32);
   EXPECT_EQ(knee(cpu, {32, 64, 128, 256, 512}, 0.05), 64);
   // The last, partial step is judged pro rata: 256 -> 300 is 0.23 doublings, so 5% more is enough.

@@ -72,13 +72,13 @@ TEST(BenchSummary, MediansNoiseWaitAndCpuUtilisation) {
   for (int i = 1; i <= 100; ++i) steps.push_back(i / 1000.0);
   const auto s = summarise(fake("a", {90, 100, 110}, steps));
   EXPECT_DOUBLE_EQ(s.images_per_second, 100);
-  EXPECT_NEAR(s.noise, 0.2, 1e-12);                 // (110 - 90) / 100
+  EXPECT_NEAR(s.noise, 0.2, 1e-12);  // (110 - 90) / 100
   EXPECT_NEAR(s.step_p50, 0.0505, 1e-12);
   EXPECT_NEAR(s.step_p95, 0.09505, 1e-12);
   EXPECT_NEAR(s.step_p99, 0.09901, 1e-12);
-  EXPECT_NEAR(s.data_wait_fraction, 0.25, 1e-12);   // 0.5 s of every 2 s
-  EXPECT_NEAR(s.cpu_utilisation, 1.5, 1e-12);       // 3 CPU-seconds per 2 s window
-  EXPECT_LT(s.gpu_util_mean, 0);                    // no samples: unavailable
+  EXPECT_NEAR(s.data_wait_fraction, 0.25, 1e-12);  // 0.5 s of every 2 s
+  EXPECT_NEAR(s.cpu_utilisation, 1.5, 1e-12);      // 3 CPU-seconds per 2 s window
+  EXPECT_LT(s.gpu_util_mean, 0);                   // no samples: unavailable
   EXPECT_DOUBLE_EQ(relative_range({100}), 0);
 }
 
@@ -128,12 +128,15 @@ TEST(BenchGate, MaxRegressionParsing) {
   EXPECT_DOUBLE_EQ(parse_max_regression("5"), 0.05);
   EXPECT_DOUBLE_EQ(parse_max_regression("0.05"), 0.05);
   EXPECT_DOUBLE_EQ(parse_max_regression(" 12.5% "), 0.125);
-  for (const char* bad : {"", "%", "five", "5%%", "-1%", "100%"}) EXPECT_THROW(parse_max_regression(bad), UsageError) << bad;
+  for (const char* bad : {"", "%", "five", "5%%", "-1%", "100%"})
+    EXPECT_THROW(parse_max_regression(bad), UsageError) << bad;
 }
 
 TEST(BenchBaseline, ParsesResultsAndRejectsMalformedLines) {
   const auto b = parse_baseline(
-      "# c\n{\"name\":\"x\",\"scenario\":\"baseline_cnn\",\"images_per_second\":10,\"trial_images_per_second\":[9,10,11]}\n"
+      "# "
+      "c\n{\"name\":\"x\",\"scenario\":\"baseline_cnn\",\"images_per_second\":10,\"trial_images_per_second\":[9,10,11]}"
+      "\n"
       "{\"scenario\":\"y\",\"images_per_second\":5}\n{\"name\":\"z\",\"status\":\"failed\"}\n",
       "b.jsonl");
   ASSERT_EQ(b.size(), 2u);
@@ -182,7 +185,8 @@ TEST(BenchConfigMatrix, ErrorsNameThePath) {
   EXPECT_NE(error(R"({"matrix":{"batch":["big"]}})").find("matrix.batch[0]"), std::string::npos);
   EXPECT_NE(error(R"({"matrix":{"precision":"fp8"}})").find("'fp8'"), std::string::npos);
   EXPECT_NE(error(R"({})").find("no scenarios"), std::string::npos);
-  EXPECT_NE(error(R"({"scenarios":[{"name":"a"},{"name":"a"}]})").find("duplicate scenario name 'a'"), std::string::npos);
+  EXPECT_NE(error(R"({"scenarios":[{"name":"a"},{"name":"a"}]})").find("duplicate scenario name 'a'"),
+            std::string::npos);
   EXPECT_NE(error(R"({"scenarios":[{"data":"shards"}]})").find("needs \"shards\""), std::string::npos);
   EXPECT_NE(error(R"({"scenarios":[{"precision":"fp16"}]})").find("fp16 needs device"), std::string::npos);
   EXPECT_NE(error(R"({"matrixx":{}})").find("unknown key 'matrixx'"), std::string::npos);
@@ -266,11 +270,11 @@ TEST(BenchWriters, JsonLinesAreRecommendRecords) {
 }
 
 TEST(BenchConfigMatrix, TextScenariosTakeASequenceLengthAndNameIt) {
-  const auto config = parse_bench_config(
-      json::parse(R"({"defaults": {"model": "text_tiny", "num_classes": 2, "vocab_size": 1024},
+  const auto config =
+      parse_bench_config(json::parse(R"({"defaults": {"model": "text_tiny", "num_classes": 2, "vocab_size": 1024},
                       "matrix": {"seq_len": [128, 256], "batch": 8},
                       "scenarios": [{"model": "small_cnn", "batch": 4}]})"),
-      "b.json");
+                         "b.json");
   ASSERT_EQ(config.scenarios.size(), 3u);
   EXPECT_EQ(config.scenarios[0].name, "text_tiny-fp32-b8-cpu-t0-L128");
   EXPECT_EQ(config.scenarios[1].name, "text_tiny-fp32-b8-cpu-t0-L256");
@@ -331,13 +335,15 @@ StudyRun study_run(std::int64_t seed, int batch, double ips, double final_f1) {
 
 TEST(BatchStudy, SeedsArePairedAndTheGoalIsJudgedOnTheMeanDifference) {
   // Seed 1 loses 3 points, seed 2 gains 1, seed 3 equal: mean -2/3 point, within the goal.
-  const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.50), study_run(3, 32, 100, 0.55)};
+  const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.50),
+                                   study_run(3, 32, 100, 0.55)};
   std::vector<StudyRun> cand{study_run(1, 128, 150, 0.57), study_run(2, 128, 120, 0.51), study_run(3, 128, 90, 0.55)};
   StudySummary s = summarize_study(base, cand);
   EXPECT_EQ(s.seeds, 3);
   EXPECT_NEAR(s.f1_difference_mean_points, -2.0 / 3.0, 1e-9);
-  EXPECT_NEAR(s.f1_difference_sd_points, std::sqrt(((-3 + 2.0 / 3) * (-3 + 2.0 / 3) + (1 + 2.0 / 3) * (1 + 2.0 / 3) +
-                                                    (2.0 / 3) * (2.0 / 3)) / 2), 1e-9);
+  EXPECT_NEAR(s.f1_difference_sd_points,
+              std::sqrt(((-3 + 2.0 / 3) * (-3 + 2.0 / 3) + (1 + 2.0 / 3) * (1 + 2.0 / 3) + (2.0 / 3) * (2.0 / 3)) / 2),
+              1e-9);
   EXPECT_NEAR(s.baseline_f1_mean, 0.55, 1e-12);
   EXPECT_NEAR(s.speedup_mean, 1.2, 1e-12);
   EXPECT_DOUBLE_EQ(s.speedup_min, 0.9);
@@ -361,9 +367,11 @@ TEST(BatchStudy, SecondsToReachAnF1AreTheFirstValidationAtOrAboveIt) {
 TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.60)};
   const std::vector<StudyRun> cand{study_run(1, 128, 150, 0.595), study_run(2, 128, 150, 0.595)};
-  const json fb = {{"search", {{"probes", {{{"batch", 2}, {"ok", true}, {"peak_bytes", 10 << 20}, {"images_per_second", 50}},
-                                           {{"batch", 64}, {"ok", true}, {"peak_bytes", 80 << 20}, {"images_per_second", 140}}}},
-                               {"fit", {{"static_bytes", 8 << 20}, {"bytes_per_sample", 1 << 20}}}}}};
+  const json fb = {{"search",
+                    {{"probes",
+                      {{{"batch", 2}, {"ok", true}, {"peak_bytes", 10 << 20}, {"images_per_second", 50}},
+                       {{"batch", 64}, {"ok", true}, {"peak_bytes", 80 << 20}, {"images_per_second", 140}}}},
+                     {"fit", {{"static_bytes", 8 << 20}, {"bytes_per_sample", 1 << 20}}}}}};
   BatchStudyOptions o;
   o.shards = "s&hards";
   const std::string html = batch_study_html(base, cand, fb, o);
@@ -377,9 +385,10 @@ TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   EXPECT_EQ(count("class=\"x-label\""), 4u);
   EXPECT_EQ(count("class=\"y-label\""), 4u);
   EXPECT_NE(html.find("(log2 scale)"), std::string::npos);  // batch axes
-  EXPECT_NE(html.find("Macro-F1 difference: -0.50 &#177; 0.00 points</b> (mean &#177; sd over 2 seed(s); goal: within 1 "
-                      "point of the baseline: met)"),
-            std::string::npos);
+  EXPECT_NE(
+      html.find("Macro-F1 difference: -0.50 &#177; 0.00 points</b> (mean &#177; sd over 2 seed(s); goal: within 1 "
+                "point of the baseline: met)"),
+      std::string::npos);
   EXPECT_NE(html.find("Throughput: 1.50x"), std::string::npos);
   EXPECT_NE(html.find("s&amp;hards"), std::string::npos);
   EXPECT_NE(html.find("m&lt;1&gt;"), std::string::npos);

@@ -238,16 +238,17 @@ TEST(BinaryMetrics, MatchesScikitLearn) {
     data << s << "," << labels.back() << "\n";
   }
   testing::write_text(dir / "data.csv", data.str());
-  testing::write_text(dir / "check.py",
-                      "import sys\n"
-                      "from sklearn.metrics import roc_auc_score, average_precision_score, f1_score\n"
-                      "s, y = [], []\n"
-                      "for line in open(sys.argv[1]):\n"
-                      "    a, b = line.strip().split(',')\n"
-                      "    s.append(float(a)); y.append(int(b))\n"
-                      "pred = [1 if x >= 0.5 else 0 for x in s]\n"
-                      "# float(): numpy 2 writes np.float64(...) for its scalars' repr\n"
-                      "print(*(repr(float(v)) for v in (roc_auc_score(y, s), average_precision_score(y, s), f1_score(y, pred))))\n");
+  testing::write_text(
+      dir / "check.py",
+      "import sys\n"
+      "from sklearn.metrics import roc_auc_score, average_precision_score, f1_score\n"
+      "s, y = [], []\n"
+      "for line in open(sys.argv[1]):\n"
+      "    a, b = line.strip().split(',')\n"
+      "    s.append(float(a)); y.append(int(b))\n"
+      "pred = [1 if x >= 0.5 else 0 for x in s]\n"
+      "# float(): numpy 2 writes np.float64(...) for its scalars' repr\n"
+      "print(*(repr(float(v)) for v in (roc_auc_score(y, s), average_precision_score(y, s), f1_score(y, pred))))\n");
   auto run = testing::run_shell(testing::python() + " " + (dir / "check.py").string() + " " +
                                 (dir / "data.csv").string() + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;

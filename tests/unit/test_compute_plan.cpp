@@ -18,14 +18,22 @@ PriceTable table(const std::vector<json>& rows) {
 
 json offer(const std::string& name, const std::string& kind, const std::string& accel, int n, double od, double spot,
            int vcpus = 8) {
-  return {{"name", name}, {"provider", "T"}, {"kind", kind}, {"accelerator", accel}, {"accelerators", n},
-          {"vcpus", vcpus}, {"on_demand_per_hour", od}, {"spot_per_hour", spot}, {"source", "fixture"},
+  return {{"name", name},
+          {"provider", "T"},
+          {"kind", kind},
+          {"accelerator", accel},
+          {"accelerators", n},
+          {"vcpus", vcpus},
+          {"on_demand_per_hour", od},
+          {"spot_per_hour", spot},
+          {"source", "fixture"},
           {"date", "2026-11"}};
 }
 
 const char* kRecords =
     "# comment\n"
-    "{\"scenario\":\"s\",\"device\":\"cpu\",\"hardware\":\"epyc\",\"vcpus\":2,\"images_per_second\":100,\"source\":\"m\","
+    "{\"scenario\":\"s\",\"device\":\"cpu\",\"hardware\":\"epyc\",\"vcpus\":2,\"images_per_second\":100,\"source\":"
+    "\"m\","
     "\"date\":\"2026-11-22\"}\n"
     "\n"
     "{\"scenario\":\"s\",\"device\":\"gpu\",\"hardware\":\"A100-40GB\",\"devices\":1,\"images_per_second\":2000,"
@@ -49,7 +57,8 @@ TEST(BenchRecords, ParseSkipsCommentsAndNamesTheLineOfAnError) {
   EXPECT_NE(error(R"({"scenario":"s","device":"gpu","hardware":"x","images_per_second":0,"source":"m","date":"d"})")
                 .find("images_per_second 0 must be > 0"),
             std::string::npos);
-  EXPECT_NE(error(R"({"scenario":"s","device":"gpu","hardware":"x","images_per_second":5,"date":"d"})").find("missing \"source\""),
+  EXPECT_NE(error(R"({"scenario":"s","device":"gpu","hardware":"x","images_per_second":5,"date":"d"})")
+                .find("missing \"source\""),
             std::string::npos);
   EXPECT_NE(error(R"({"scenario":"s","device":"cpu","hardware":"x","images_per_second":5,"source":"m","date":"d"})")
                 .find("needs \"vcpus\""),
@@ -86,8 +95,9 @@ TEST(ParseHours, AcceptsUnitsAndRefusesNonsense) {
 
 class ComputePlan : public ::testing::Test {
  protected:
-  PriceTable prices = table({offer("cpu-8", "cpu", "", 0, 0.4, 0.1, 8), offer("a100-1", "gpu", "A100-40GB", 1, 3.6, 1.2),
-                             offer("a100-8", "gpu", "A100-40GB", 8, 28.8, 9.6), offer("h100-1", "gpu", "H100-80GB", 1, 10.0, 3.0)});
+  PriceTable prices =
+      table({offer("cpu-8", "cpu", "", 0, 0.4, 0.1, 8), offer("a100-1", "gpu", "A100-40GB", 1, 3.6, 1.2),
+             offer("a100-8", "gpu", "A100-40GB", 8, 28.8, 9.6), offer("h100-1", "gpu", "H100-80GB", 1, 10.0, 3.0)});
   std::vector<ThroughputRecord> records = parse_bench_records(kRecords, "b.jsonl");
   PlanRequest request{"s", 1.2e6, 10, 0, 0, PriceBasis::kOnDemand};
 

@@ -47,7 +47,8 @@ TEST(Config, WrongTypeNamesPathAndExpectedType) {
   std::string msg = config_error(json{{"loader", {{"workers", "big"}}}});
   EXPECT_NE(msg.find("test.json: loader.workers: expected integer, got string"), std::string::npos) << msg;
   msg = config_error(json{{"loader", {{"batch_size", "big"}}}});
-  EXPECT_NE(msg.find("test.json: loader.batch_size: expected integer or \"auto\", got string"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test.json: loader.batch_size: expected integer or \"auto\", got string"), std::string::npos)
+      << msg;
   msg = config_error(json{{"augment", {{"mean", {0.1, "x", 0.3}}}}});
   EXPECT_NE(msg.find("augment.mean[1]: expected number"), std::string::npos) << msg;
   msg = config_error(json{{"loader", {{"shuffle", 1}}}});
@@ -61,7 +62,8 @@ TEST(Config, RangeAndChoiceChecks) {
   std::string msg = config_error(json{{"data", {{"encoding", "jpg"}}}});
   EXPECT_NE(msg.find("did you mean 'jpeg'"), std::string::npos) << msg;
   EXPECT_NE(config_error(json{{"augment", {{"crop_scale", {0.9, 0.1}}}}}).find("crop_scale"), std::string::npos);
-  EXPECT_NE(config_error(json{{"data", {{"val_fraction", 0.6}, {"test_fraction", 0.5}}}}).find("must be < 1"), std::string::npos);
+  EXPECT_NE(config_error(json{{"data", {{"val_fraction", 0.6}, {"test_fraction", 0.5}}}}).find("must be < 1"),
+            std::string::npos);
 }
 
 TEST(Config, OverridesParseByFieldType) {
@@ -167,7 +169,8 @@ TEST(Config, ShippedDefaultsAreTheBuiltInDefaults) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;
   const nlohmann::json shipped = nlohmann::json::parse(in);
-  EXPECT_EQ(shipped, config_to_json(Config{})) << "regenerate with: shoplens train --print-config > configs/default.json";
+  EXPECT_EQ(shipped, config_to_json(Config{}))
+      << "regenerate with: shoplens train --print-config > configs/default.json";
 }
 
 TEST(Strings, NearestNameAndSizes) {

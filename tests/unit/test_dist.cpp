@@ -41,9 +41,9 @@ DistEnv parse(const std::map<std::string, std::string>& vars) {
 TEST(CudaDevice, EachLocalRankGetsItsOwnVisibleGpu) {
   EXPECT_EQ(cuda_device_for(0, 8), 0);
   EXPECT_EQ(cuda_device_for(3, 8), 3);
-  EXPECT_EQ(cuda_device_for(3, 1), 0);   // one visible device per task
-  EXPECT_EQ(cuda_device_for(5, 4), 1);   // more local ranks than devices: shared round-robin
-  EXPECT_EQ(cuda_device_for(2, 0), 0);   // none visible
+  EXPECT_EQ(cuda_device_for(3, 1), 0);  // one visible device per task
+  EXPECT_EQ(cuda_device_for(5, 4), 1);  // more local ranks than devices: shared round-robin
+  EXPECT_EQ(cuda_device_for(2, 0), 0);  // none visible
   EXPECT_EQ(cuda_device_for(-1, 4), 0);
 }
 
@@ -54,8 +54,13 @@ TEST(DistEnv, NoVariablesMeansOneProcess) {
 }
 
 TEST(DistEnv, ReadsTorchrunsContract) {
-  const auto env = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                          {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29600"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
+  const auto env = parse({{"RANK", "3"},
+                          {"WORLD_SIZE", "4"},
+                          {"LOCAL_RANK", "1"},
+                          {"LOCAL_WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "10.0.0.1"},
+                          {"MASTER_PORT", "29600"},
+                          {"TORCHELASTIC_RESTART_COUNT", "2"},
                           {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   EXPECT_TRUE(env.distributed());
   EXPECT_EQ(env.rank, 3);
@@ -70,8 +75,11 @@ TEST(DistEnv, ReadsTorchrunsContract) {
 }
 
 TEST(DistEnv, ReadsSlurm) {
-  const auto env = parse({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                          {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"MASTER_ADDR", "node01"}});
+  const auto env = parse({{"SLURM_PROCID", "5"},
+                          {"SLURM_NTASKS", "8"},
+                          {"SLURM_LOCALID", "1"},
+                          {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                          {"MASTER_ADDR", "node01"}});
   EXPECT_EQ(env.source, "slurm");
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
@@ -92,7 +100,8 @@ TEST(DistEnv, BadValuesNameTheVariable) {
   EXPECT_NE(message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK='x'"), std::string::npos);
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK >= WORLD_SIZE"), std::string::npos);
   EXPECT_NE(message({{"RANK", "0"}}).find("RANK and WORLD_SIZE"), std::string::npos);
-  EXPECT_NE(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT"),
+            std::string::npos);
   EXPECT_NE(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}}).find("MASTER_ADDR"),
             std::string::npos);
 }
@@ -180,24 +189,27 @@ TEST(ProcessGroup, AMissingRankIsNamedWhenTheTimeoutRunsOut) {
 TEST(ProcessGroup, ACollectiveThatTimesOutNamesItselfAndThePeer) {
   std::promise<void> rank0_done;
   auto finished = rank0_done.get_future().share();
-  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
-    if (rank == 1) {
-      finished.wait();  // alive and connected, but silent
-      return;
-    }
-    std::vector<at::Tensor> t{torch::ones({3})};
-    try {
-      group->allreduce_sum(t);
-      ADD_FAILURE() << "the all-reduce completed without its peer";
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      const std::string who = fmt::format("(pid {} on ", ::getpid());
-      EXPECT_NE(m.find("all-reduce failed on rank 0 " + who), std::string::npos) << m;
-      EXPECT_NE(m.find("waiting on rank 1 " + who), std::string::npos) << m;
-      EXPECT_NE(m.find("dist.timeout_seconds = 1 s"), std::string::npos) << m;
-    }
-    rank0_done.set_value();
-  }, 1.0);
+  on_ranks(
+      2,
+      [&](int rank, std::shared_ptr<ProcessGroup> group) {
+        if (rank == 1) {
+          finished.wait();  // alive and connected, but silent
+          return;
+        }
+        std::vector<at::Tensor> t{torch::ones({3})};
+        try {
+          group->allreduce_sum(t);
+          ADD_FAILURE() << "the all-reduce completed without its peer";
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          const std::string who = fmt::format("(pid {} on ", ::getpid());
+          EXPECT_NE(m.find("all-reduce failed on rank 0 " + who), std::string::npos) << m;
+          EXPECT_NE(m.find("waiting on rank 1 " + who), std::string::npos) << m;
+          EXPECT_NE(m.find("dist.timeout_seconds = 1 s"), std::string::npos) << m;
+        }
+        rank0_done.set_value();
+      },
+      1.0);
 }
 
 // The reducer's gradients equal the mean of what each rank computes alone, with buckets small
@@ -267,8 +279,9 @@ TEST(GradientReducer, TwoRanksWithAccumulationMatchOneBigBatch) {
     TrainStep step(model, optim.optimizer(), options);
     const int base = rank * 4;
     for (int i = 0; i < 4; ++i) {
-      auto r = step.run({testing::make_batch(images.slice(0, base, base + 2), labels.slice(0, base, base + 2)),
-                         testing::make_batch(images.slice(0, base + 2, base + 4), labels.slice(0, base + 2, base + 4))});
+      auto r =
+          step.run({testing::make_batch(images.slice(0, base, base + 2), labels.slice(0, base, base + 2)),
+                    testing::make_batch(images.slice(0, base + 2, base + 4), labels.slice(0, base + 2, base + 4))});
       EXPECT_EQ(r.samples, 8);  // over both ranks
       EXPECT_TRUE(r.applied);
     }
@@ -375,12 +388,24 @@ TEST(Loader, ShardsEachGlobalBatchAcrossRanksAndSeedsByGlobalPosition) {
 // ---- the ledger verifier ----
 
 std::string seg(const std::string& id, std::int64_t start, std::int64_t at) {
-  return nlohmann::json({{"type", "segment"}, {"segment", id}, {"rank", 0}, {"world_size", 1}, {"start_step", start},
-                         {"started_at_ms", at}}).dump() + "\n";
+  return nlohmann::json({{"type", "segment"},
+                         {"segment", id},
+                         {"rank", 0},
+                         {"world_size", 1},
+                         {"start_step", start},
+                         {"started_at_ms", at}})
+             .dump() +
+         "\n";
 }
 std::string epoch_rec(std::int64_t e, std::int64_t steps, std::vector<std::uint64_t> unread) {
-  return nlohmann::json({{"type", "epoch"}, {"epoch", e}, {"steps", steps}, {"global_batch", 2}, {"unread", unread},
-                         {"with_replacement", false}}).dump() + "\n";
+  return nlohmann::json({{"type", "epoch"},
+                         {"epoch", e},
+                         {"steps", steps},
+                         {"global_batch", 2},
+                         {"unread", unread},
+                         {"with_replacement", false}})
+             .dump() +
+         "\n";
 }
 std::string step_rec(std::int64_t e, std::int64_t s, std::vector<std::uint64_t> ids) {
   return nlohmann::json({{"type", "step"}, {"epoch", e}, {"step", s}, {"ids", ids}}).dump() + "\n";
@@ -390,7 +415,8 @@ TEST(Ledger, ExactAcrossARestartThatRedidSteps) {
   const std::vector<std::uint64_t> train{10, 11, 12, 13, 14};
   // First start: steps 1-2 of epoch 0, then a crash; the checkpoint was at step 1.
   std::vector<LedgerFile> files{
-      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) + step_rec(0, 2, {13, 11})},
+      {"a.rank-0.jsonl",
+       seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) + step_rec(0, 2, {13, 11})},
       {"b.rank-0.jsonl", seg("b", 1, 200) + epoch_rec(0, 2, {14}) + step_rec(0, 2, {13, 11}) + "{\"type\":\"st"}};
   const auto report = verify_ledger(files, train);
   ASSERT_EQ(report.epochs.size(), 1u);
@@ -402,9 +428,9 @@ TEST(Ledger, ExactAcrossARestartThatRedidSteps) {
 
 TEST(Ledger, ReportsDuplicatesAndMissingSamples) {
   const std::vector<std::uint64_t> train{10, 11, 12, 13, 14};
-  std::vector<LedgerFile> files{
-      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) + step_rec(0, 2, {12, 11})},
-      {"a.rank-1.jsonl", seg("a", 0, 100) + step_rec(0, 1, {99})}};
+  std::vector<LedgerFile> files{{"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) + step_rec(0, 1, {12, 10}) +
+                                                       step_rec(0, 2, {12, 11})},
+                                {"a.rank-1.jsonl", seg("a", 0, 100) + step_rec(0, 1, {99})}};
   const auto report = verify_ledger(files, train);
   EXPECT_FALSE(report.exact());
   const auto& e = report.epochs.at(0);

@@ -25,8 +25,8 @@ TEST(EvalTransform, TheLongSideIsTruncatedAndTheCropOffsetRoundsHalfToEven) {
   EXPECT_EQ(p.left, 58);  // round(58.5) = 58 in Python (half to even)
   EXPECT_EQ(p.top, 16);
   // A portrait image whose offset is 2.5 rounds to 2, and 3.5 to 4.
-  EXPECT_EQ(plan_eval_crop(10, 15, 10, 10).top, 2);   // resized 10x15: (15 - 10) / 2 = 2.5
-  EXPECT_EQ(plan_eval_crop(10, 17, 10, 10).top, 4);   // (17 - 10) / 2 = 3.5
+  EXPECT_EQ(plan_eval_crop(10, 15, 10, 10).top, 2);  // resized 10x15: (15 - 10) / 2 = 2.5
+  EXPECT_EQ(plan_eval_crop(10, 17, 10, 10).top, 4);  // (17 - 10) / 2 = 3.5
 }
 
 TEST(EvalTransform, RefusesACropLargerThanTheResizedImage) {

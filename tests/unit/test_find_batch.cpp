@@ -28,7 +28,7 @@ TEST(CpuBudgetAllocator, CountsLiveAndPeakBytesOfLibTorchTensors) {
   {
     auto a = torch::empty({1024, 1024}, torch::kFloat);  // 4 MiB
     EXPECT_EQ(memory->stats().allocated_bytes - before, 4 * kMiB);
-    auto b = torch::empty({512, 1024}, torch::kFloat);   // 2 MiB
+    auto b = torch::empty({512, 1024}, torch::kFloat);  // 2 MiB
     EXPECT_EQ(memory->stats().allocated_bytes - before, 6 * kMiB);
   }
   EXPECT_EQ(memory->stats().allocated_bytes, before);
@@ -41,7 +41,7 @@ TEST(CpuBudgetAllocator, RefusesBeyondTheBudgetWithLibTorchsOutOfMemoryError) {
   auto memory = make_cpu_memory_probe();
   const std::int64_t live = memory->stats().allocated_bytes;
   memory->set_budget(live + 8 * kMiB);
-  auto fits = torch::zeros({1024, 1024}, torch::kFloat);  // 4 MiB
+  auto fits = torch::zeros({1024, 1024}, torch::kFloat);                                 // 4 MiB
   EXPECT_THROW(torch::zeros({1024, 1024 + 512}, torch::kFloat), c10::OutOfMemoryError);  // 6 more MiB
   try {
     (void)torch::ones({2048, 1024}, torch::kFloat);
@@ -311,7 +311,7 @@ TEST(FindBatchCache, FingerprintFollowsWhatDecidesTheAnswer) {
   Config c;
   const auto base = find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 29);
   EXPECT_EQ(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 29));
-  EXPECT_NE(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 28));  // budget
+  EXPECT_NE(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 28));     // budget
   EXPECT_NE(base, find_batch_fingerprint(c, 12, "cuda:0", 1 << 30, 1 << 29));  // device
   Config other = c;
   other.train.precision = "bf16";
@@ -329,7 +329,8 @@ TEST(FindBatchCache, RoundTripsAndIgnoresTornEntries) {
   Config c;
   c.find_batch.cache_dir = dir.path().string();
   EXPECT_FALSE(read_cached_search(c, "abc").has_value());
-  nlohmann::json doc = {{"fingerprint", "abc"}, {"found_batch", 40}, {"micro_batch", 40}, {"probes", nlohmann::json::array()}};
+  nlohmann::json doc = {
+      {"fingerprint", "abc"}, {"found_batch", 40}, {"micro_batch", 40}, {"probes", nlohmann::json::array()}};
   write_cached_search(c, "abc", doc);
   auto back = read_cached_search(c, "abc");
   ASSERT_TRUE(back.has_value());

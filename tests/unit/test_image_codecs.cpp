@@ -45,7 +45,8 @@ double max_difference(const cv::Mat& a, const cv::Mat& b) {
 // stopped using it.
 void expect_quadrants(const cv::Mat& rgb, const int expected[4][3]) {
   for (int q = 0; q < 4; ++q) {
-    const cv::Vec3b px = rgb.at<cv::Vec3b>((q / 2) * rgb.rows / 2 + rgb.rows / 4, (q % 2) * rgb.cols / 2 + rgb.cols / 4);
+    const cv::Vec3b px =
+        rgb.at<cv::Vec3b>((q / 2) * rgb.rows / 2 + rgb.rows / 4, (q % 2) * rgb.cols / 2 + rgb.cols / 4);
     for (int c = 0; c < 3; ++c) EXPECT_NEAR(px[c], expected[q][c], 3) << "quadrant " << q << " channel " << c;
   }
 }
@@ -159,7 +160,8 @@ PngSample png_sample(const PngCase& c) {
   const int channels = palette ? 1 : (colour ? 3 : 1) + (alpha ? 1 : 0);
   const int max = (1 << c.bit_depth) - 1;
   const int entries = palette ? std::min(max + 1, 40) : 0;
-  for (int i = 0; i < entries; ++i) spec.palette.insert(spec.palette.end(), {std::uint8_t(i * 6), std::uint8_t(255 - i * 5), std::uint8_t(i * 3 + 7)});
+  for (int i = 0; i < entries; ++i)
+    spec.palette.insert(spec.palette.end(), {std::uint8_t(i * 6), std::uint8_t(255 - i * 5), std::uint8_t(i * 3 + 7)});
   if (palette) spec.trns = {0, 128};  // entries 0 and 1 transparent-ish: dropped like any alpha
   cv::Mat expected(11, 13, CV_8UC3);
   for (int y = 0; y < 11; ++y)
@@ -170,9 +172,13 @@ PngSample png_sample(const PngCase& c) {
         spec.samples.push_back(static_cast<std::uint16_t>(v[ch]));
       }
       const auto to8 = [&](int s) { return c.bit_depth == 16 ? (s * 255 + 32895) >> 16 : s * 255 / max; };
-      if (palette) expected.at<cv::Vec3b>(y, x) = cv::Vec3b(spec.palette[3 * v[0]], spec.palette[3 * v[0] + 1], spec.palette[3 * v[0] + 2]);
-      else if (colour) expected.at<cv::Vec3b>(y, x) = cv::Vec3b(to8(v[0]), to8(v[1]), to8(v[2]));
-      else expected.at<cv::Vec3b>(y, x) = cv::Vec3b(to8(v[0]), to8(v[0]), to8(v[0]));
+      if (palette)
+        expected.at<cv::Vec3b>(y, x) =
+            cv::Vec3b(spec.palette[3 * v[0]], spec.palette[3 * v[0] + 1], spec.palette[3 * v[0] + 2]);
+      else if (colour)
+        expected.at<cv::Vec3b>(y, x) = cv::Vec3b(to8(v[0]), to8(v[1]), to8(v[2]));
+      else
+        expected.at<cv::Vec3b>(y, x) = cv::Vec3b(to8(v[0]), to8(v[0]), to8(v[0]));
     }
   return {testing::png_from_spec(spec), expected};
 }
@@ -187,17 +193,16 @@ TEST_P(PngLayouts, DecodeToRgb8) {
   EXPECT_LE(max_difference(d.rgb, sample.expected), 1);  // 16 -> 8 bit rounding
 }
 
-INSTANTIATE_TEST_SUITE_P(ImageCodecsPng, PngLayouts,
-                         ::testing::Values(PngCase{"gray_1bit", 1, 0, false}, PngCase{"gray_2bit", 2, 0, false},
-                                           PngCase{"gray_4bit", 4, 0, false}, PngCase{"gray_8bit", 8, 0, false},
-                                           PngCase{"gray_16bit", 16, 0, false}, PngCase{"rgb_16bit", 16, 2, false},
-                                           PngCase{"palette_8bit_with_trns", 8, 3, false},
-                                           PngCase{"palette_4bit", 4, 3, false}, PngCase{"gray_alpha_8bit", 8, 4, false},
-                                           PngCase{"rgba_8bit", 8, 6, false}, PngCase{"rgba_16bit", 16, 6, false},
-                                           PngCase{"interlaced_rgb_8bit", 8, 2, true},
-                                           PngCase{"interlaced_gray_1bit", 1, 0, true},
-                                           PngCase{"interlaced_palette_2bit", 2, 3, true}),
-                         [](const ::testing::TestParamInfo<PngCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    ImageCodecsPng, PngLayouts,
+    ::testing::Values(PngCase{"gray_1bit", 1, 0, false}, PngCase{"gray_2bit", 2, 0, false},
+                      PngCase{"gray_4bit", 4, 0, false}, PngCase{"gray_8bit", 8, 0, false},
+                      PngCase{"gray_16bit", 16, 0, false}, PngCase{"rgb_16bit", 16, 2, false},
+                      PngCase{"palette_8bit_with_trns", 8, 3, false}, PngCase{"palette_4bit", 4, 3, false},
+                      PngCase{"gray_alpha_8bit", 8, 4, false}, PngCase{"rgba_8bit", 8, 6, false},
+                      PngCase{"rgba_16bit", 16, 6, false}, PngCase{"interlaced_rgb_8bit", 8, 2, true},
+                      PngCase{"interlaced_gray_1bit", 1, 0, true}, PngCase{"interlaced_palette_2bit", 2, 3, true}),
+    [](const ::testing::TestParamInfo<PngCase>& info) { return info.param.name; });
 
 // Each cut is inside a different part: the IHDR, the IDAT, and between the IDAT and the IEND
 // (all the pixels are there, the file still is not whole).
@@ -290,7 +295,8 @@ TEST_P(BmpLayouts, DecodeExactly) {
 
 INSTANTIATE_TEST_SUITE_P(ImageCodecsBmp, BmpLayouts,
                          ::testing::Values(BmpCase{"bgr24_bottom_up", 24, false}, BmpCase{"bgr24_top_down", 24, true},
-                                           BmpCase{"bgrx32_bottom_up", 32, false}, BmpCase{"bgrx32_top_down", 32, true}),
+                                           BmpCase{"bgrx32_bottom_up", 32, false},
+                                           BmpCase{"bgrx32_top_down", 32, true}),
                          [](const ::testing::TestParamInfo<BmpCase>& info) { return info.param.name; });
 
 std::vector<cv::Vec3b> test_palette(int n) {
@@ -348,7 +354,7 @@ TEST(ImageCodecsBmp, DamagedOrLyingHeadersAreCorrupt) {
   const cv::Mat picture = testing::test_picture(13, 9, 10);
   const Bytes bmp = testing::bmp_bytes(picture, 24, false);
   Bytes offset_past_end = bmp, offset_in_header = bmp, negative_width = bmp, lowest_height = bmp, big_palette,
-      index_past_palette;
+        index_past_palette;
   testing::put_u32le(offset_past_end, 10, 0xFFFFFFF0u);
   testing::put_u32le(offset_in_header, 10, 20);
   testing::put_u32le(negative_width, 18, static_cast<std::uint32_t>(-13));

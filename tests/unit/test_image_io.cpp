@@ -51,10 +51,14 @@ std::vector<BadInput> bad_inputs() {
       {"jpeg_cut_before_scan", [] { return testing::jpeg_cut_before_scan(valid_jpeg()); }},
       {"jpeg_with_garbage_header", [] { return testing::jpeg_with_garbage_header(valid_jpeg()); }},
       {"jpeg_with_bogus_huffman_table", [] { return testing::jpeg_with_bogus_huffman_table(valid_jpeg()); }},
-      {"jpeg_signature_only", [] { return Bytes{0xFF, 0xD8, 0xFF}; }},
+      {"jpeg_signature_only",
+       [] {
+         return Bytes{0xFF, 0xD8, 0xFF};
+       }},
       {"empty_file", [] { return Bytes{}; }},
       {"text_file", [] { return testing::text_bytes(); }},
-      {"truncated_png", [] { return testing::truncated(testing::png_bytes(testing::test_picture(96, 64, 2)), 1.0 / 3); }},
+      {"truncated_png",
+       [] { return testing::truncated(testing::png_bytes(testing::test_picture(96, 64, 2)), 1.0 / 3); }},
   };
 }
 

@@ -203,7 +203,8 @@ TEST(Manifest, TrainAndTestFoldersGetValidationCarvedFromTrain) {
 TEST(Manifest, ValidationIsCarvedOnlyWhenTheInputHasNone) {
   ManifestOptions options = rooted();
   options.val_fraction = 0.5;
-  const std::string train_test = "path,label,split\na.jpg,x,train\nb.jpg,x,train\nc.jpg,x,train\nd.jpg,x,train\ne.jpg,x,test\n";
+  const std::string train_test =
+      "path,label,split\na.jpg,x,train\nb.jpg,x,train\nc.jpg,x,train\nd.jpg,x,train\ne.jpg,x,test\n";
   const Manifest carved = parse_manifest(train_test, "m.csv", options);
   EXPECT_EQ(carved.val_carved_from_train, 2u);
 

@@ -42,11 +42,14 @@ TEST(ManifestLimits, LabelOver256BytesIsQuarantinedWithItsLine) {
 }
 
 TEST(ManifestLimits, PathIdAndMetadataOverTheirLimitsAreQuarantined) {
-  const std::string text = "id,path,label,shop\n"
-                           "ok,a.jpg,x,s\n"
-                           "p," + std::string(4097, 'p') + ",x,s\n"
-                           + std::string(4097, 'i') + ",b.jpg,x,s\n"
-                           "m,c.jpg,x," + std::string(1025, 'm') + "\n";
+  const std::string text =
+      "id,path,label,shop\n"
+      "ok,a.jpg,x,s\n"
+      "p," +
+      std::string(4097, 'p') + ",x,s\n" + std::string(4097, 'i') +
+      ",b.jpg,x,s\n"
+      "m,c.jpg,x," +
+      std::string(1025, 'm') + "\n";
   const Manifest m = parse_manifest(text, "m.csv", rooted());
   EXPECT_EQ(m.records.size(), 1u);
   EXPECT_EQ(reason_at(m, 3), "path longer than 4096 bytes (4097)");

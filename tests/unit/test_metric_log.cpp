@@ -78,12 +78,9 @@ TEST(MetricLog, RecordWritesJsonlAndLongCsv) {
             (std::vector<std::string>{
                 R"({"step":10,"epoch":0.5,"phase":"train","loss":0.25,"lr":1e-05})",
                 R"({"step":12,"epoch":1.0,"phase":"val","loss":null,"accuracy":null,"macro_f1":null})"}));
-  EXPECT_EQ(lines_of(dir / "metrics.csv"), (std::vector<std::string>{"step,epoch,phase,name,value",
-                                                                     "10,0.5,train,loss,0.25",
-                                                                     "10,0.5,train,lr,1e-05",
-                                                                     "12,1,val,loss,nan",
-                                                                     "12,1,val,accuracy,inf",
-                                                                     "12,1,val,macro_f1,-inf"}));
+  EXPECT_EQ(lines_of(dir / "metrics.csv"),
+            (std::vector<std::string>{"step,epoch,phase,name,value", "10,0.5,train,loss,0.25", "10,0.5,train,lr,1e-05",
+                                      "12,1,val,loss,nan", "12,1,val,accuracy,inf", "12,1,val,macro_f1,-inf"}));
 }
 
 TEST(MetricLog, ValuesRoundTripExactly) {
@@ -141,13 +138,12 @@ TEST(MetricLog, TruncateAfterKeepsStepsUpToTheCheckpointOnce) {
     EXPECT_EQ(jsonl_steps(dir / "metrics.jsonl"), (std::vector<std::int64_t>{1, 2, 2, 3, 4, 4, 5, 6, 6}));
     record_steps(log, 7, 8);
   }
-  EXPECT_EQ(jsonl_steps(dir / "metrics.jsonl"),
-            (std::vector<std::int64_t>{1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8}));
+  EXPECT_EQ(jsonl_steps(dir / "metrics.jsonl"), (std::vector<std::int64_t>{1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8}));
   auto csv = lines_of(dir / "metrics.csv");
   ASSERT_EQ(csv.size(), 1u + 8 + 4 * 2);  // header, 8 train losses, 4 val records of two values
   EXPECT_EQ(csv[0], "step,epoch,phase,name,value");
-  std::vector<std::string> expected_steps{"1", "2", "2", "2", "3", "4", "4", "4", "5",
-                                          "6", "6", "6", "7", "8", "8", "8"};
+  std::vector<std::string> expected_steps{"1", "2", "2", "2", "3", "4", "4", "4",
+                                          "5", "6", "6", "6", "7", "8", "8", "8"};
   for (std::size_t i = 1; i < csv.size(); ++i) EXPECT_EQ(split(csv[i], ',')[0], expected_steps[i - 1]) << csv[i];
   // No temporary left behind by the atomic rewrite.
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))

@@ -88,8 +88,8 @@ TEST(Metrics, HandComputedReportAllClassesPresent) {
   //      0       2  1  0    precision 2/3, 2/3, 3/5
   //      1       0  2  2    recall    2/3, 1/2, 3/4
   //      2       1  0  3    f1        4/6, 4/7, 6/9
-  ClassificationReport r = classification_report(matrix_of(3, {{0, 0, 2}, {0, 1, 1}, {1, 1, 2}, {1, 2, 2},
-                                                               {2, 0, 1}, {2, 2, 3}}));
+  ClassificationReport r =
+      classification_report(matrix_of(3, {{0, 0, 2}, {0, 1, 1}, {1, 1, 2}, {1, 2, 2}, {2, 0, 1}, {2, 2, 3}}));
   EXPECT_EQ(r.samples, 11);
   EXPECT_DOUBLE_EQ(r.per_class[1].precision, 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(r.per_class[1].recall, 0.5);
@@ -170,8 +170,8 @@ TEST(Metrics, ReportToMarkdown) {
 
 TEST(Metrics, MetricValueAndDirection) {
   ClassificationReport r = classification_report(hand_example());
-  EXPECT_EQ(metric_names(), (std::vector<std::string>{"loss", "accuracy", "macro_f1", "weighted_f1",
-                                                      "macro_precision", "macro_recall", "roc_auc", "pr_auc"}));
+  EXPECT_EQ(metric_names(), (std::vector<std::string>{"loss", "accuracy", "macro_f1", "weighted_f1", "macro_precision",
+                                                      "macro_recall", "roc_auc", "pr_auc"}));
   EXPECT_EQ(metric_value(r, 1.25, "loss"), 1.25);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "accuracy"), 3.0 / 7.0);
   EXPECT_DOUBLE_EQ(metric_value(r, 1.25, "macro_f1"), 2.0 / 9.0);

@@ -95,8 +95,7 @@ TEST(MicroBatcher, MaxBatchOneNeverCoalesces) {
   FakeModel model;
   MicroBatcher b(fixed(1, 10), model.fn(), clock.fn());
   for (int i = 0; i < 3; ++i) b.submit({1.0f});
-  while (b.run_once() > 0) {
-  }
+  while (b.run_once() > 0) {}
   EXPECT_EQ(model.batches, std::vector<int>({1, 1, 1}));
 }
 
@@ -221,7 +220,8 @@ class P95Batcher : public ::testing::Test {
     // The model costs what the curve says (10 + 5b ms); time passes only where a test says so.
     model_.cost_ms = [](int b) { return 10.0 + 5.0 * b; };
     batcher_ = std::make_unique<MicroBatcher>(o, model_.fn(), clock_.fn());
-    batcher_->set_curve(LatencyCurve({{1, 15, 15}, {2, 20, 20}, {4, 30, 30}, {8, 50, 50}, {16, 90, 90}, {32, 170, 170}}));
+    batcher_->set_curve(
+        LatencyCurve({{1, 15, 15}, {2, 20, 20}, {4, 30, 30}, {8, 50, 50}, {16, 90, 90}, {32, 170, 170}}));
   }
   // Arrivals `gap_ms` apart; returns what run_once dispatched after each.
   std::vector<int> arrive(int n, double gap_ms) {

@@ -13,7 +13,8 @@ TEST(ModelFacts, EveryFactoryHasFactsAndEveryFactHasAFactoryInTheSameOrder) {
 }
 
 TEST(ModelFacts, GemmBoundModelsAreTheTransformers) {
-  for (const char* name : {"text_tiny", "text_base", "vit_tiny", "vit_base"}) EXPECT_TRUE(gemm_bound_model(name)) << name;
+  for (const char* name : {"text_tiny", "text_base", "vit_tiny", "vit_base"})
+    EXPECT_TRUE(gemm_bound_model(name)) << name;
   for (const char* name : {"small_cnn", "resnet18", "resnet50", "no_such_model"})
     EXPECT_FALSE(gemm_bound_model(name)) << name;
 }

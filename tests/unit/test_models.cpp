@@ -57,10 +57,11 @@ TEST(Models, OutputShapesForEveryModel) {
     model->eval();
     // Every model reads the batch its example_batch() describes (text: tokens at max_length).
     auto out = model->forward_batch(model->example_batch(2), torch::kCPU);
-    if (is_text_model(name)) EXPECT_THROW(model->forward(torch::randn({2, 3, 64, 64})), Error) << name;
-    else EXPECT_EQ(model->forward(torch::randn({2, 3, 64, 64})).sizes(), out.sizes()) << name;
-    EXPECT_EQ(out.sizes(), (std::vector<std::int64_t>{2, 7}))
-        << name;
+    if (is_text_model(name))
+      EXPECT_THROW(model->forward(torch::randn({2, 3, 64, 64})), Error) << name;
+    else
+      EXPECT_EQ(model->forward(torch::randn({2, 3, 64, 64})).sizes(), out.sizes()) << name;
+    EXPECT_EQ(out.sizes(), (std::vector<std::int64_t>{2, 7})) << name;
     EXPECT_TRUE(torch::isfinite(out).all().item<bool>()) << name;
     EXPECT_EQ(model->num_classes(), 7) << name;
     EXPECT_EQ(model->spec().name, name);
@@ -101,16 +102,16 @@ TEST(Models, ParameterNamesFollowTorchvisionAndTimm) {
   EXPECT_EQ(r50.size(), 320u);
 
   auto vit = names_of(*make_model(spec("vit_tiny")));
-  for (const char* n : {"cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias",
-                        "blocks.0.norm1.weight", "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
-                        "blocks.0.attn.proj.weight", "blocks.11.norm2.bias", "blocks.11.mlp.fc1.weight",
-                        "blocks.11.mlp.fc2.bias", "norm.weight", "head.weight", "head.bias"})
+  for (const char* n :
+       {"cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias", "blocks.0.norm1.weight",
+        "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias", "blocks.0.attn.proj.weight", "blocks.11.norm2.bias",
+        "blocks.11.mlp.fc1.weight", "blocks.11.mlp.fc2.bias", "norm.weight", "head.weight", "head.bias"})
     EXPECT_TRUE(vit.count(n)) << n;
   EXPECT_EQ(vit.size(), 4u + 12u * 12u + 2u + 2u);
 
   auto cnn = names_of(*make_model(spec("small_cnn")));
-  for (const char* n : {"features.0.weight", "features.1.running_mean", "features.13.num_batches_tracked",
-                        "head.weight"})
+  for (const char* n :
+       {"features.0.weight", "features.1.running_mean", "features.13.num_batches_tracked", "head.weight"})
     EXPECT_TRUE(cnn.count(n)) << n;
 }
 

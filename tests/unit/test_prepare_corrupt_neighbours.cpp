@@ -77,7 +77,8 @@ TEST(DecoderStateAcrossFormats, EveryValidFileDecodesTheSameAfterAnyDamagedFile)
   for (const Format& f : kFormats) {
     const Bytes bytes = f.encode(testing::test_picture(57 + seed, 43 + seed, seed));
     valid.emplace_back(f.name, bytes);
-    for (auto& d : damage_kinds(f, bytes, seed)) damaged.push_back({std::string(f.name) + "/" + d.kind, d.bytes, d.must_fail});
+    for (auto& d : damage_kinds(f, bytes, seed))
+      damaged.push_back({std::string(f.name) + "/" + d.kind, d.bytes, d.must_fail});
     ++seed;
   }
   std::vector<cv::Mat> reference(valid.size());
@@ -157,7 +158,8 @@ TEST(PrepareWithCorruptNeighbours, KeepsEveryValidImageAndTheSameSetForAnyThread
       quarantined.insert(q.id);
       EXPECT_EQ(catalog.valid_ids.count(q.id), 0u) << threads << " threads lost valid " << q.id << ": " << q.reason;
     }
-    for (const auto& id : catalog.must_fail_ids) EXPECT_EQ(quarantined.count(id), 1u) << threads << " threads kept " << id;
+    for (const auto& id : catalog.must_fail_ids)
+      EXPECT_EQ(quarantined.count(id), 1u) << threads << " threads kept " << id;
     const std::set<std::string> kept = catalog.kept_ids(out);
     for (const auto& id : catalog.valid_ids) EXPECT_EQ(kept.count(id), 1u) << threads << " threads lost " << id;
     if (threads == 1) {

@@ -100,7 +100,7 @@ TEST(PrepareHostileFiles, FileOverTheSizeLimitIsQuarantinedWithTheLimit) {
   // Every valid JPEG here is over 1000 bytes; the limit is set just under the big one.
   const PrepareReport r = data.prepare(size - 1);
   EXPECT_EQ(reason_for(r, "big"), "decode: file too large: " + std::to_string(size) + " bytes, over the limit of " +
-                                       std::to_string(size - 1) + " bytes (data.max_file_mb)");
+                                      std::to_string(size - 1) + " bytes (data.max_file_mb)");
   EXPECT_EQ(reason_for(r, "small_enough"), "<kept>");
 }
 
@@ -143,8 +143,10 @@ TEST(PrepareHostileFiles, ImageFolderReportsEveryEntryThatIsNotAnImageFile) {
   EXPECT_EQ(r.kept, 2u);
   EXPECT_EQ(reason_for(r, "cat/pipe.jpg"), "manifest: not a regular file (a FIFO)");
   EXPECT_NE(reason_for(r, "cat/loop.jpg").find("symlink loop"), std::string::npos) << reason_for(r, "cat/loop.jpg");
-  EXPECT_EQ(reason_for(r, "dog/escape.jpg").rfind("decode: path escapes root", 0), 0u) << reason_for(r, "dog/escape.jpg");
-  EXPECT_NE(reason_for(r, "dog/dangling.jpg").find("No such file"), std::string::npos) << reason_for(r, "dog/dangling.jpg");
+  EXPECT_EQ(reason_for(r, "dog/escape.jpg").rfind("decode: path escapes root", 0), 0u)
+      << reason_for(r, "dog/escape.jpg");
+  EXPECT_NE(reason_for(r, "dog/dangling.jpg").find("No such file"), std::string::npos)
+      << reason_for(r, "dog/dangling.jpg");
   EXPECT_EQ(reason_for(r, "dog/folder_link"), "manifest: symlink to a folder (not followed)");
 }
 

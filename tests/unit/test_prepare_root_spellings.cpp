@@ -66,8 +66,14 @@ class PrepareRootSpellings : public ::testing::TestWithParam<RootSpelling> {
 
   // Rows that must be kept, each spelling the same kind of path differently.
   std::vector<std::string> inside_rows() const {
-    return {"img/a.jpg", "./img/b.jpg", "img/../img/c.jpg", "img//d.jpg", "img/./sub/../e.jpg",
-            (real / "dataset/img/f.jpg").string(), (real / "link/img/g.jpg").string(), "img/inner_link.jpg"};
+    return {"img/a.jpg",
+            "./img/b.jpg",
+            "img/../img/c.jpg",
+            "img//d.jpg",
+            "img/./sub/../e.jpg",
+            (real / "dataset/img/f.jpg").string(),
+            (real / "link/img/g.jpg").string(),
+            "img/inner_link.jpg"};
   }
   // Rows that leave the root, lexically or through a symlink.
   std::vector<std::string> escaping_rows() const {
@@ -124,7 +130,9 @@ TEST_P(PrepareRootSpellings, KeepsEveryRowInsideAndRefusesEveryRowOutside) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Spellings, PrepareRootSpellings, ::testing::ValuesIn(kSpellings),
-                         [](const ::testing::TestParamInfo<RootSpelling>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<RootSpelling>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace shoplens

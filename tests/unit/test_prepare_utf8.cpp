@@ -20,12 +20,12 @@ TEST(Utf8, TellsValidFromInvalid) {
   EXPECT_TRUE(is_valid_utf8(""));
   EXPECT_TRUE(is_valid_utf8("plain ascii"));
   EXPECT_TRUE(is_valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x93\xB7"));  // é € 📷
-  EXPECT_FALSE(is_valid_utf8("caf\xE9"));                                // Latin-1 é
-  EXPECT_FALSE(is_valid_utf8("\xC3"));                                   // cut short
-  EXPECT_FALSE(is_valid_utf8("\xC0\x80"));                               // overlong NUL
-  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));                           // a UTF-16 surrogate
-  EXPECT_FALSE(is_valid_utf8("\xF4\x90\x80\x80"));                       // above U+10FFFF
-  EXPECT_FALSE(is_valid_utf8("\x80"));                                   // a lone continuation byte
+  EXPECT_FALSE(is_valid_utf8("caf\xE9"));                                   // Latin-1 é
+  EXPECT_FALSE(is_valid_utf8("\xC3"));                                      // cut short
+  EXPECT_FALSE(is_valid_utf8("\xC0\x80"));                                  // overlong NUL
+  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));                              // a UTF-16 surrogate
+  EXPECT_FALSE(is_valid_utf8("\xF4\x90\x80\x80"));                          // above U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\x80"));                                      // a lone continuation byte
 }
 
 TEST(Utf8, EscapesOnlyTheInvalidBytes) {
@@ -59,7 +59,8 @@ struct Latin1Dataset {
     testing::write_text(folder / "img/broken.jpg", "not an image");
     std::string csv = "id,path,label,split,r\xE9gion\n";
     for (int i = 0; i < 4; ++i)
-      csv += "ok" + std::to_string(i) + ",img/" + std::to_string(i) + ".jpg," + (i % 2 ? "good" : "blurry") + ",train,eu\n";
+      csv += "ok" + std::to_string(i) + ",img/" + std::to_string(i) + ".jpg," + (i % 2 ? "good" : "blurry") +
+             ",train,eu\n";
     csv += "latin_label,img/0.jpg,caf\xE9,train,eu\n";
     csv += "latin_path,img/caf\xE9.jpg,good,train,eu\n";
     csv += "latin_id_\xFE,img/broken.jpg,good,train,eu\n";

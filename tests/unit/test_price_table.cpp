@@ -14,16 +14,11 @@ namespace {
 using json = nlohmann::json;
 
 json valid_row(const std::string& name = "gpu-1x") {
-  return {{"name", name},
-          {"provider", "Example"},
-          {"kind", "gpu"},
-          {"accelerator", "A100-40GB"},
-          {"accelerators", 1},
-          {"vcpus", 12},
-          {"region", "r1"},
-          {"on_demand_per_hour", 3.6},
-          {"spot_per_hour", 1.1},
-          {"source", "https://example.com/prices"},
+  return {{"name", name},         {"provider", "Example"},
+          {"kind", "gpu"},        {"accelerator", "A100-40GB"},
+          {"accelerators", 1},    {"vcpus", 12},
+          {"region", "r1"},       {"on_demand_per_hour", 3.6},
+          {"spot_per_hour", 1.1}, {"source", "https://example.com/prices"},
           {"date", "2026-11-20"}};
 }
 

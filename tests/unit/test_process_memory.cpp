@@ -48,10 +48,11 @@ TEST(ProcessMemory, MappedFilePagesAreNotTheJobs) {
   void* map = ::mmap(nullptr, 64 * kMiB, PROT_READ, MAP_PRIVATE, fileno(f), 0);
   ASSERT_NE(map, MAP_FAILED);
   std::int64_t sum = 0;
-  for (std::int64_t i = 0; i < 64 * kMiB; i += 4096) sum += static_cast<const char*>(map)[i];  // a loader reading shards
+  for (std::int64_t i = 0; i < 64 * kMiB; i += 4096)
+    sum += static_cast<const char*>(map)[i];  // a loader reading shards
   EXPECT_GT(sum, 0);
   EXPECT_GE(read_resident_memory().peak - program.resident, 60 * kMiB);  // the raw peak sees the pages
-  EXPECT_LT(job_resident_peak(program), 32 * kMiB);                       // the job's does not
+  EXPECT_LT(job_resident_peak(program), 32 * kMiB);                      // the job's does not
   ::munmap(map, 64 * kMiB);
   std::fclose(f);
 }

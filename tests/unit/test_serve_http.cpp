@@ -31,7 +31,8 @@ std::string post(const std::string& body, const std::string& type = "application
 }
 
 std::string chunked_post(const std::string& body, std::size_t chunk) {
-  std::string out = "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string out =
+      "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n";
   char size[32];
   for (std::size_t at = 0; at < body.size(); at += chunk) {
     const std::string part = body.substr(at, chunk);
@@ -120,10 +121,10 @@ TEST_F(ServeHttpRoot, DotDotAfterAMissingFolderCannotFollowALinkOutOfTheRoot) {
 TEST_F(ServeHttpRoot, EveryMissGetsTheSameStatusAndBody) {
   const RawReply reference = ask("missing.png");
   EXPECT_EQ(reference.status, 404) << reference.body;
-  for (const std::string& probe : std::vector<std::string>{"sub", "sub/", "link/secret.png", "link/secret.txt", "link/missing.png",
-                                  "../secret.png", "../secret.txt", (dir_ / "secret.png").string(),
-                                  (dir_ / "secret.txt").string(), "/etc/passwd", "/nonexistent/x.png",
-                                  "sub/../../secret.png", "nope/../../secret.txt", "link", "link/"}) {
+  for (const std::string& probe : std::vector<std::string>{
+           "sub", "sub/", "link/secret.png", "link/secret.txt", "link/missing.png", "../secret.png", "../secret.txt",
+           (dir_ / "secret.png").string(), (dir_ / "secret.txt").string(), "/etc/passwd", "/nonexistent/x.png",
+           "sub/../../secret.png", "nope/../../secret.txt", "link", "link/"}) {
     const RawReply r = ask(probe);
     EXPECT_EQ(r.status, reference.status) << probe << ": " << r.body;
     EXPECT_EQ(r.body, reference.body) << probe;

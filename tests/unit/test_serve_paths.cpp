@@ -25,8 +25,9 @@ TEST(ServePaths, ResolvesInsideTheRootAndMissesEverythingElse) {
   EXPECT_EQ(resolve_under_root(root, "a/../a/x.jpg"), canon / "a" / "x.jpg");
   EXPECT_EQ(resolve_under_root(root, (canon / "a" / "x.jpg").string()), canon / "a" / "x.jpg");
 
-  for (const std::string& miss : std::vector<std::string>{"a/missing.jpg", "a", "../secret.jpg", (dir / "secret.jpg").string(),
-                                 "escape/secret.jpg", "/etc/passwd", "../root2/y.jpg"})
+  for (const std::string& miss :
+       std::vector<std::string>{"a/missing.jpg", "a", "../secret.jpg", (dir / "secret.jpg").string(),
+                                "escape/secret.jpg", "/etc/passwd", "../root2/y.jpg"})
     EXPECT_EQ(resolve_under_root(root, miss), std::nullopt) << miss;
   EXPECT_THROW(resolve_under_root(root, ""), UsageError);
   EXPECT_THROW(resolve_under_root(root, std::string("a\0b", 3)), UsageError);

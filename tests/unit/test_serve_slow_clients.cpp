@@ -28,8 +28,8 @@ serve::FrontendOptions deadlines(double header_ms, double body_ms, double idle_m
 }
 
 std::string slow_body_head(std::size_t length) {
-  return "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nContent-Length: " + std::to_string(length) +
-         "\r\n\r\n" + fake_png();
+  return "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nContent-Length: " +
+         std::to_string(length) + "\r\n\r\n" + fake_png();
 }
 
 TEST(ServeSlowClients, HeadersDribbledOneByteAtATimeAreCutAtTheHeaderDeadline) {

@@ -97,14 +97,17 @@ TEST(Shards, IndexValidationNamesTheProblem) {
   flipped[sizeof(ShardIndexHeader) + 3] ^= 1;
   EXPECT_NE(error_for(flipped).find("checksum"), std::string::npos);
   // A label beyond the class count is caught even with a consistent checksum.
-  EXPECT_NE([&] {
-    try {
-      parse_shard_index(reinterpret_cast<const std::uint8_t*>(good.data()), good.size(), "s.idx", 1);
-    } catch (const DataError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }().find("label 1 out of range"), std::string::npos);
+  EXPECT_NE(
+      [&] {
+        try {
+          parse_shard_index(reinterpret_cast<const std::uint8_t*>(good.data()), good.size(), "s.idx", 1);
+        } catch (const DataError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }()
+          .find("label 1 out of range"),
+      std::string::npos);
 }
 
 TEST(Shards, DatasetInfoRoundTripAndSplitView) {

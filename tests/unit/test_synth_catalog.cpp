@@ -23,8 +23,8 @@
 namespace shoplens {
 namespace {
 
-using testing::ScratchDir;
 using testing::read_text;
+using testing::ScratchDir;
 using Row = std::vector<std::string>;
 
 // The generator never needs quoting for its values; a field with a quote would fail the
@@ -135,9 +135,8 @@ TEST(SynthCatalogClasses, SharesSumToOneAndMatchTheBrief) {
   EXPECT_EQ(names.size(), 12u);
   for (const char* required : {"blurry", "duplicate", "low_light", "background_issue", "watermark", "good_image"})
     EXPECT_TRUE(names.count(required)) << required;
-  EXPECT_EQ(synth_metadata_fields(),
-            (std::vector<std::string>{"source_channel", "device_type", "upload_region", "aspect_ratio", "category",
-                                      "seller_tier"}));
+  EXPECT_EQ(synth_metadata_fields(), (std::vector<std::string>{"source_channel", "device_type", "upload_region",
+                                                               "aspect_ratio", "category", "seller_tier"}));
 }
 
 TEST(SynthCatalogOptions, RejectsBadOptions) {
@@ -221,7 +220,7 @@ TEST_F(SynthCatalog, ClassCountsFollowTheSharesAndBothFormatsAppear) {
     EXPECT_LE(std::abs(counts[c] - synth_classes()[c].share * 120), 1.0) << synth_classes()[c].name;
     EXPECT_EQ(counts[c], small_.per_class[c]);
   }
-  EXPECT_GT(png, 5);   // png_fraction 0.15 of 120
+  EXPECT_GT(png, 5);  // png_fraction 0.15 of 120
   EXPECT_LT(png, 40);
 }
 
@@ -363,8 +362,8 @@ ImageStats measure(const cv::Mat& bgr) {
   std::vector<cv::Mat> ch;
   cv::split(f, ch);
   const cv::Mat avg = (ch[0] + ch[1] + ch[2]) / 3;
-  s.saturation_mean = (cv::mean(cv::abs(ch[0] - avg))[0] + cv::mean(cv::abs(ch[1] - avg))[0] +
-                       cv::mean(cv::abs(ch[2] - avg))[0]) / 3;
+  s.saturation_mean =
+      (cv::mean(cv::abs(ch[0] - avg))[0] + cv::mean(cv::abs(ch[1] - avg))[0] + cv::mean(cv::abs(ch[2] - avg))[0]) / 3;
   return s;
 }
 

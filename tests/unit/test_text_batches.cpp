@@ -67,7 +67,8 @@ TEST(TextBatches, PadsToTheLongestRowLongestFirstWithMaskLengthsAndMetadata) {
   for (std::uint32_t i : {0u, 1u, 2u, 3u, 7u, 9u}) longest = std::max<std::int64_t>(longest, source->length(i));
   EXPECT_EQ(b.input_ids.size(1), std::min<std::int64_t>(64, (longest + 7) / 8 * 8));
   const auto lengths = b.lengths;
-  for (std::int64_t r = 0; r + 1 < b.size(); ++r) EXPECT_GE(lengths[r].item<std::int64_t>(), lengths[r + 1].item<std::int64_t>());
+  for (std::int64_t r = 0; r + 1 < b.size(); ++r)
+    EXPECT_GE(lengths[r].item<std::int64_t>(), lengths[r + 1].item<std::int64_t>());
   EXPECT_TRUE(torch::equal(b.attention_mask.sum(1), lengths));
   for (std::int64_t r = 0; r < b.size(); ++r) {
     const std::size_t index = b.sample_ids[r] - 1000;
@@ -76,10 +77,13 @@ TEST(TextBatches, PadsToTheLongestRowLongestFirstWithMaskLengthsAndMetadata) {
     EXPECT_EQ(b.input_ids[r][0].item<std::int64_t>(), 2 + static_cast<std::int64_t>(index) % 50);
     if (len < b.input_ids.size(1)) EXPECT_EQ(b.input_ids[r][len].item<std::int64_t>(), 0) << "pad id after the row";
     EXPECT_EQ(b.labels[r].item<std::int64_t>(), index % 5 == 0 ? 1 : 0);
-    EXPECT_EQ(b.meta_categorical[r][0].item<std::int64_t>(), index % 7 == 0 ? 0 : 1 + static_cast<std::int64_t>(index) % 4);
+    EXPECT_EQ(b.meta_categorical[r][0].item<std::int64_t>(),
+              index % 7 == 0 ? 0 : 1 + static_cast<std::int64_t>(index) % 4);
     const float numeric = b.meta_numeric[r][0].item<float>();
-    if (index % 11 == 0) EXPECT_TRUE(std::isnan(numeric)) << "missing stays missing";
-    else EXPECT_FLOAT_EQ(numeric, std::asinh(10.0f * index));
+    if (index % 11 == 0)
+      EXPECT_TRUE(std::isnan(numeric)) << "missing stays missing";
+    else
+      EXPECT_FLOAT_EQ(numeric, std::asinh(10.0f * index));
   }
 }
 
@@ -108,7 +112,8 @@ TEST(TextBatches, BucketingPermutesWholeUnitsKeepsTheTailAndIsAFunctionOfTheEpoc
   // Each window of 4 units holds the same examples as before, rearranged.
   for (std::size_t w = 0; w < whole; w += 4 * unit) {
     const std::size_t end = std::min(whole, w + 4 * unit);
-    std::multiset<std::uint32_t> a(order.begin() + w, order.begin() + end), b(original.begin() + w, original.begin() + end);
+    std::multiset<std::uint32_t> a(order.begin() + w, order.begin() + end),
+        b(original.begin() + w, original.begin() + end);
     EXPECT_EQ(a, b);
   }
   auto again = original;

@@ -53,8 +53,7 @@ std::vector<TextExample> small_examples(int vocab_size) {
   return {example(0, {1, 5, 6, big}, 0, Split::kTrain, {1, 3}, {12.0f}),
           example(1, {1, 7}, 1, Split::kTrain, {0, 2}, {kNaN}),
           example(2, {1, big, big, 9, 10, 11}, 0, Split::kTrain, {2, 0}, {3.5f}),
-          example(3, {1, 4}, 1, Split::kVal, {1, 1}, {7.0f}),
-          example(4, {1, 2, 3}, 0, Split::kTest, {0, 0}, {kNaN})};
+          example(3, {1, 4}, 1, Split::kVal, {1, 1}, {7.0f}), example(4, {1, 2, 3}, 0, Split::kTest, {0, 0}, {kNaN})};
 }
 
 void write_folder(const fs::path& dir, int vocab_size) {
@@ -82,15 +81,18 @@ void expect_same(const TextSource& src, std::size_t i, const TextExample& e) {
   ASSERT_EQ(src.length(i), e.tokens.size());
   std::vector<std::int64_t> out(e.tokens.size() + 3, -7);
   ASSERT_EQ(src.copy_tokens(i, out.data(), out.size()), e.tokens.size());
-  for (std::size_t k = 0; k < e.tokens.size(); ++k) EXPECT_EQ(out[k], e.tokens[k]) << "sample " << e.sample_id << " token " << k;
+  for (std::size_t k = 0; k < e.tokens.size(); ++k)
+    EXPECT_EQ(out[k], e.tokens[k]) << "sample " << e.sample_id << " token " << k;
   EXPECT_EQ(out[e.tokens.size()], -7);  // nothing written past the example
   std::vector<std::int64_t> cat(src.num_categorical(), -1);
   std::vector<float> num(src.num_numeric(), -1);
   src.metadata(i, cat.data(), num.data());
   for (std::size_t k = 0; k < e.categorical.size(); ++k) EXPECT_EQ(cat[k], e.categorical[k]);
   for (std::size_t k = 0; k < e.numeric.size(); ++k) {
-    if (std::isnan(e.numeric[k])) EXPECT_TRUE(std::isnan(num[k])) << "sample " << e.sample_id;
-    else EXPECT_EQ(num[k], e.numeric[k]);
+    if (std::isnan(e.numeric[k]))
+      EXPECT_TRUE(std::isnan(num[k])) << "sample " << e.sample_id;
+    else
+      EXPECT_EQ(num[k], e.numeric[k]);
   }
 }
 
@@ -409,17 +411,24 @@ TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
   testing::ScratchDir dir("text-convert");
   // Row 2 has padding to strip, row 3 misses a label, row 4 an attention mask; nulls are missing
   // metadata; the last two rows are the latest and become val/test by the cut-offs.
-  testing::write_text(dir / "in.jsonl",
-      R"({"input_ids": [1, 5, 9, 70000], "attention_mask": [1, 1, 1, 1], "label": 1, "language": "en", "source_surface": "chat", "model_family": "b", "prompt_length": 12, "response_length": 30.5, "shard_id": 3, "created_at": 100})" "\n"
-      R"({"input_ids": [1, 7, 8, 0, 0], "attention_mask": [1, 1, 1, 0, 0], "label": 0, "language": null, "source_surface": "api", "model_family": "a", "prompt_length": null, "response_length": 4, "shard_id": 3, "created_at": 101})" "\n"
-      R"({"input_ids": [1, 2], "attention_mask": [1, 1], "label": null, "language": "de", "source_surface": "api", "model_family": "a", "prompt_length": 1, "response_length": 1, "shard_id": 4, "created_at": 102})" "\n"
-      R"({"input_ids": [1, 2], "language": "de", "label": 0, "source_surface": "api", "model_family": "a", "prompt_length": 1, "response_length": 1, "shard_id": 4, "created_at": 103})" "\n"
-      R"({"input_ids": [1, 3, 3], "attention_mask": [1, 1, 1], "label": 0, "language": "de", "model_family": "a", "prompt_length": 2, "response_length": 9, "shard_id": 5, "created_at": 200})" "\n"
-      R"({"input_ids": [1, 4], "attention_mask": [1, 1], "label": 1, "language": "en", "source_surface": "batch", "model_family": "c", "prompt_length": 5, "response_length": 6, "shard_id": 6, "created_at": 300})" "\n");
+  testing::write_text(
+      dir / "in.jsonl",
+      R"({"input_ids": [1, 5, 9, 70000], "attention_mask": [1, 1, 1, 1], "label": 1, "language": "en", "source_surface": "chat", "model_family": "b", "prompt_length": 12, "response_length": 30.5, "shard_id": 3, "created_at": 100})"
+      "\n"
+      R"({"input_ids": [1, 7, 8, 0, 0], "attention_mask": [1, 1, 1, 0, 0], "label": 0, "language": null, "source_surface": "api", "model_family": "a", "prompt_length": null, "response_length": 4, "shard_id": 3, "created_at": 101})"
+      "\n"
+      R"({"input_ids": [1, 2], "attention_mask": [1, 1], "label": null, "language": "de", "source_surface": "api", "model_family": "a", "prompt_length": 1, "response_length": 1, "shard_id": 4, "created_at": 102})"
+      "\n"
+      R"({"input_ids": [1, 2], "language": "de", "label": 0, "source_surface": "api", "model_family": "a", "prompt_length": 1, "response_length": 1, "shard_id": 4, "created_at": 103})"
+      "\n"
+      R"({"input_ids": [1, 3, 3], "attention_mask": [1, 1, 1], "label": 0, "language": "de", "model_family": "a", "prompt_length": 2, "response_length": 9, "shard_id": 5, "created_at": 200})"
+      "\n"
+      R"({"input_ids": [1, 4], "attention_mask": [1, 1], "label": 1, "language": "en", "source_surface": "batch", "model_family": "c", "prompt_length": 5, "response_length": 6, "shard_id": 6, "created_at": 300})"
+      "\n");
   const auto out = dir / "shards";
-  const auto r = testing::run_shell(testing::python() + " " + testing::source_dir() +
-                                    "/tools/text_shards/to_text_shards.py --out " + out.string() +
-                                    " --vocab-size 70001 --val-from 200 --test-from 300 " + (dir / "in.jsonl").string());
+  const auto r = testing::run_shell(
+      testing::python() + " " + testing::source_dir() + "/tools/text_shards/to_text_shards.py --out " + out.string() +
+      " --vocab-size 70001 --val-from 200 --test-from 300 " + (dir / "in.jsonl").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("line 3: missing label"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("line 4: missing attention_mask"), std::string::npos) << r.output;
@@ -434,7 +443,8 @@ TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
   };
   auto train = open_text_split(out, Split::kTrain);
   ASSERT_EQ(train->size(), 2u);
-  TextExample e0 = example(0, {1, 5, 9, 70000}, 1, Split::kTrain, {code(0, "en"), code(1, "chat"), code(2, "b")}, {12.0f, 30.5f});
+  TextExample e0 =
+      example(0, {1, 5, 9, 70000}, 1, Split::kTrain, {code(0, "en"), code(1, "chat"), code(2, "b")}, {12.0f, 30.5f});
   TextExample e1 = example(1, {1, 7, 8}, 0, Split::kTrain, {0, code(1, "api"), code(2, "a")}, {kNaN, 4.0f});
   expect_same(*train, 0, e0);
   expect_same(*train, 1, e1);
@@ -443,7 +453,8 @@ TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
   expect_same(*val, 0, example(4, {1, 3, 3}, 0, Split::kVal, {code(0, "de"), 0, code(2, "a")}, {2.0f, 9.0f}));
   auto test = open_text_split(out, Split::kTest);
   ASSERT_EQ(test->size(), 1u);
-  expect_same(*test, 0, example(5, {1, 4}, 1, Split::kTest, {code(0, "en"), code(1, "batch"), code(2, "c")}, {5.0f, 6.0f}));
+  expect_same(*test, 0,
+              example(5, {1, 4}, 1, Split::kTest, {code(0, "en"), code(1, "batch"), code(2, "c")}, {5.0f, 6.0f}));
   EXPECT_EQ(verify_text_shards(out).examples, 4u);
   const std::string rejects = read_file(out / "rejected.csv");
   EXPECT_NE(rejects.find("missing label"), std::string::npos) << rejects;

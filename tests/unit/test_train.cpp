@@ -209,7 +209,8 @@ TEST(ClassBalance, InverseFrequencyWeightsAndBalancedOrder) {
   EXPECT_DOUBLE_EQ(w[3], 12.0 / (3 * 4));
 
   InMemoryImageSource source(2);
-  for (int i = 0; i < 100; ++i) source.add(std::vector<std::uint8_t>(3, 0), 1, 1, PayloadEncoding::kRaw, i < 90 ? 0 : 1);
+  for (int i = 0; i < 100; ++i)
+    source.add(std::vector<std::uint8_t>(3, 0), 1, 1, PayloadEncoding::kRaw, i < 90 ? 0 : 1);
   auto counts = class_counts(source);
   EXPECT_EQ(counts, (std::vector<std::int64_t>{90, 10}));
   auto order = balanced_epoch_order(source, 7, 0);

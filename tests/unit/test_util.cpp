@@ -109,10 +109,11 @@ std::filesystem::path shared_fixture(const std::string& name,
 }
 
 std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
-  const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(), run = (dir / "run").string();
+  const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(),
+                    run = (dir / "run").string();
   for (const std::string& args :
-       {"make-data --out " + catalog + " --num-images " + std::to_string(num_images) + " --image-size-range 40:60 --seed " +
-            std::to_string(seed),
+       {"make-data --out " + catalog + " --num-images " + std::to_string(num_images) +
+            " --image-size-range 40:60 --seed " + std::to_string(seed),
         "prepare --input " + catalog + "/manifest.csv --out " + shards + " --storage-size 36 --threads 2",
         "train --shards " + shards + " --out " + run +
             " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32",
@@ -138,9 +139,11 @@ std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalo
 namespace shoplens::testing {
 namespace {
 std::string html_unescape(std::string s) {
-  const std::pair<const char*, const char*> entities[] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&amp;", "&"}};
+  const std::pair<const char*, const char*> entities[] = {
+      {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&amp;", "&"}};
   for (const auto& [from, to] : entities)
-    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + 1)) s.replace(p, std::strlen(from), to);
+    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + 1))
+      s.replace(p, std::strlen(from), to);
   return s;
 }
 }  // namespace
@@ -150,23 +153,26 @@ nlohmann::json check_page_in_browser(const std::filesystem::path& html) {
   std::string page = read_text(html);
   const auto body_end = page.rfind("</body>");
   if (body_end == std::string::npos) throw std::runtime_error(html.string() + " has no </body>");
-  page.insert(body_end, "<script>\n" + read_text(std::filesystem::path(source_dir()) / "tests/e2e/html_layout_check.js") +
+  page.insert(body_end, "<script>\n" +
+                            read_text(std::filesystem::path(source_dir()) / "tests/e2e/html_layout_check.js") +
                             "\n</script>\n");
   write_text(dir / "page.html", page);
   const std::string browser = from_env("SHOPLENS_TEST_CHROMIUM", "chromium");
   // --no-sandbox: the suite may run as root; the page is our own file.
-  const auto r = run_shell("timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
-                           (dir / "profile").string() + " --enable-logging=stderr --v=0 --dump-dom file://" +
-                           (dir / "page.html").string() + " > " + (dir / "dom.html").string() + " 2> " +
-                           (dir / "stderr.txt").string());
+  const auto r = run_shell("timeout 120 " + browser +
+                           " --headless --no-sandbox --disable-gpu --user-data-dir=" + (dir / "profile").string() +
+                           " --enable-logging=stderr --v=0 --dump-dom file://" + (dir / "page.html").string() + " > " +
+                           (dir / "dom.html").string() + " 2> " + (dir / "stderr.txt").string());
   if (r.exit_code != 0)
     throw std::runtime_error("headless " + browser + " failed (exit " + std::to_string(r.exit_code) +
                              "; scripts/bootstrap.sh installs chromium): " + r.output + read_text(dir / "stderr.txt"));
   const std::string dom = read_text(dir / "dom.html");
   const std::string open = "<pre id=\"layout-check\">";
   const auto start = dom.rfind(open), end = dom.find("</pre>", start);
-  if (start == std::string::npos || end == std::string::npos) throw std::runtime_error("the layout check did not run:\n" + dom);
-  nlohmann::json result = nlohmann::json::parse(html_unescape(dom.substr(start + open.size(), end - start - open.size())));
+  if (start == std::string::npos || end == std::string::npos)
+    throw std::runtime_error("the layout check did not run:\n" + dom);
+  nlohmann::json result =
+      nlohmann::json::parse(html_unescape(dom.substr(start + open.size(), end - start - open.size())));
   result["console"] = nlohmann::json::array();
   std::istringstream log(read_text(dir / "stderr.txt"));
   for (std::string line; std::getline(log, line);)

@@ -221,7 +221,8 @@ TEST(WeightsFiles, ZipDirectoryListsEveryEntryAndRejectsDamage) {
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -261,9 +262,9 @@ TEST(WeightsUnpickler, ReadsContainersAndScalars) {
 
 TEST(WeightsUnpickler, RebuildsTensorViewsInsideTheirStorage) {
   // _rebuild_tensor_v2(('storage', FloatStorage, '0', 'cpu', 4), offset, (2,), (1,), False, None)
-  auto v = unpickle_bytes(from_hex(
-      "800263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a2828580700000073746f726167656374"
-      "6f7263680a466c6f617453746f726167650a58010000003058030000006370754b0474514b024b02854b0185894e74522e"));
+  auto v = unpickle_bytes(
+      from_hex("800263746f7263682e5f7574696c730a5f72656275696c645f74656e736f725f76320a2828580700000073746f726167656374"
+               "6f7263680a466c6f617453746f726167650a58010000003058030000006370754b0474514b024b02854b0185894e74522e"));
   ASSERT_EQ(v->kind, detail::PickleValue::Kind::kTensor);
   EXPECT_TRUE(torch::equal(v->tensor, torch::tensor({2.0f, 3.0f})));
   // The same with size (4,) from offset 2: it would read past the 4-element storage.
@@ -378,8 +379,7 @@ TEST(WeightsLoad, CopiesEverythingFromTheSameArchitecture) {
   EXPECT_EQ(report.weights_num_classes, 5);
   auto sa = model_state_dict(*a), sb = model_state_dict(*b);
   for (std::size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(torch::equal(sa[i].second, sb[i].second)) << sa[i].first;
-  EXPECT_NE(report.summary().find("loaded 122 of 122 model tensors (complete)"), std::string::npos)
-      << report.summary();
+  EXPECT_NE(report.summary().find("loaded 122 of 122 model tensors (complete)"), std::string::npos) << report.summary();
 }
 
 TEST(WeightsLoad, ReportsMissingUnexpectedAndMismatchedKeys) {
@@ -410,12 +410,13 @@ TEST(WeightsLoad, ReportsMissingUnexpectedAndMismatchedKeys) {
 
   const auto j = report.to_json();
   EXPECT_EQ(j["missing"][0], "layer3.1.bn1.running_var");
-  EXPECT_EQ(j["shape_mismatched"][0]["found"].get<std::vector<std::int64_t>>(), (std::vector<std::int64_t>{128, 64, 1, 1}));
+  EXPECT_EQ(j["shape_mismatched"][0]["found"].get<std::vector<std::int64_t>>(),
+            (std::vector<std::int64_t>{128, 64, 1, 1}));
   EXPECT_EQ(j["complete"], false);
   const auto text = report.summary();
-  for (const char* needle : {"missing, kept their initial values (1): layer3.1.bn1.running_var",
-                             "unexpected, ignored (1): aux_head.weight",
-                             "layer2.0.conv1.weight [128, 64, 3, 3] <- [128, 64, 1, 1]"})
+  for (const char* needle :
+       {"missing, kept their initial values (1): layer3.1.bn1.running_var", "unexpected, ignored (1): aux_head.weight",
+        "layer2.0.conv1.weight [128, 64, 3, 3] <- [128, 64, 1, 1]"})
     EXPECT_NE(text.find(needle), std::string::npos) << text;
 }
 
@@ -438,7 +439,8 @@ TEST(WeightsLoad, NewHeadWhenClassCountDiffersOrConfigError) {
   EXPECT_EQ(model->num_classes(), 5);
   EXPECT_EQ(report.loaded.size(), 120u);  // everything but fc.weight and fc.bias
   EXPECT_TRUE(report.shape_mismatched.empty());
-  EXPECT_TRUE(torch::equal(*find(model_state_dict(*model), "layer4.1.conv2.weight"), *find(weights, "layer4.1.conv2.weight")));
+  EXPECT_TRUE(
+      torch::equal(*find(model_state_dict(*model), "layer4.1.conv2.weight"), *find(weights, "layer4.1.conv2.weight")));
   EXPECT_NE(report.summary().find("the weights have 10 classes, the model 5"), std::string::npos);
   torch::NoGradGuard no_grad;
   model->eval();
@@ -662,9 +664,9 @@ TEST_F(WeightsTorchvision, TensorViewsAndDtypesFromTorchSave) {
   auto sd = read_weights(file("tensors.pt"));
   const auto base = torch::arange(12, at::kFloat).reshape({3, 4});
   EXPECT_TRUE(torch::equal(*find(sd, "base"), base));
-  EXPECT_TRUE(torch::equal(*find(sd, "row"), base[1]));                // storage offset
-  EXPECT_TRUE(torch::equal(*find(sd, "col"), base.select(1, 2)));      // offset + stride
-  EXPECT_TRUE(torch::equal(*find(sd, "t"), base.t()));                 // transposed strides
+  EXPECT_TRUE(torch::equal(*find(sd, "row"), base[1]));            // storage offset
+  EXPECT_TRUE(torch::equal(*find(sd, "col"), base.select(1, 2)));  // offset + stride
+  EXPECT_TRUE(torch::equal(*find(sd, "t"), base.t()));             // transposed strides
   EXPECT_TRUE(torch::equal(*find(sd, "half"), torch::tensor({1.5, -2.0}).to(at::kHalf)));
   EXPECT_TRUE(torch::equal(*find(sd, "bf16"), torch::tensor({0.5, 3.0}).to(at::kBFloat16)));
   EXPECT_EQ(find(sd, "f64")->scalar_type(), at::kDouble);

@@ -18,26 +18,33 @@ namespace {
 class BenchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.add_option("--config", config_,
-                   "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
-                   "(empty: the defaults)");
-    app.add_option("--out", out_, "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
+    app.add_option(
+        "--config", config_,
+        "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
+        "(empty: the defaults)");
+    app.add_option("--out", out_,
+                   "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
         ->required();
     app.add_option("--baseline", baseline_, "a previous results.jsonl to gate against (empty: no gate)");
     app.add_option("--max-regression", max_regression_,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
     app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(non_negative());
     app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
-    app.add_option("--study", study_, "\"batch\": the batch-size study (baseline vs find-batch) instead of the recorder (empty: the recorder)")
+    app.add_option(
+           "--study", study_,
+           "\"batch\": the batch-size study (baseline vs find-batch) instead of the recorder (empty: the recorder)")
         ->check(CLI::IsMember({"", "batch"}));
-    app.add_option("--shards", study_options_.shards, "study: prepared shards both runs train on (required with --study batch)");
+    app.add_option("--shards", study_options_.shards,
+                   "study: prepared shards both runs train on (required with --study batch)");
     app.add_option("--epochs", study_options_.epochs, "study: epochs of each run")->check(positive());
     app.add_option("--baseline-batch", study_options_.baseline_batch, "study: the baseline's micro-batch")
         ->check(positive());
-    app.add_option("--memory-budget", study_options_.memory_budget, "study: the budget find-batch fits into (both runs run under it)");
+    app.add_option("--memory-budget", study_options_.memory_budget,
+                   "study: the budget find-batch fits into (both runs run under it)");
     app.add_option("--threads", study_options_.threads, "study: CPU threads of each run (0: all usable cores)")
         ->check(thread_count());
-    app.add_option("--seeds", study_options_.seeds, "study: seeds, each training both runs (mean and spread are reported)")
+    app.add_option("--seeds", study_options_.seeds,
+                   "study: seeds, each training both runs (mean and spread are reported)")
         ->check(CLI::Range(1, 100));
     app.add_option("--first-seed", study_options_.first_seed, "study: the first seed (then first+1, ...)");
     app.add_option("--set", study_options_.sets, "study: extra section.key=value overrides for both runs");
@@ -70,10 +77,10 @@ class BenchCommand : public Command {
     if (trials_ > 0)
       for (auto& s : config.scenarios) s.trials = trials_;
     std::filesystem::create_directories(out_);
-    const std::string source =
-        !source_.empty() ? source_
-                         : fmt::format("shoplens bench --config {}{}", std::filesystem::path(config_).filename().string(),
-                                       trials_ > 0 ? fmt::format(" --trials {}", trials_) : "");
+    const std::string source = !source_.empty() ? source_
+                                                : fmt::format("shoplens bench --config {}{}",
+                                                              std::filesystem::path(config_).filename().string(),
+                                                              trials_ > 0 ? fmt::format(" --trials {}", trials_) : "");
 
     const Nvml nvml;
     const BenchEnvironment env = bench_environment(nvml);
@@ -123,7 +130,8 @@ class BenchCommand : public Command {
     }
     std::cout << fmt::format("\nresults: {}\n", (out / "results.md").string());
     if (failed) spdlog::error("bench: {} scenario(s) failed", failed);
-    if (regressed) spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", regressed, max_regression * 100);
+    if (regressed)
+      spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", regressed, max_regression * 100);
     return failed || regressed ? 1 : 0;
   }
 

@@ -18,7 +18,8 @@ class BenchDataCommand : public Command {
     options_.add_flag_for(app, "-i,--input", "data.input", "CSV manifest or ImageFolder root to benchmark on");
     options_.add_flag_for(app, "--out", "run.dir", "folder for shards and results");
     app.add_option("--epochs", epochs_, "passes over the train split for each pipeline")->check(positive());
-    app.add_option("--format", format_, "stdout format: table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
+    app.add_option("--format", format_, "stdout format: table, json or csv")
+        ->check(CLI::IsMember({"table", "json", "csv"}));
     app.add_option("--python", python_, "Python with torch and torchvision for the peer run");
     app.add_option("--peer-script", peer_script_, "the torchvision pipeline script (empty: skip the peer)");
   }
@@ -37,9 +38,12 @@ class BenchDataCommand : public Command {
     write_file_atomic(o.out_dir / "bench-data.md", bench_table(result));
     write_file_atomic(o.out_dir / "bench-data.csv", bench_csv(result));
     write_file_atomic(o.out_dir / "bench-data.jsonl", bench_json_lines(result));
-    if (format_ == "json") std::cout << bench_json_lines(result);
-    else if (format_ == "csv") std::cout << bench_csv(result);
-    else std::cout << bench_table(result);
+    if (format_ == "json")
+      std::cout << bench_json_lines(result);
+    else if (format_ == "csv")
+      std::cout << bench_csv(result);
+    else
+      std::cout << bench_table(result);
     spdlog::info("bench-data: results in {}", o.out_dir.string());
     return 0;
   }

@@ -23,7 +23,8 @@ class BenchTrainCommand : public Command {
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--vocab-size", o_.vocab_size, "text models: vocabulary of the synthetic token ids")
         ->check(CLI::Range(3, 1 << 24));
-    app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
     app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
     app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(thread_count());
@@ -38,12 +39,16 @@ class BenchTrainCommand : public Command {
 
   int run() override {
     if (is_text_model(o_.model) && classes_->count() == 0) o_.num_classes = 2;
-    prefer_passive_openmp(gemm_bound_model(o_.model), resolve_threads(o_.threads), o_.model);  // measure what `train` runs
+    prefer_passive_openmp(gemm_bound_model(o_.model), resolve_threads(o_.threads),
+                          o_.model);  // measure what `train` runs
     const auto result = run_train_bench(o_);
     if (const char* rank = std::getenv("RANK"); rank && std::atoi(rank) != 0) return 0;  // rank 0 reports
-    if (format_ == "json") std::cout << train_bench_json(result);
-    else if (format_ == "csv") std::cout << train_bench_csv(result);
-    else std::cout << train_bench_table(result);
+    if (format_ == "json")
+      std::cout << train_bench_json(result);
+    else if (format_ == "csv")
+      std::cout << train_bench_csv(result);
+    else
+      std::cout << train_bench_table(result);
     return 0;
   }
 

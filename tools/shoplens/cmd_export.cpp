@@ -15,12 +15,14 @@ class ExportCommand : public Command {
     app.add_option("-r,--run", o_.run_dir, "run directory of `shoplens train` (required unless --check)");
     app.add_option("-o,--out", o_.out_dir,
                    "model folder to write (must not exist unless --force); with --format triton, the Triton model "
-                   "repository that receives <name>/")->required();
+                   "repository that receives <name>/")
+        ->required();
     app.add_option("--format", o_.format,
                    "folder (safetensors + card), onnx (the folder plus model.onnx; a text run: model.onnx only) or "
                    "triton (a Triton model repository)")
         ->check(CLI::IsMember({"folder", "onnx", "triton"}));
-    app.add_option("--triton-name", o_.triton_name, "triton: the model's folder in the repository (empty: the architecture name)");
+    app.add_option("--triton-name", o_.triton_name,
+                   "triton: the model's folder in the repository (empty: the architecture name)");
     app.add_option("--max-batch", o_.max_batch, "triton: max_batch_size, and the largest batch timed for the batching");
     app.add_option("--p95-target-ms", o_.p95_target_ms,
                    "triton: latency budget; the preferred batch is the largest whose measured p95 fits it (as serve)");
@@ -33,7 +35,8 @@ class ExportCommand : public Command {
         ->capture_default_str();
     app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
     app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
-    app.add_flag("--check", check_only_, "only verify an existing model folder given by --out (files, checksums, logits)");
+    app.add_flag("--check", check_only_,
+                 "only verify an existing model folder given by --out (files, checksums, logits)");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
@@ -45,8 +48,8 @@ class ExportCommand : public Command {
       for (const auto& [file, entry] : loaded.card.at("files").items())
         if (file != "model.safetensors" && std::filesystem::path(file).extension() == ".safetensors")
           load_exported_model(o_.out_dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
-      std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>() << ", "
-                << loaded.class_names.size() << " classes)" << std::endl;
+      std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>()
+                << ", " << loaded.class_names.size() << " classes)" << std::endl;
       return 0;
     }
     if (o_.run_dir.empty()) throw UsageError("export: --run RUN_DIR is required (or --check to verify --out)");

@@ -31,7 +31,9 @@ class FindBatchCommand : public Command {
                           "global batch to reach with accumulation (0: one micro-batch per step)");
     options_.add_flag_for(app, "--lr-scaling", "find_batch.lr_scaling", "linear, sqrt or none");
     options_.add_flag_for(app, "--max-batch", "find_batch.max_batch", "largest micro-batch considered");
-    options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset: sizes the head by its classes; its loader's samples/s caps the throughput plan");
+    options_.add_flag_for(
+        app, "-s,--shards", "data.shards",
+        "prepared dataset: sizes the head by its classes; its loader's samples/s caps the throughput plan");
     classes_option_ = app.add_option("--classes", classes_,
                                      "classes of the head when neither --shards nor data.classes says (text models: 2)")
                           ->check(CLI::Range(2, 100000));
@@ -55,16 +57,19 @@ class FindBatchCommand : public Command {
       classes = static_cast<int>(data->class_names.size());
     }
     if (is_text_model(config->model.name) && config->text.vocab_size < 3)
-      throw UsageError("find-batch: " + config->model.name +
-                       " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
+      throw UsageError(
+          "find-batch: " + config->model.name +
+          " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
     if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
 
     const double input_rate = data ? plan_input_rate(*config, *data, DistEnv{}) : 0.0;
     const FindBatchResult result = find_batch(*config, classes, !no_cache_, input_rate);
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
-    if (json_) std::cout << doc.dump(2) << std::endl;
-    else std::cout << result.to_table() << std::flush;
+    if (json_)
+      std::cout << doc.dump(2) << std::endl;
+    else
+      std::cout << result.to_table() << std::flush;
     return 0;
   }
 

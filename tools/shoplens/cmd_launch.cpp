@@ -9,12 +9,14 @@ namespace {
 class LaunchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.footer("Example: shoplens launch --nproc-per-node 2 --max-restarts 3 -- shoplens train --config C --out RUN\n"
-               "Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-               "MASTER_PORT, TORCHELASTIC_RESTART_COUNT) and OMP_NUM_THREADS = cores / nproc-per-node unless set.\n"
-               "Exit codes: 0 all workers succeeded, 1 a worker failed and the restarts are used up, 2 usage or a\n"
-               "worker's config error (not restarted), 130 interrupted (workers checkpointed).");
-    app.add_option("--nproc-per-node", o_.nproc_per_node, "worker processes on this node")->check(CLI::Range(1, kMaxThreads));
+    app.footer(
+        "Example: shoplens launch --nproc-per-node 2 --max-restarts 3 -- shoplens train --config C --out RUN\n"
+        "Workers get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+        "MASTER_PORT, TORCHELASTIC_RESTART_COUNT) and OMP_NUM_THREADS = cores / nproc-per-node unless set.\n"
+        "Exit codes: 0 all workers succeeded, 1 a worker failed and the restarts are used up, 2 usage or a\n"
+        "worker's config error (not restarted), 130 interrupted (workers checkpointed).");
+    app.add_option("--nproc-per-node", o_.nproc_per_node, "worker processes on this node")
+        ->check(CLI::Range(1, kMaxThreads));
     app.add_option("--nnodes", o_.nnodes, "nodes in the job")->check(CLI::Range(1, 1 << 16));
     app.add_option("--node-rank", o_.node_rank, "this node's index, 0..nnodes-1")->check(CLI::Range(0, (1 << 16) - 1));
     app.add_option("--master-addr", o_.master_addr, "address of the node running rank 0 (it hosts the TCPStore)");

@@ -76,7 +76,8 @@ nlohmann::json text_summary_json(const SynthTextOptions& o, const SynthTextSumma
   for (int k = 0; k < kNumSplits; ++k) {
     const auto n = s.per_split[k];
     splits[split_name(static_cast<Split>(k))] = {
-        {"count", n}, {"positives", s.positives_per_split[k]},
+        {"count", n},
+        {"positives", s.positives_per_split[k]},
         {"positive_fraction", n ? double(s.positives_per_split[k]) / double(n) : 0.0}};
   }
   nlohmann::json missing = nlohmann::json::object();
@@ -100,11 +101,19 @@ nlohmann::json text_summary_json(const SynthTextOptions& o, const SynthTextSumma
       {"missing_metadata_fraction", o.missing_fraction},
       {"positive_fraction", s.examples ? double(positives) / double(s.examples) : 0.0},
       {"splits", splits},
-      {"split_rule", {{"key", s.split_rule.key}, {"val_from", s.split_rule.val_from},
-                      {"test_from", s.split_rule.test_from}, {"description", s.split_rule.description}}},
+      {"split_rule",
+       {{"key", s.split_rule.key},
+        {"val_from", s.split_rule.val_from},
+        {"test_from", s.split_rule.test_from},
+        {"description", s.split_rule.description}}},
       {"missing_fraction", missing},
-      {"length", {{"min", s.length_min}, {"p50", s.length_p50}, {"p90", s.length_p90}, {"p99", s.length_p99},
-                  {"max", s.length_max}, {"truncated", s.truncated}}},
+      {"length",
+       {{"min", s.length_min},
+        {"p50", s.length_p50},
+        {"p90", s.length_p90},
+        {"p99", s.length_p99},
+        {"max", s.length_max},
+        {"truncated", s.truncated}}},
       {"tokens", s.tokens},
       {"label_flips", s.label_flips},
       {"shards", s.shards.size()},
@@ -123,46 +132,56 @@ class MakeDataCommand : public Command {
         ->check(CLI::IsMember({"image", "text"}));
     app.add_option("--out", out_, "folder to write the catalog (or text shards) into (created if missing)")->required();
     image_only_.push_back(app.add_option("--num-images", options_.num_images, "number of images")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000000)));
+                              ->capture_default_str()
+                              ->check(CLI::Range(1, 100000000)));
     text_only_.push_back(app.add_option("--num-examples", text_.num_examples, "number of text examples (--task text)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000000)));
-    text_only_.push_back(app.add_option("--max-length", text_.max_length, "longest example in tokens, longer ones are cut (--task text)")
-        ->capture_default_str()
-        ->check(CLI::Range(16, 65536)));
-    text_only_.push_back(app.add_option("--vocab-size", text_.vocab_size, "token vocabulary size (--task text; above 65536 stores int32)")
-        ->capture_default_str()
-        ->check(CLI::Range(1024, 16777216)));
-    text_only_.push_back(app.add_option("--records-per-shard", text_.records_per_shard, "examples per text shard (--task text)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000000)));
+                             ->capture_default_str()
+                             ->check(CLI::Range(1, 100000000)));
+    text_only_.push_back(
+        app.add_option("--max-length", text_.max_length, "longest example in tokens, longer ones are cut (--task text)")
+            ->capture_default_str()
+            ->check(CLI::Range(16, 65536)));
+    text_only_.push_back(app.add_option("--vocab-size", text_.vocab_size,
+                                        "token vocabulary size (--task text; above 65536 stores int32)")
+                             ->capture_default_str()
+                             ->check(CLI::Range(1024, 16777216)));
+    text_only_.push_back(
+        app.add_option("--records-per-shard", text_.records_per_shard, "examples per text shard (--task text)")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 100000000)));
     text_only_.push_back(app.add_option("--label-noise", text_.label_noise, "fraction of flipped labels (--task text)")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 0.5)));
+                             ->capture_default_str()
+                             ->check(CLI::Range(0.0, 0.5)));
     app.add_option("--seed", options_.seed, "random seed; the same seed gives the same bytes")->capture_default_str();
-    image_only_.push_back(app.add_option("--image-size-range", size_range_, "long side of the originals, MIN:MAX pixels (MIN >= 32)")
-        ->capture_default_str());
-    image_only_.push_back(app.add_option("--corrupt-fraction", options_.corrupt_fraction, "fraction of image files to corrupt")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0)));
-    missing_ = app.add_option("--missing-metadata-fraction", options_.missing_metadata_fraction,
-                   "fraction of records with 1-3 empty metadata fields (--task text: each field empty with this "
-                   "probability, default 0.06)")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
-    image_only_.push_back(app.add_option("--png-fraction", options_.png_fraction, "fraction of images saved as PNG (the rest JPEG)")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0)));
-    app.add_option("--val-fraction", options_.val_fraction, "fraction of each class in the val split (--task text: the examples just before test, by created_at)")
+    image_only_.push_back(
+        app.add_option("--image-size-range", size_range_, "long side of the originals, MIN:MAX pixels (MIN >= 32)")
+            ->capture_default_str());
+    image_only_.push_back(
+        app.add_option("--corrupt-fraction", options_.corrupt_fraction, "fraction of image files to corrupt")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0)));
+    missing_ =
+        app.add_option("--missing-metadata-fraction", options_.missing_metadata_fraction,
+                       "fraction of records with 1-3 empty metadata fields (--task text: each field empty with this "
+                       "probability, default 0.06)")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0));
+    image_only_.push_back(
+        app.add_option("--png-fraction", options_.png_fraction, "fraction of images saved as PNG (the rest JPEG)")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0)));
+    app.add_option(
+           "--val-fraction", options_.val_fraction,
+           "fraction of each class in the val split (--task text: the examples just before test, by created_at)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 0.95));
-    app.add_option("--test-fraction", options_.test_fraction, "fraction of each class in the test split (--task text: the latest examples by created_at)")
+    app.add_option("--test-fraction", options_.test_fraction,
+                   "fraction of each class in the test split (--task text: the latest examples by created_at)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 0.95));
     image_only_.push_back(app.add_option("--threads", options_.threads, "worker threads (0: all usable cores)")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1024)));
+                              ->capture_default_str()
+                              ->check(CLI::Range(0, 1024)));
   }
 
   int run() override {
@@ -219,7 +238,8 @@ class MakeDataCommand : public Command {
     for (int k = 0; k < kNumSplits; ++k)
       splits.push_back(fmt::format("{} {} ({:.1f}% positive)", split_name(static_cast<Split>(k)), s.per_split[k],
                                    s.per_split[k] ? 100.0 * s.positives_per_split[k] / s.per_split[k] : 0.0));
-    spdlog::info("make-data: {} examples, {} tokens in {} shards, {:.1f} s", s.examples, s.tokens, s.shards.size(), s.seconds);
+    spdlog::info("make-data: {} examples, {} tokens in {} shards, {:.1f} s", s.examples, s.tokens, s.shards.size(),
+                 s.seconds);
     spdlog::info("splits by created_at: {}", join(splits, ", "));
     spdlog::info("length: min {}, median {}, p99 {}, max {} ({} truncated)", s.length_min, s.length_p50, s.length_p99,
                  s.length_max, s.truncated);

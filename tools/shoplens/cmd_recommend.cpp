@@ -26,8 +26,9 @@ class RecommendCommand : public Command {
     app.add_option("--budget", request_.budget, "most a run may cost, in the table's currency (0: none)")
         ->check(non_negative());
     app.add_option("--price-basis", basis_, "on-demand or spot prices")->check(CLI::IsMember({"on-demand", "spot"}));
-    app.add_option("--scaling", scaling_,
-                   "data-parallel efficiency overrides, DEVICES:EFFICIENCY,... (defaults 2:0.95,4:0.9,8:0.84,16:0.8,32:0.75)");
+    app.add_option(
+        "--scaling", scaling_,
+        "data-parallel efficiency overrides, DEVICES:EFFICIENCY,... (defaults 2:0.95,4:0.9,8:0.84,16:0.8,32:0.75)");
     app.add_flag("--json", json_, "print the plan as JSON instead of a table");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
@@ -43,8 +44,10 @@ class RecommendCommand : public Command {
     }
     const PriceTable prices = load_price_table(prices_);
     const Plan plan = plan_compute(records, prices, ScalingModel::parse(scaling_), request_);
-    if (json_) print_json(plan, prices.currency);
-    else print_table(plan, prices.currency);
+    if (json_)
+      print_json(plan, prices.currency);
+    else
+      print_table(plan, prices.currency);
     if (plan.recommended < 0) {
       // The constraints cannot be met: a failure the caller must see (exit 1), with the why.
       throw Error("recommend: " + plan.reasoning.back());
@@ -54,10 +57,11 @@ class RecommendCommand : public Command {
 
  private:
   void print_table(const Plan& plan, const std::string& currency) const {
-    std::cout << fmt::format("scenario {}: {:.0f} images x {:g} epochs, {} prices in {}{}{}\n\n", request_.scenario,
-                             request_.dataset_size, request_.epochs, basis_, currency,
-                             request_.deadline_hours > 0 ? fmt::format(", deadline {:.1f} h", request_.deadline_hours) : "",
-                             request_.budget > 0 ? fmt::format(", budget {:.0f}", request_.budget) : "");
+    std::cout << fmt::format(
+        "scenario {}: {:.0f} images x {:g} epochs, {} prices in {}{}{}\n\n", request_.scenario, request_.dataset_size,
+        request_.epochs, basis_, currency,
+        request_.deadline_hours > 0 ? fmt::format(", deadline {:.1f} h", request_.deadline_hours) : "",
+        request_.budget > 0 ? fmt::format(", budget {:.0f}", request_.budget) : "");
     std::cout << fmt::format("{:<22} {:>4} {:<12} {:>10} {:>9} {:>9} {:>10}  {}\n", "option", "n", "hardware", "img/s",
                              "hours", "per hour", "per run", "flags");
     for (std::size_t i = 0; i < plan.options.size(); ++i) {
@@ -82,17 +86,30 @@ class RecommendCommand : public Command {
   void print_json(const Plan& plan, const std::string& currency) const {
     nlohmann::json options = nlohmann::json::array();
     for (const auto& o : plan.options)
-      options.push_back({{"offer", o.offer}, {"kind", o.kind}, {"hardware", o.hardware}, {"devices", o.devices},
-                         {"images_per_second", o.images_per_second}, {"hours", o.hours},
-                         {"price_per_hour", o.price_per_hour}, {"cost", o.cost}, {"estimate", o.estimate},
-                         {"derivation", o.derivation}, {"meets_deadline", o.meets_deadline},
-                         {"meets_budget", o.meets_budget}, {"pareto", o.pareto}});
+      options.push_back({{"offer", o.offer},
+                         {"kind", o.kind},
+                         {"hardware", o.hardware},
+                         {"devices", o.devices},
+                         {"images_per_second", o.images_per_second},
+                         {"hours", o.hours},
+                         {"price_per_hour", o.price_per_hour},
+                         {"cost", o.cost},
+                         {"estimate", o.estimate},
+                         {"derivation", o.derivation},
+                         {"meets_deadline", o.meets_deadline},
+                         {"meets_budget", o.meets_budget},
+                         {"pareto", o.pareto}});
     auto name = [&](int i) { return i < 0 ? nlohmann::json(nullptr) : nlohmann::json(plan.options[i].offer); };
-    const nlohmann::json out = {{"scenario", request_.scenario}, {"dataset_size", request_.dataset_size},
-                                {"epochs", request_.epochs},     {"deadline_hours", request_.deadline_hours},
-                                {"budget", request_.budget},     {"price_basis", basis_},
-                                {"currency", currency},          {"options", options},
-                                {"recommended", name(plan.recommended)}, {"fallback", name(plan.fallback)},
+    const nlohmann::json out = {{"scenario", request_.scenario},
+                                {"dataset_size", request_.dataset_size},
+                                {"epochs", request_.epochs},
+                                {"deadline_hours", request_.deadline_hours},
+                                {"budget", request_.budget},
+                                {"price_basis", basis_},
+                                {"currency", currency},
+                                {"options", options},
+                                {"recommended", name(plan.recommended)},
+                                {"fallback", name(plan.fallback)},
                                 {"reasoning", plan.reasoning}};
     std::cout << out.dump(2) << std::endl;
   }

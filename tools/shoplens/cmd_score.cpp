@@ -13,7 +13,9 @@ class ScoreCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
-    app.add_option("-i,--input", o_.input, "CSV (column path, optional id and label), a list file, a folder tree, one image, or prepared shards")
+    app.add_option(
+           "-i,--input", o_.input,
+           "CSV (column path, optional id and label), a list file, a folder tree, one image, or prepared shards")
         ->required();
     app.add_option("-o,--out", o_.out_dir, "output folder: chunks/, predictions.csv, report.json (rerun to resume)")
         ->required();
@@ -35,11 +37,14 @@ class ScoreCommand : public Command {
     app.add_option("--chunk-rows", o_.chunk_rows, "rows per output chunk (the unit of resume)")->check(positive());
     app.add_option("--drift-sample", o_.drift_sample, "rows compared with fp32 before a reduced-precision job (0: off)")
         ->check(non_negative());
-    app.add_option("--price-per-hour", o_.price_per_hour, "device price per hour, for the cost per million images (0: none)")
+    app.add_option("--price-per-hour", o_.price_per_hour,
+                   "device price per hour, for the cost per million images (0: none)")
         ->check(non_negative());
-    app.add_option("--prices", o_.prices, "price table (e.g. configs/prices.json) for the cost per million images (empty: none)")
+    app.add_option("--prices", o_.prices,
+                   "price table (e.g. configs/prices.json) for the cost per million images (empty: none)")
         ->check(CLI::ExistingFile);
-    app.add_option("--instance", o_.instance, "row of the price table the job is priced as (with --prices; empty: none)");
+    app.add_option("--instance", o_.instance,
+                   "row of the price table the job is priced as (with --prices; empty: none)");
     app.add_option("--price-basis", o_.price_basis, "on-demand or spot price of that row")
         ->check(CLI::IsMember({"on-demand", "spot"}));
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");

@@ -20,7 +20,8 @@ class ServeCommand : public Command {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_flag("--fast-decode", o_.fast_decode,
                  "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
-    app.add_option("--host", o_.host, "address to listen on (loopback by default; anything else is reachable by others)");
+    app.add_option("--host", o_.host,
+                   "address to listen on (loopback by default; anything else is reachable by others)");
     app.add_option("-p,--port", o_.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
     app.add_option("--port-file", o_.port_file, "write the bound port to this file once listening (empty: none)");
     app.add_option("--image-root", o_.image_root,
@@ -38,11 +39,13 @@ class ServeCommand : public Command {
         ->check(positive());
     app.add_option("--max-body-bytes", o_.max_body_bytes, "largest request body; larger ones get 413")
         ->check(positive());
-    app.add_option("--header-timeout-ms", o_.header_timeout_ms,
-                   "a request's headers must arrive within this from its first byte, else 408 and the connection closes")
+    app.add_option(
+           "--header-timeout-ms", o_.header_timeout_ms,
+           "a request's headers must arrive within this from its first byte, else 408 and the connection closes")
         ->check(finite_between(1, serve::kMaxTimeoutMs));
-    app.add_option("--body-timeout-ms", o_.body_timeout_ms,
-                   "a request's body must arrive within this from the end of its headers, else 408 and the connection closes")
+    app.add_option(
+           "--body-timeout-ms", o_.body_timeout_ms,
+           "a request's body must arrive within this from the end of its headers, else 408 and the connection closes")
         ->check(finite_between(1, serve::kMaxTimeoutMs));
     app.add_option("--idle-timeout-ms", o_.idle_timeout_ms,
                    "a kept-alive connection with no new request for this long is closed")

@@ -29,10 +29,14 @@ CLI::Option* ConfigOptions::add_flag_for(CLI::App& app, const std::string& flag,
   for (const auto& field : config_fields()) {
     if (field.path == config_path) {
       default_text = field.default_json;
-      if (field.type == "integer") type = "INT";
-      else if (field.type == "number") type = "FLOAT";
-      else if (field.type == "boolean") type = "BOOL";
-      if (default_text.size() >= 2 && default_text.front() == '"') default_text = default_text.substr(1, default_text.size() - 2);
+      if (field.type == "integer")
+        type = "INT";
+      else if (field.type == "number")
+        type = "FLOAT";
+      else if (field.type == "boolean")
+        type = "BOOL";
+      if (default_text.size() >= 2 && default_text.front() == '"')
+        default_text = default_text.substr(1, default_text.size() - 2);
     }
   }
   auto* option = app.add_option_function<std::string>(
@@ -80,7 +84,8 @@ CLI::Validator finite_between(double lo, double hi) {
   return finite_number(lo, hi, false, "a finite number between " + whole(lo) + " and " + whole(hi));
 }
 CLI::Validator thread_count() {
-  return finite_number(0, kMaxThreads, false, "a thread count from 0 (all usable cores) to " + std::to_string(kMaxThreads));
+  return finite_number(0, kMaxThreads, false,
+                       "a thread count from 0 (all usable cores) to " + std::to_string(kMaxThreads));
 }
 
 std::optional<Config> begin(ConfigOptions& options) {

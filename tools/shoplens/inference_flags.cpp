@@ -15,11 +15,13 @@ void InferenceFlags::add_to(CLI::App& app) {
                  "(.safetensors, .pth, .pt: name its --arch)")
       ->required();
   app.add_option("--arch", source_.arch, "weights files: the architecture (resnet18, resnet50, vit_small, ...)");
-  app.add_option("--classes", classes_, "weights files: class names, comma-separated, in output order (empty: 0, 1, ...)");
+  app.add_option("--classes", classes_,
+                 "weights files: class names, comma-separated, in output order (empty: 0, 1, ...)");
   app.add_option("--classes-file", classes_file_, "weights files: class names, one per line, in output order")
       ->check(CLI::ExistingFile);
   app.add_option("--image-size", source_.image_size, "weights files: input side in pixels")->check(CLI::Range(8, 4096));
-  app.add_option("--crop-pct", source_.crop_pct, "weights files: resize the short side to floor(size / crop-pct), then center crop")
+  app.add_option("--crop-pct", source_.crop_pct,
+                 "weights files: resize the short side to floor(size / crop-pct), then center crop")
       ->check(CLI::Range(0.05, 1.0));
   app.add_option("--variant", source_.variant, "model folders: weights file to load (fp32, bf16, fp16)");
   app.add_option("--checkpoint", source_.checkpoint, "runs: best or last");

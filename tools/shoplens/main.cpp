@@ -18,30 +18,39 @@ namespace shoplens::cli {
 namespace {
 
 const CommandEntry kCommands[] = {
-    {"make-data", "write a synthetic product catalog (images + CSV manifest), or tokenized text shards (--task text)", &make_make_data_command},
+    {"make-data", "write a synthetic product catalog (images + CSV manifest), or tokenized text shards (--task text)",
+     &make_make_data_command},
     {"prepare", "decode, validate and pack images into checksummed shards, with a report", &make_prepare_command},
     {"load", "run the training loader over prepared shards and report its throughput", &make_load_command},
     {"find-batch", "find the largest micro-batch that fits the memory budget by probing the real training step",
      &make_find_batch_command},
-    {"train", "train a classifier on prepared shards: AMP, accumulation, checkpoints, resume, metrics", &make_train_command},
+    {"train", "train a classifier on prepared shards: AMP, accumulation, checkpoints, resume, metrics",
+     &make_train_command},
     {"launch", "run the workers of a data-parallel job (torchrun's environment), restart them when one dies",
      &make_launch_command},
     {"verify-ledger", "prove from a run's sample ledger that every training sample was used exactly once per epoch",
      &make_verify_ledger_command},
-    {"export", "turn a trained run into a verified model folder (safetensors weights + model card), ONNX or a Triton "
-     "repository", &make_export_command},
-    {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles", &make_score_command},
-    {"predict", "top-k predictions from weights (model folder, run, checkpoint, .pth/.safetensors) for a folder, "
-                "CSV, list or one image",
+    {"export",
+     "turn a trained run into a verified model folder (safetensors weights + model card), ONNX or a Triton "
+     "repository",
+     &make_export_command},
+    {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles",
+     &make_score_command},
+    {"predict",
+     "top-k predictions from weights (model folder, run, checkpoint, .pth/.safetensors) for a folder, "
+     "CSV, list or one image",
      &make_predict_command},
     {"evaluate", "accuracy, top-5, macro-F1, per-class metrics, confusion matrix and calibration on labelled images",
      &make_evaluate_command},
-    {"serve", "serve an exported model over HTTP: micro-batching, p95 target, metrics, graceful drain", &make_serve_command},
-    {"bench", "benchmark recorder for CI: a scenario matrix, medians of repeated trials, JSONL/CSV/Markdown/JUnit, "
-              "regression gate against a baseline",
+    {"serve", "serve an exported model over HTTP: micro-batching, p95 target, metrics, graceful drain",
+     &make_serve_command},
+    {"bench",
+     "benchmark recorder for CI: a scenario matrix, medians of repeated trials, JSONL/CSV/Markdown/JUnit, "
+     "regression gate against a baseline",
      &make_bench_command},
     {"bench-data", "benchmark prepare and the loader against the torchvision pipeline", &make_bench_data_command},
-    {"bench-train", "benchmark the training step on synthetic tensors (compare with Python: scripts/bench/train_step.sh)",
+    {"bench-train",
+     "benchmark the training step on synthetic tensors (compare with Python: scripts/bench/train_step.sh)",
      &make_bench_train_command},
     {"recommend", "which hardware to train on: time and cost per full run from bench results and the price table",
      &make_recommend_command},
@@ -55,8 +64,9 @@ std::vector<std::string> command_names() {
 }
 
 int run_main(int argc, char** argv) {
-  CLI::App app{"shoplens: train image-quality classifiers safely and fast, and score them in batch.\n"
-               "Exit codes: 0 ok, 1 failure, 2 usage or config error, 130 interrupted."};
+  CLI::App app{
+      "shoplens: train image-quality classifiers safely and fast, and score them in batch.\n"
+      "Exit codes: 0 ok, 1 failure, 2 usage or config error, 130 interrupted."};
   app.name("shoplens");
   app.require_subcommand(0, 1);
   app.option_defaults()->always_capture_default();
@@ -111,8 +121,10 @@ int main(int argc, char** argv) {
   try {
     return cli::run_main(argc, argv);
   } catch (const Error& e) {
-    if (e.exit_code() == ExitCode::kInterrupted) spdlog::warn("interrupted; stopped at a safe point");
-    else spdlog::error("{}", e.what());
+    if (e.exit_code() == ExitCode::kInterrupted)
+      spdlog::warn("interrupted; stopped at a safe point");
+    else
+      spdlog::error("{}", e.what());
     return static_cast<int>(e.exit_code());
   } catch (const c10::Error& e) {
     // LibTorch's own errors carry a C++ backtrace that helps nobody running the tool.

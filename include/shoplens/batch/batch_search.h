@@ -28,31 +28,31 @@ struct ProbeResult {
                                           // gradients, optimizer state (a lower bound of the static part)
   int steps = 0;
   double seconds = 0;
-  double images_per_second = 0;           // training throughput in the probe (after its first step)
-  std::string error;                      // kOutOfMemory / kFailed: the message
-  bool fits = false;                      // set by the search: ran and peak within the usable budget
-  bool for_throughput = false;            // run to measure images/s for the plan, not to search memory
+  double images_per_second = 0;  // training throughput in the probe (after its first step)
+  std::string error;             // kOutOfMemory / kFailed: the message
+  bool fits = false;             // set by the search: ran and peak within the usable budget
+  bool for_throughput = false;   // run to measure images/s for the plan, not to search memory
 };
 
 using ProbeFn = std::function<ProbeResult(int batch)>;
 
 struct SearchOptions {
-  std::string strategy = "fit";           // fit | binsearch | exact
-  std::int64_t budget_bytes = 0;          // > 0
-  double headroom_fraction = 0.02;        // kept free at least (fit); measured noise can raise it
+  std::string strategy = "fit";     // fit | binsearch | exact
+  std::int64_t budget_bytes = 0;    // > 0
+  double headroom_fraction = 0.02;  // kept free at least (fit); measured noise can raise it
   int first_batch = 2;
   int max_batch = 4096;
-  int max_probes = 16;                    // fit: cap, including a bisection fallback
-  double tolerance = 0.01;                // bisection stops when hi - lo <= max(1, tolerance x lo)
-  double binsearch_margin = 0.05;         // binsearch: Lightning's final margin
-  int binsearch_max_trials = 25;          // binsearch: Lightning's max_trials
+  int max_probes = 16;                                // fit: cap, including a bisection fallback
+  double tolerance = 0.01;                            // bisection stops when hi - lo <= max(1, tolerance x lo)
+  double binsearch_margin = 0.05;                     // binsearch: Lightning's final margin
+  int binsearch_max_trials = 25;                      // binsearch: Lightning's max_trials
   std::string input_size_key = "augment.image_size";  // named when batch 1 does not fit (text: text.max_length)
 };
 
 struct MemoryFit {
   double static_bytes = 0;
   double bytes_per_sample = 0;
-  double r2 = 0;                          // 1 with two points
+  double r2 = 0;  // 1 with two points
   int points = 0;
   double predict(double batch) const { return static_bytes + bytes_per_sample * batch; }
   // Largest batch whose prediction is within `bytes` (0 when none).
@@ -63,16 +63,16 @@ struct MemoryFit {
 MemoryFit fit_memory(const std::vector<std::pair<double, double>>& points);
 
 struct SearchResult {
-  int batch = 0;                          // the answer: 0 when nothing fits
+  int batch = 0;  // the answer: 0 when nothing fits
   std::int64_t budget_bytes = 0;
   std::int64_t headroom_bytes = 0;
   std::int64_t usable_bytes = 0;          // budget - headroom
   std::int64_t predicted_peak_bytes = 0;  // the fit at `batch`
   std::int64_t measured_peak_bytes = 0;   // the probe at `batch`
   MemoryFit fit;
-  std::vector<ProbeResult> probes;        // in the order they ran
+  std::vector<ProbeResult> probes;  // in the order they ran
   std::vector<std::string> warnings;
-  bool bisected = false;                  // the model missed and the search bisected
+  bool bisected = false;  // the model missed and the search bisected
   double seconds = 0;
   const ProbeResult* probe_at(int batch) const;
 };

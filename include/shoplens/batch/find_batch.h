@@ -22,14 +22,14 @@ struct BatchPlan {
   int micro_batch = 0;
   int accumulation_steps = 1;
   int world_size = 1;
-  std::int64_t global_batch = 0;          // micro x accumulation x world size
-  std::int64_t reference_batch = 0;       // what optim.lr was tuned for
-  std::string lr_scaling = "sqrt";        // the rule applied (find_batch.lr_scaling "auto" resolved)
-  double lr = 0;                          // scaled for global_batch
+  std::int64_t global_batch = 0;     // micro x accumulation x world size
+  std::int64_t reference_batch = 0;  // what optim.lr was tuned for
+  std::string lr_scaling = "sqrt";   // the rule applied (find_batch.lr_scaling "auto" resolved)
+  double lr = 0;                     // scaled for global_batch
   double lr_factor = 1;
-  double warmup_epochs = 0;               // at least 1 when the lr was scaled up (Goyal et al.)
-  double speedup = 1;                     // measured images/s at micro_batch over the reference batch's (1: unknown)
-  int epochs = 0;                         // find_batch.train_budget time: train.epochs x speedup (0: unchanged)
+  double warmup_epochs = 0;  // at least 1 when the lr was scaled up (Goyal et al.)
+  double speedup = 1;        // measured images/s at micro_batch over the reference batch's (1: unknown)
+  int epochs = 0;            // find_batch.train_budget time: train.epochs x speedup (0: unchanged)
   std::vector<std::string> notes;
 };
 
@@ -54,10 +54,10 @@ void apply_plan(Config& config, const BatchPlan& plan);
 nlohmann::json search_to_json(const SearchResult& search);
 
 struct FindBatchResult {
-  nlohmann::json search;                  // search_to_json, plus device, model, fingerprint: what the cache keeps
-  int micro_batch = 0;                    // the answer after rounding and verification: the largest that fits
-  int throughput_batch = 0;               // objective throughput: the knee of measured images/s (0: not measured)
-  double input_images_per_second = 0;     // the loader's measured rate that capped the step's (0: not measured)
+  nlohmann::json search;               // search_to_json, plus device, model, fingerprint: what the cache keeps
+  int micro_batch = 0;                 // the answer after rounding and verification: the largest that fits
+  int throughput_batch = 0;            // objective throughput: the knee of measured images/s (0: not measured)
+  double input_images_per_second = 0;  // the loader's measured rate that capped the step's (0: not measured)
   int eval_batch = 0;
   // Text models: the probes' sequence length (text.max_length) and micro_batch x it, the
   // loader.token_budget that is always safe; 0 for image models.
@@ -65,9 +65,9 @@ struct FindBatchResult {
   std::int64_t token_budget = 0;
   BatchPlan plan;
   bool from_cache = false;
-  double total_seconds = 0;               // this call (a cache hit costs almost nothing)
-  nlohmann::json to_json() const;         // the --json document
-  std::string to_table() const;           // for people
+  double total_seconds = 0;        // this call (a cache hit costs almost nothing)
+  nlohmann::json to_json() const;  // the --json document
+  std::string to_table() const;    // for people
 };
 
 // What decides the answer: model, classes, input size, augmentation footprint, precision,

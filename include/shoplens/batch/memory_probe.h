@@ -12,13 +12,13 @@
 namespace shoplens {
 
 struct MemoryStats {
-  std::int64_t allocated_bytes = 0;        // live tensors now
-  std::int64_t peak_allocated_bytes = 0;   // since the last reset_peak()
-  std::int64_t reserved_bytes = 0;         // held by the allocator (CUDA cache); CPU: = allocated
+  std::int64_t allocated_bytes = 0;       // live tensors now
+  std::int64_t peak_allocated_bytes = 0;  // since the last reset_peak()
+  std::int64_t reserved_bytes = 0;        // held by the allocator (CUDA cache); CPU: = allocated
   std::int64_t peak_reserved_bytes = 0;
-  std::int64_t inactive_split_bytes = 0;   // CUDA: cached blocks split and unusable (fragmentation)
-  std::int64_t alloc_retries = 0;          // CUDA: allocations that first had to free the cache
-  std::int64_t refused_allocations = 0;    // allocations refused by the budget or the device
+  std::int64_t inactive_split_bytes = 0;     // CUDA: cached blocks split and unusable (fragmentation)
+  std::int64_t alloc_retries = 0;            // CUDA: allocations that first had to free the cache
+  std::int64_t refused_allocations = 0;      // allocations refused by the budget or the device
   std::int64_t last_refused_need_bytes = 0;  // live + request at the last refusal: what was needed
 };
 

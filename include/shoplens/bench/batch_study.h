@@ -18,14 +18,14 @@
 namespace shoplens {
 
 struct BatchStudyOptions {
-  std::string train_config;     // optional train config (empty: defaults)
-  std::string shards;           // prepared shards
+  std::string train_config;  // optional train config (empty: defaults)
+  std::string shards;        // prepared shards
   std::filesystem::path out;
   int epochs = 3;
   int baseline_batch = 32;
   std::string memory_budget = "2GiB";  // what find-batch fits into (both runs run under it)
   int threads = 0;
-  int seeds = 3;                   // paired runs: seeds first_seed .. first_seed + seeds - 1
+  int seeds = 3;  // paired runs: seeds first_seed .. first_seed + seeds - 1
   std::int64_t first_seed = 1;
   std::vector<std::string> sets;  // extra --set overrides for both runs
 };

@@ -19,16 +19,16 @@ namespace shoplens {
 
 // One cell of the matrix: what to run.
 struct BenchScenario {
-  std::string name;             // unique; generated from the cell unless given
+  std::string name;  // unique; generated from the cell unless given
   std::string model = "small_cnn";
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA)
-  int batch = 32;               // 0 with batch_auto
-  bool batch_auto = false;      // "auto": find_batch() under memory_budget
-  std::string device = "cpu";   // cpu | cuda
-  int threads = 0;              // 0: every usable core
+  int batch = 32;                  // 0 with batch_auto
+  bool batch_auto = false;         // "auto": find_batch() under memory_budget
+  std::string device = "cpu";      // cpu | cuda
+  int threads = 0;                 // 0: every usable core
   std::string data = "synthetic";  // synthetic | shards
-  std::string shards;           // folder of prepared shards (data = shards)
-  int loader_workers = 0;       // 0: threads
+  std::string shards;              // folder of prepared shards (data = shards)
+  int loader_workers = 0;          // 0: threads
   int image_size = 64;
   int num_classes = 12;
   // Text models (text_*): synthetic sequences of seq_len tokens, every one real, ids below
@@ -39,11 +39,11 @@ struct BenchScenario {
   std::string optimizer = OptimConfig{}.name;  // train's default: one default for every verb
   bool channels_last = false;
   int warmup_steps = 3;
-  int steps = 10;               // measured steps per trial
+  int steps = 10;  // measured steps per trial
   int trials = 3;
   std::string memory_budget = "2GiB";  // batch "auto" only
-  std::string hardware;         // recommend's hardware label (e.g. A100-40GB); empty: the device name
-  std::string recommend_scenario;  // recommend's --scenario name (e.g. baseline_cnn); empty: name
+  std::string hardware;                // recommend's hardware label (e.g. A100-40GB); empty: the device name
+  std::string recommend_scenario;      // recommend's --scenario name (e.g. baseline_cnn); empty: name
   std::uint64_t seed = 1234;
 };
 
@@ -69,38 +69,38 @@ struct BenchEnvironment {
 
 // One GPU sample from NVML.
 struct GpuSample {
-  double t = 0;             // seconds since the measured window started
-  double utilisation = 0;   // percent
+  double t = 0;            // seconds since the measured window started
+  double utilisation = 0;  // percent
   double memory_used_bytes = 0;
 };
 
 // What one scenario measured. Times in seconds, memory in bytes.
 struct ScenarioResult {
   BenchScenario scenario;
-  int batch = 0;                         // the batch run (after "auto")
-  int threads = 0;                       // resolved
+  int batch = 0;    // the batch run (after "auto")
+  int threads = 0;  // resolved
   std::vector<double> trial_images_per_second;
-  bool text = false;                     // a text model: the token figures below are set
+  bool text = false;                            // a text model: the token figures below are set
   std::vector<double> trial_tokens_per_second;  // real (unpadded) tokens per second, per trial
-  double padding_fraction = -1;          // shards: padded slots that held no token (LoaderStats); synthetic 0
-  std::vector<double> step_seconds;      // every measured step of every trial
+  double padding_fraction = -1;                 // shards: padded slots that held no token (LoaderStats); synthetic 0
+  std::vector<double> step_seconds;             // every measured step of every trial
   std::vector<double> trial_data_wait_seconds;  // per trial, blocked waiting for the loader
-  std::vector<double> trial_seconds;     // measured window per trial
-  double cpu_seconds = 0;                // user + system over the measured windows
-  std::int64_t peak_rss_bytes = 0;       // resident set high-water mark of the scenario
-  bool peak_rss_scoped = false;          // false: the process's lifetime peak (clear_refs refused)
-  std::int64_t peak_allocated_bytes = -1;  // tensors (CPU tracking allocator / CUDA): -1 unknown
-  std::int64_t peak_reserved_bytes = -1;   // CUDA caching allocator; CPU: = allocated
-  std::string gpu_status = "unavailable";  // "ok" or why not (no NVML, CPU scenario)
+  std::vector<double> trial_seconds;            // measured window per trial
+  double cpu_seconds = 0;                       // user + system over the measured windows
+  std::int64_t peak_rss_bytes = 0;              // resident set high-water mark of the scenario
+  bool peak_rss_scoped = false;                 // false: the process's lifetime peak (clear_refs refused)
+  std::int64_t peak_allocated_bytes = -1;       // tensors (CPU tracking allocator / CUDA): -1 unknown
+  std::int64_t peak_reserved_bytes = -1;        // CUDA caching allocator; CPU: = allocated
+  std::string gpu_status = "unavailable";       // "ok" or why not (no NVML, CPU scenario)
   std::vector<GpuSample> gpu_samples;
-  std::string error;                     // non-empty: the scenario failed (message)
+  std::string error;  // non-empty: the scenario failed (message)
 };
 
 // Derived figures of a result, the ones the writers and the gate use.
 struct ScenarioSummary {
-  double images_per_second = 0;   // median over trials
-  double tokens_per_second = 0;   // text: median over trials
-  double noise = 0;               // (max - min) / median of the trial rates
+  double images_per_second = 0;  // median over trials
+  double tokens_per_second = 0;  // text: median over trials
+  double noise = 0;              // (max - min) / median of the trial rates
   double step_p50 = 0, step_p95 = 0, step_p99 = 0;
   double data_wait_fraction = 0;  // waiting for data / measured time, over all trials
   double data_wait_seconds = 0;   // median per trial
@@ -115,7 +115,8 @@ double relative_range(const std::vector<double>& values);
 // One JSON line per scenario: a `shoplens recommend --bench` record (scenario, device cpu|gpu,
 // hardware, vcpus, images_per_second, source, date, ...) plus the recorder's fields.
 nlohmann::json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const std::string& source);
-std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env, const std::string& source);
+std::string results_jsonl(const std::vector<ScenarioResult>& results, const BenchEnvironment& env,
+                          const std::string& source);
 std::string results_csv(const std::vector<ScenarioResult>& results, const BenchEnvironment& env);
 // `gate` may be empty (no baseline); otherwise one verdict per result, same order.
 struct GateVerdict;
@@ -145,11 +146,11 @@ double parse_max_regression(const std::string& text);
 
 struct GateVerdict {
   std::string scenario;
-  bool compared = false;   // false: no baseline entry (new scenario) or the scenario failed
+  bool compared = false;  // false: no baseline entry (new scenario) or the scenario failed
   bool regressed = false;
   double baseline = 0, current = 0;
-  double change = 0;       // (current - baseline) / baseline: negative is slower
-  double noise = 0;        // the larger relative trial range of the two sides
+  double change = 0;  // (current - baseline) / baseline: negative is slower
+  double noise = 0;   // the larger relative trial range of the two sides
   std::string message;
 };
 // A scenario regressed when its median throughput fell by more than `max_regression` AND by more

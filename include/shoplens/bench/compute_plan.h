@@ -16,18 +16,18 @@ namespace shoplens {
 
 // One line of a bench results file (docs/COMPUTE.md, "Bench records").
 struct ThroughputRecord {
-  std::string scenario;         // e.g. baseline_cnn, resnet50_finetune, vit
-  std::string model;            // e.g. small_cnn, resnet50, vit_base
-  std::string device;           // cpu | gpu | tpu
-  std::string hardware;         // the price table's accelerator name (A100-40GB, ...) or a CPU label
-  int devices = 1;              // devices the measurement used together
-  int vcpus = 0;                // cpu: cores used (required for cpu records)
-  double images_per_second = 0; // training throughput of all those devices together
+  std::string scenario;          // e.g. baseline_cnn, resnet50_finetune, vit
+  std::string model;             // e.g. small_cnn, resnet50, vit_base
+  std::string device;            // cpu | gpu | tpu
+  std::string hardware;          // the price table's accelerator name (A100-40GB, ...) or a CPU label
+  int devices = 1;               // devices the measurement used together
+  int vcpus = 0;                 // cpu: cores used (required for cpu records)
+  double images_per_second = 0;  // training throughput of all those devices together
   std::string precision;
-  std::string source;           // what produced it: a command, or a publication
+  std::string source;  // what produced it: a command, or a publication
   std::string date;
-  bool estimate = false;        // not measured by shoplens on this hardware (published figure)
-  std::string origin;           // file:line, for messages and the report
+  bool estimate = false;  // not measured by shoplens on this hardware (published figure)
+  std::string origin;     // file:line, for messages and the report
 };
 
 // DataError naming `origin` and the line for malformed JSON, missing fields, a non-positive
@@ -74,15 +74,15 @@ struct PlanOption {
   double hours = 0;
   double price_per_hour = 0;
   double cost = 0;
-  bool estimate = false;    // no measurement on this hardware
+  bool estimate = false;  // no measurement on this hardware
   // 0: measured here, 1: a published figure for this hardware, 2: derived from other hardware
   // (relative speed) or scaled across CPU core counts.
   int confidence = 0;
-  bool runnable = true;     // false for TPUs: no LibTorch backend, listed for comparison only
-  std::string derivation;   // how the throughput was obtained, in words
+  bool runnable = true;    // false for TPUs: no LibTorch backend, listed for comparison only
+  std::string derivation;  // how the throughput was obtained, in words
   bool meets_deadline = true;
   bool meets_budget = true;
-  bool pareto = false;      // no other option is both faster and cheaper
+  bool pareto = false;  // no other option is both faster and cheaper
 };
 
 struct Plan {

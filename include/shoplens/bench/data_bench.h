@@ -13,23 +13,23 @@
 namespace shoplens {
 
 struct BenchRecord {
-  std::string scenario;       // prepare | loader_shards | pipeline_files | torchvision_files
-  std::string implementation; // shoplens | torchvision
+  std::string scenario;        // prepare | loader_shards | pipeline_files | torchvision_files
+  std::string implementation;  // shoplens | torchvision
   int threads = 1;
   std::uint64_t images = 0;
   double seconds = 0;
   double images_per_second = 0;
   double images_per_second_per_thread = 0;
-  double wait_seconds = 0;    // loader only: time the consumer waited
+  double wait_seconds = 0;  // loader only: time the consumer waited
   std::string note;
 };
 
 struct DataBenchOptions {
-  Config config;                        // data.input, augment.*, loader.*, run.threads
+  Config config;  // data.input, augment.*, loader.*, run.threads
   std::filesystem::path out_dir;
   int epochs = 1;
   std::string python = "/usr/bin/python3";
-  std::filesystem::path peer_script;    // empty: skip the torchvision peer
+  std::filesystem::path peer_script;  // empty: skip the torchvision peer
 };
 
 struct DataBenchResult {
@@ -39,7 +39,7 @@ struct DataBenchResult {
   std::string torch_version;
   std::string date;
   std::vector<std::pair<std::string, std::string>> parameters;  // every setting that shapes the figures
-  double speedup_vs_torchvision = 0;    // pipeline_files / torchvision_files images/s, 0 if no peer
+  double speedup_vs_torchvision = 0;  // pipeline_files / torchvision_files images/s, 0 if no peer
 };
 
 DataBenchResult run_data_bench(const DataBenchOptions& options);

@@ -23,7 +23,7 @@ class Nvml {
   Nvml& operator=(const Nvml&) = delete;
   bool available() const { return available_; }
   const std::string& why() const { return why_; }
-  std::string driver_version() const;     // "unavailable" when not available
+  std::string driver_version() const;  // "unavailable" when not available
   std::string device_name(int index) const;
   // Utilisation (percent) and memory used (bytes) of device `index`; false on failure.
   bool sample(int index, double& utilisation, double& memory_used) const;

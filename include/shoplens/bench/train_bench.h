@@ -24,13 +24,13 @@ struct TrainBenchOptions {
   std::string precision = "fp32";
   bool channels_last = false;
   std::string optimizer = OptimConfig{}.name;  // train's default
-  int threads = 0;          // 0: all usable cores
+  int threads = 0;                             // 0: all usable cores
   int warmup_steps = 3;
   int steps = 10;
   std::uint64_t seed = 1;
   // Under a launcher (WORLD_SIZE > 1): the step with the data-parallel gradient all-reduce.
   double bucket_mb = 25;
-  bool overlap = true;      // false: all buckets after backward (the no-overlap baseline)
+  bool overlap = true;  // false: all buckets after backward (the no-overlap baseline)
 };
 
 struct TrainBenchResult {
@@ -39,12 +39,12 @@ struct TrainBenchResult {
   std::vector<double> step_seconds;  // measured steps only
   double median_step_seconds = 0;
   double p95_step_seconds = 0;
-  double images_per_second = 0;      // samples: batch x world size / median step time
+  double images_per_second = 0;  // samples: batch x world size / median step time
   bool text = false;
-  double tokens_per_second = 0;      // text: samples/s x seq_len (every token real); 0 for images
+  double tokens_per_second = 0;  // text: samples/s x seq_len (every token real); 0 for images
   int world_size = 1;
   std::int64_t buckets = 0;
-  std::int64_t gradient_bytes = 0;   // all-reduced per step
+  std::int64_t gradient_bytes = 0;      // all-reduced per step
   double median_comm_wait_seconds = 0;  // per step, communication not hidden behind backward
   std::uint64_t peak_rss_bytes = 0;
   std::string commit, cpu, torch_version, device, date;

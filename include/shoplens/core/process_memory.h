@@ -8,9 +8,9 @@
 namespace shoplens {
 
 struct ResidentMemory {
-  std::int64_t resident = 0;       // VmRSS: resident now (anonymous + file-backed + shared)
-  std::int64_t peak = 0;           // VmHWM: the largest VmRSS since start or the last reset
-  std::int64_t file_backed = 0;    // RssFile: mapped files (libraries, shards read through mmap)
+  std::int64_t resident = 0;     // VmRSS: resident now (anonymous + file-backed + shared)
+  std::int64_t peak = 0;         // VmHWM: the largest VmRSS since start or the last reset
+  std::int64_t file_backed = 0;  // RssFile: mapped files (libraries, shards read through mmap)
 };
 
 // Zeros where /proc/self/status cannot be read.
@@ -25,8 +25,8 @@ void release_free_heap();
 // The program's own footprint that no batch size changes: resident memory less `job_bytes` (the
 // tensors the job already holds, e.g. the model's weights), after the free heap was released.
 struct ProgramFootprint {
-  std::int64_t resident = 0;       // libraries, code, runtime buffers
-  std::int64_t file_backed = 0;    // RssFile at that moment
+  std::int64_t resident = 0;     // libraries, code, runtime buffers
+  std::int64_t file_backed = 0;  // RssFile at that moment
 };
 ProgramFootprint measure_program_footprint(std::int64_t job_bytes);
 // The job's resident peak since the last reset_resident_peak(): VmHWM less the program's

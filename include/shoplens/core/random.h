@@ -15,14 +15,14 @@ class Rng {
  public:
   explicit Rng(std::uint64_t seed);
   std::uint64_t next();
-  double uniform();                         // [0, 1), from the top 53 bits
-  double uniform(double lo, double hi);     // [lo, hi)
-  int uniform_int(int n);                   // [0, n), n > 0
-  int uniform_int(int lo, int hi);          // [lo, hi]
-  bool bernoulli(double p);                 // p <= 0 never, p >= 1 always
-  double normal();                          // N(0, 1), Box-Muller
-  double gamma(double shape);               // Gamma(shape, 1), Marsaglia-Tsang
-  double beta(double alpha);                // Beta(alpha, alpha)
+  double uniform();                      // [0, 1), from the top 53 bits
+  double uniform(double lo, double hi);  // [lo, hi)
+  int uniform_int(int n);                // [0, n), n > 0
+  int uniform_int(int lo, int hi);       // [lo, hi]
+  bool bernoulli(double p);              // p <= 0 never, p >= 1 always
+  double normal();                       // N(0, 1), Box-Muller
+  double gamma(double shape);            // Gamma(shape, 1), Marsaglia-Tsang
+  double beta(double alpha);             // Beta(alpha, alpha)
   // An index drawn with probability proportional to its weight.
   std::size_t pick(const std::vector<double>& weights);
   std::size_t pick(std::initializer_list<double> weights) { return pick(std::vector<double>(weights)); }

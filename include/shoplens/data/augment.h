@@ -30,8 +30,8 @@ bool uses_soft_targets(const AugmentConfig& config);
 class Augmenter {
  public:
   // `train` selects RandomResizedCrop+flip+jitter; otherwise the eval transform: torchvision's
-  // Resize(eval_resize_short_side()) + CenterCrop(image_size), Pillow's pixels (eval_transform.h). With `config.worst_case` the
-  // augmenter runs worst_case_augment(config). Throws ConfigError on malformed lists.
+  // Resize(eval_resize_short_side()) + CenterCrop(image_size), Pillow's pixels (eval_transform.h). With
+  // `config.worst_case` the augmenter runs worst_case_augment(config). Throws ConfigError on malformed lists.
   Augmenter(const AugmentConfig& config, bool train);
 
   const AugmentConfig& config() const { return config_; }

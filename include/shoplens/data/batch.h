@@ -10,15 +10,15 @@
 namespace shoplens {
 
 struct Batch {
-  std::int64_t index = 0;              // batch number within the epoch
-  at::Tensor images;                   // float32 [B, 3, S, S], normalised (image tasks)
-  at::Tensor input_ids;                // int64 [B, L], padded with pad_id (text tasks)
-  at::Tensor attention_mask;           // bool [B, L], true on real tokens
-  at::Tensor lengths;                  // int64 [B], real tokens per row (<= L)
-  at::Tensor meta_categorical;         // int64 [B, C], 0 = missing; undefined when C = 0
-  at::Tensor meta_numeric;             // float32 [B, N], NaN = missing; undefined when N = 0
-  at::Tensor labels;                   // int64 [B]
-  at::Tensor targets;                  // float32 [B, C] soft targets when mixing is on, else undefined
+  std::int64_t index = 0;       // batch number within the epoch
+  at::Tensor images;            // float32 [B, 3, S, S], normalised (image tasks)
+  at::Tensor input_ids;         // int64 [B, L], padded with pad_id (text tasks)
+  at::Tensor attention_mask;    // bool [B, L], true on real tokens
+  at::Tensor lengths;           // int64 [B], real tokens per row (<= L)
+  at::Tensor meta_categorical;  // int64 [B, C], 0 = missing; undefined when C = 0
+  at::Tensor meta_numeric;      // float32 [B, N], NaN = missing; undefined when N = 0
+  at::Tensor labels;            // int64 [B]
+  at::Tensor targets;           // float32 [B, C] soft targets when mixing is on, else undefined
   std::vector<std::uint64_t> sample_ids;
   bool mixed = false;
 

@@ -10,9 +10,9 @@
 namespace shoplens {
 
 struct CsvRecord {
-  std::size_t line = 0;              // 1-based line where the record starts
+  std::size_t line = 0;  // 1-based line where the record starts
   std::vector<std::string> fields;
-  std::string error;                 // non-empty when the record is malformed (e.g. unterminated quote)
+  std::string error;  // non-empty when the record is malformed (e.g. unterminated quote)
 };
 
 // The longest record (a line, or several for quoted line breaks) parse_csv keeps: a longer one

@@ -30,11 +30,11 @@ struct DecodeOptions {
 };
 
 struct DecodedImage {
-  cv::Mat rgb;                    // CV_8UC3, RGB order
+  cv::Mat rgb;  // CV_8UC3, RGB order
   int original_width = 0;
   int original_height = 0;
   ImageFormat format = ImageFormat::kUnknown;
-  int scale_denominator = 1;      // 1, 2, 4 or 8 when a JPEG was decoded at reduced scale
+  int scale_denominator = 1;  // 1, 2, 4 or 8 when a JPEG was decoded at reduced scale
   // The input bytes are a shard payload as they are: decode_jpeg_into gives exactly `rgb` (a
   // JPEG at full scale that is not CMYK/YCCK, which only the full decoder converts).
   bool usable_as_payload = false;

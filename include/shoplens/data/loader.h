@@ -1,7 +1,7 @@
 // The training loader: worker threads build batches (images: decode and augment straight into
-// batch tensors; text: see text_batches.h) a bounded number of batches ahead of the consumer. The sample order of an epoch is a function
-// of (seed, epoch, dataset size) only, and every sample's augmentation of (seed, epoch,
-// position), so a run is reproducible whatever the thread count.
+// batch tensors; text: see text_batches.h) a bounded number of batches ahead of the consumer. The sample order of an
+// epoch is a function of (seed, epoch, dataset size) only, and every sample's augmentation of (seed, epoch, position),
+// so a run is reproducible whatever the thread count.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,7 +39,7 @@ struct LoaderOptions {
   int prefetch_batches = 4;
   bool shuffle = true;
   bool drop_last = true;
-  bool train = true;         // training augmentation (else the eval transform)
+  bool train = true;  // training augmentation (else the eval transform)
   std::uint64_t seed = 1234;
   // Replaces the shuffled order (e.g. a class-balanced sampler). Must be a function of the epoch
   // only, so resuming mid-epoch sees the same order.
@@ -63,16 +63,17 @@ struct LoaderOptions {
 
 LoaderOptions loader_options_from_config(const Config& config, bool train);
 
-
 struct LoaderStats {
   std::uint64_t batches = 0;
   std::uint64_t samples = 0;
   std::uint64_t padded_tokens = 0;  // text: token slots delivered (rows x padded length)
   std::uint64_t real_tokens = 0;    // text: real tokens among them
-  double seconds = 0;        // since the epoch started
-  double wait_seconds = 0;   // time the consumer spent blocked in next()
+  double seconds = 0;               // since the epoch started
+  double wait_seconds = 0;          // time the consumer spent blocked in next()
   double samples_per_second() const { return seconds > 0 ? samples / seconds : 0.0; }
-  double padding_fraction() const { return padded_tokens ? 1.0 - static_cast<double>(real_tokens) / padded_tokens : 0.0; }
+  double padding_fraction() const {
+    return padded_tokens ? 1.0 - static_cast<double>(real_tokens) / padded_tokens : 0.0;
+  }
 };
 
 // The kind-specific half of the loader: turns a list of samples into a Batch. Called from several
@@ -93,9 +94,10 @@ class BatchBuilder {
 // Images: decode, augment (mixup/cutmix on the batch), normalise.
 class ImageBatchBuilder : public BatchBuilder {
  public:
-  ImageBatchBuilder(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, const LoaderOptions& options);
-  Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions, std::int64_t epoch,
-              std::int64_t batch_index) override;
+  ImageBatchBuilder(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment,
+                    const LoaderOptions& options);
+  Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions,
+              std::int64_t epoch, std::int64_t batch_index) override;
 
  private:
   at::Tensor acquire_images(std::int64_t batch_size);
@@ -104,7 +106,7 @@ class ImageBatchBuilder : public BatchBuilder {
   LoaderOptions options_;
   bool soft_targets_;
   std::mutex pool_mutex_;
-  std::vector<at::Tensor> image_pool_;   // reused when the consumer has let go of them
+  std::vector<at::Tensor> image_pool_;  // reused when the consumer has let go of them
 };
 
 class Loader {
@@ -147,7 +149,7 @@ class Loader {
   std::int64_t num_batches_ = 0;
   std::int64_t next_to_build_ = 0;
   std::int64_t next_to_deliver_ = 0;
-  std::vector<Slot> slots_;              // ring of prefetch_batches
+  std::vector<Slot> slots_;  // ring of prefetch_batches
   bool stopping_ = false;
   std::mutex mutex_;
   std::condition_variable work_cv_;

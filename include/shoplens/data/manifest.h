@@ -31,8 +31,8 @@ constexpr std::size_t kMaxColumnNameBytes = 256;
 
 struct ManifestRecord {
   std::string id;
-  std::string path;                   // as written in the input
-  std::filesystem::path file;         // resolved, inside the dataset root
+  std::string path;            // as written in the input
+  std::filesystem::path file;  // resolved, inside the dataset root
   int label = -1;
   Split split = Split::kTrain;
   std::vector<std::string> metadata;  // aligned with Manifest::metadata_fields; "" means missing
@@ -47,9 +47,9 @@ struct RejectedRow {
 };
 
 struct Manifest {
-  std::string source;                  // manifest file or folder, for messages
-  std::filesystem::path root;          // as spelled; "." when the manifest is in the working folder
-  std::vector<std::string> classes;    // label index -> name
+  std::string source;                // manifest file or folder, for messages
+  std::filesystem::path root;        // as spelled; "." when the manifest is in the working folder
+  std::vector<std::string> classes;  // label index -> name
   std::vector<std::string> metadata_fields;
   std::vector<ManifestRecord> records;
   std::vector<RejectedRow> rejected;
@@ -59,10 +59,10 @@ struct Manifest {
 };
 
 struct ManifestOptions {
-  std::filesystem::path root;                   // empty: the manifest's folder
-  std::map<std::string, std::string> columns;   // role (path, label, split, id) -> header name
-  std::vector<std::string> metadata_fields;     // empty: every other column
-  std::vector<std::string> classes;             // empty: discovered and sorted
+  std::filesystem::path root;                  // empty: the manifest's folder
+  std::map<std::string, std::string> columns;  // role (path, label, split, id) -> header name
+  std::vector<std::string> metadata_fields;    // empty: every other column
+  std::vector<std::string> classes;            // empty: discovered and sorted
   double val_fraction = 0.1;
   double test_fraction = 0.1;
   std::uint64_t seed = 1234;

@@ -37,7 +37,7 @@ struct QuarantinedRow {
   std::string id;
   std::string path;
   std::size_t line = 0;
-  std::string stage;    // "manifest" or "decode"
+  std::string stage;  // "manifest" or "decode"
   std::string reason;
 };
 
@@ -48,7 +48,7 @@ struct PrepareReport {
   std::vector<std::string> classes;
   std::vector<std::array<std::uint64_t, 3>> kept_per_class_split;  // [class][split]
   std::vector<std::string> metadata_fields;
-  std::vector<std::uint64_t> metadata_missing;                     // per field, over kept rows
+  std::vector<std::uint64_t> metadata_missing;  // per field, over kept rows
   std::array<double, 3> mean{0, 0, 0};
   std::array<double, 3> std{0, 0, 0};
   std::vector<std::string> warnings;

@@ -29,14 +29,14 @@ struct ShardIndexHeader {
 };
 
 struct ShardIndexEntry {
-  std::uint64_t sample_id;     // dense id over the prepared dataset (records.csv maps it back)
-  std::uint64_t offset;        // into the .data file
+  std::uint64_t sample_id;  // dense id over the prepared dataset (records.csv maps it back)
+  std::uint64_t offset;     // into the .data file
   std::uint32_t length;
   std::uint16_t height;
   std::uint16_t width;
   std::uint8_t channels;
-  std::uint8_t encoding;       // PayloadEncoding
-  std::uint8_t split;          // Split
+  std::uint8_t encoding;  // PayloadEncoding
+  std::uint8_t split;     // Split
   std::uint8_t reserved;
   std::int32_t label;
   std::uint16_t metadata[kIndexMetadataSlots];  // 0 = missing, k = vocabulary[k-1]

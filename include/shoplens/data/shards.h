@@ -19,7 +19,7 @@ namespace shoplens {
 using MetadataCodes = std::array<std::uint16_t, kIndexMetadataSlots>;
 
 struct ShardInfo {
-  std::string name;          // e.g. "train-00003"; files <name>.data and <name>.idx
+  std::string name;  // e.g. "train-00003"; files <name>.data and <name>.idx
   Split split = Split::kTrain;
   std::uint64_t count = 0;
   std::uint64_t data_bytes = 0;
@@ -63,7 +63,9 @@ class ShardReader {
   ShardReader(const std::filesystem::path& dir, const std::string& name, int num_classes, bool verify_data);
   std::size_t size() const { return index_.entries.size(); }
   const ShardIndexEntry& entry(std::size_t i) const { return index_.entries[i]; }
-  const std::uint8_t* payload(std::size_t i) const { return data_ ? data_->data() + index_.entries[i].offset : nullptr; }
+  const std::uint8_t* payload(std::size_t i) const {
+    return data_ ? data_->data() + index_.entries[i].offset : nullptr;
+  }
   const ShardIndexHeader& header() const { return index_.header; }
 
  private:

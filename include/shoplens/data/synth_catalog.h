@@ -16,14 +16,14 @@ struct SynthOptions {
   std::filesystem::path out_dir;
   int num_images = 1000;
   std::uint64_t seed = 1234;
-  int min_side = 160;                 // long side of originals is drawn from [min_side, max_side]
+  int min_side = 160;  // long side of originals is drawn from [min_side, max_side]
   int max_side = 640;
   double corrupt_fraction = 0.02;
   double missing_metadata_fraction = 0.08;
   double val_fraction = 0.1;
   double test_fraction = 0.1;
   double png_fraction = 0.15;
-  int threads = 1;                    // 0 = every usable core
+  int threads = 1;  // 0 = every usable core
 };
 
 struct SynthClass {

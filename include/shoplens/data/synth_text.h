@@ -22,9 +22,9 @@ struct SynthTextOptions {
   int records_per_shard = 2048;
   double val_fraction = 0.1;
   double test_fraction = 0.1;
-  double positive_fraction = 0.18;   // of the observed (noisy) labels, exact up to rounding
-  double missing_fraction = 0.06;    // per metadata field, independently
-  double label_noise = 0.05;         // observed label differs from the one the text was written for
+  double positive_fraction = 0.18;  // of the observed (noisy) labels, exact up to rounding
+  double missing_fraction = 0.06;   // per metadata field, independently
+  double label_noise = 0.05;        // observed label differs from the one the text was written for
 };
 
 // Throws UsageError naming the flag (--num-examples, --max-length, ...) when out of range.
@@ -42,8 +42,8 @@ struct SynthTextSummary {
   std::uint64_t positives_per_split[3] = {0, 0, 0};
   std::vector<std::pair<std::string, double>> missing_fraction;  // per metadata field
   std::uint32_t length_min = 0, length_p50 = 0, length_p90 = 0, length_p99 = 0, length_max = 0;
-  std::uint64_t truncated = 0;          // examples cut at max_length
-  std::uint64_t label_flips = 0;        // examples whose observed label is noise
+  std::uint64_t truncated = 0;    // examples cut at max_length
+  std::uint64_t label_flips = 0;  // examples whose observed label is noise
   TextSplitRule split_rule;
   std::vector<TextShardInfo> shards;
   double seconds = 0;

@@ -14,11 +14,11 @@ namespace shoplens {
 class TextSource;
 
 struct TextBatchOptions {
-  int max_length = 512;          // longer examples are truncated to their first max_length tokens
+  int max_length = 512;  // longer examples are truncated to their first max_length tokens
   int pad_id = 0;
-  int pad_multiple = 8;          // padded length rounded up to this (tensor-core friendly), capped at max_length
+  int pad_multiple = 8;  // padded length rounded up to this (tensor-core friendly), capped at max_length
   bool bucket_by_length = true;
-  int bucket_window = 64;        // units (global batches) sorted by length together
+  int bucket_window = 64;  // units (global batches) sorted by length together
   std::uint64_t seed = 1234;
 };
 
@@ -26,8 +26,8 @@ class TextBatchBuilder : public BatchBuilder {
  public:
   TextBatchBuilder(std::shared_ptr<const TextSource> source, TextBatchOptions options);
   // Rows longest first (so a token budget cuts each piece to its own longest row).
-  Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions, std::int64_t epoch,
-              std::int64_t batch_index) override;
+  Batch build(const std::vector<std::uint32_t>& indices, const std::vector<std::uint64_t>& positions,
+              std::int64_t epoch, std::int64_t batch_index) override;
   // Length bucketing: each window of bucket_window units is sorted by length (longest first, ties
   // by position), cut back into units, and the units are shuffled within the window (seeded by
   // seed, epoch and window). Only whole units move; the tail after the last one stays.

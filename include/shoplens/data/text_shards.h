@@ -39,26 +39,26 @@ struct TextIndexHeader {
   std::uint32_t version;
   std::uint32_t entry_size;
   std::uint64_t count;
-  std::uint64_t total_tokens;     // the tokens file holds total_tokens * dtype size bytes
+  std::uint64_t total_tokens;  // the tokens file holds total_tokens * dtype size bytes
   std::uint32_t tokens_crc32;
   std::uint32_t entries_crc32;
-  std::uint8_t token_dtype;       // TokenDtype
-  std::uint8_t num_categorical;   // slots in use, <= kTextMaxCategorical
-  std::uint8_t num_numeric;       // slots in use, <= kTextMaxNumeric
+  std::uint8_t token_dtype;      // TokenDtype
+  std::uint8_t num_categorical;  // slots in use, <= kTextMaxCategorical
+  std::uint8_t num_numeric;      // slots in use, <= kTextMaxNumeric
   std::uint8_t reserved[5];
 };
 
 struct TextIndexEntry {
   std::uint64_t sample_id;
-  std::uint64_t offset;           // in tokens, not bytes
-  std::uint32_t length;           // tokens
-  std::int32_t label;             // 0 or 1
-  std::int64_t created_at;        // unix seconds
-  std::uint32_t shard_id;         // the source's shard (a split key of the input)
-  std::uint8_t split;             // Split
+  std::uint64_t offset;     // in tokens, not bytes
+  std::uint32_t length;     // tokens
+  std::int32_t label;       // 0 or 1
+  std::int64_t created_at;  // unix seconds
+  std::uint32_t shard_id;   // the source's shard (a split key of the input)
+  std::uint8_t split;       // Split
   std::uint8_t reserved[3];
   std::uint16_t categorical[kTextMaxCategorical];  // 0 = missing, k = vocabulary[k-1]; unused slots 0
-  float numeric[kTextMaxNumeric];                   // NaN = missing; unused slots 0
+  float numeric[kTextMaxNumeric];                  // NaN = missing; unused slots 0
 };
 #pragma pack(pop)
 static_assert(sizeof(TextIndexHeader) == 48, "text index header layout");
@@ -89,12 +89,12 @@ struct TextExample {
 };
 
 struct TextShardInfo {
-  std::string name;                // files <name>.tokens and <name>.tidx
+  std::string name;  // files <name>.tokens and <name>.tidx
   Split split = Split::kTrain;
   std::uint64_t count = 0;
   std::uint64_t tokens = 0;
   std::uint32_t tokens_crc32 = 0;
-  std::uint32_t index_crc32 = 0;   // CRC-32 of the whole .tidx file
+  std::uint32_t index_crc32 = 0;  // CRC-32 of the whole .tidx file
 };
 
 struct TextShardLayout {
@@ -142,7 +142,7 @@ struct TextDatasetInfo {
   int vocab_size = 0;
   int max_length = 0;
   int pad_id = 0;
-  int cls_id = 1;   // the generator starts every example with it; the reader does not require it
+  int cls_id = 1;  // the generator starts every example with it; the reader does not require it
   std::vector<CategoricalField> categorical;
   std::vector<std::string> numeric;
   TextSplitRule split_rule;
@@ -163,9 +163,9 @@ class TextSource : public SampleSource {
  public:
   int num_classes() const override { return 2; }
   virtual std::size_t size() const = 0;
-  virtual int label(std::size_t i) const = 0;               // 0 or 1
+  virtual int label(std::size_t i) const = 0;  // 0 or 1
   virtual std::uint64_t sample_id(std::size_t i) const = 0;
-  virtual std::uint32_t length(std::size_t i) const = 0;    // stored tokens (before any truncation)
+  virtual std::uint32_t length(std::size_t i) const = 0;  // stored tokens (before any truncation)
   // Copies the first min(length, max_len) tokens as int64 into out; returns the count copied.
   virtual std::size_t copy_tokens(std::size_t i, std::int64_t* out, std::size_t max_len) const = 0;
   // categorical codes (0 = missing) into categorical[0..num_categorical), numeric values
@@ -186,7 +186,9 @@ class InMemoryTextSource : public TextSource {
   std::size_t size() const override { return examples_.size(); }
   int label(std::size_t i) const override { return examples_.at(i).label; }
   std::uint64_t sample_id(std::size_t i) const override { return examples_.at(i).sample_id; }
-  std::uint32_t length(std::size_t i) const override { return static_cast<std::uint32_t>(examples_.at(i).tokens.size()); }
+  std::uint32_t length(std::size_t i) const override {
+    return static_cast<std::uint32_t>(examples_.at(i).tokens.size());
+  }
   std::size_t copy_tokens(std::size_t i, std::int64_t* out, std::size_t max_len) const override;
   void metadata(std::size_t i, std::int64_t* categorical, float* numeric) const override;
   int num_categorical() const override { return static_cast<int>(vocab_sizes_.size()); }

@@ -18,9 +18,9 @@ struct DistEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT: > 0 means "resume from the latest checkpoint"
+  int restart_count = 0;           // TORCHELASTIC_RESTART_COUNT: > 0 means "resume from the latest checkpoint"
   bool agent_hosts_store = false;  // TORCHELASTIC_USE_AGENT_STORE: the launcher, not rank 0, runs the TCPStore
-  std::string source = "none";   // "torchrun", "slurm" or "none"
+  std::string source = "none";     // "torchrun", "slurm" or "none"
 
   bool distributed() const { return world_size > 1; }
   std::string describe() const;  // "rank 1 of 2 (local 1 of 2), master 127.0.0.1:29500, from torchrun"

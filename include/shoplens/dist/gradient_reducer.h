@@ -18,10 +18,10 @@ class ProcessGroup;
 
 struct ReducerStats {
   std::int64_t steps = 0;
-  std::int64_t buckets = 0;               // per step
-  std::int64_t bytes_per_step = 0;        // gradient bytes all-reduced per step
-  double launched_during_backward = 0;    // fraction of buckets started before backward returned
-  double wait_seconds = 0;                // total time finish() blocked on communication (exposed)
+  std::int64_t buckets = 0;             // per step
+  std::int64_t bytes_per_step = 0;      // gradient bytes all-reduced per step
+  double launched_during_backward = 0;  // fraction of buckets started before backward returned
+  double wait_seconds = 0;              // total time finish() blocked on communication (exposed)
 };
 
 class GradientReducer {

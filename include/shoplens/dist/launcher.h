@@ -14,11 +14,11 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;         // 0: a free port (single node only)
+  int master_port = 29500;  // 0: a free port (single node only)
   int max_restarts = 0;
-  double grace_seconds = 60;       // after SIGTERM, before SIGKILL
-  std::string log_dir;             // also write each worker's output to LOG_DIR/attempt-K/rank-R.log
-  bool prefix_output = true;       // "[rank R] " before each relayed line
+  double grace_seconds = 60;  // after SIGTERM, before SIGKILL
+  std::string log_dir;        // also write each worker's output to LOG_DIR/attempt-K/rank-R.log
+  bool prefix_output = true;  // "[rank R] " before each relayed line
   std::vector<std::string> command;
 };
 

@@ -26,8 +26,8 @@ class LedgerWriter {
   LedgerWriter& operator=(const LedgerWriter&) = delete;
 
   // Rank 0, at the start of every epoch (again after a resume): what the epoch is to read.
-  void epoch(std::int64_t epoch, std::int64_t steps, std::int64_t global_batch, const std::vector<std::uint64_t>& unread,
-             bool with_replacement);
+  void epoch(std::int64_t epoch, std::int64_t steps, std::int64_t global_batch,
+             const std::vector<std::uint64_t>& unread, bool with_replacement);
   void step(std::int64_t epoch, std::int64_t step, const std::vector<std::uint64_t>& ids);
 
  private:
@@ -41,8 +41,8 @@ struct LedgerEpochReport {
   std::int64_t steps_expected = 0;
   std::int64_t steps_recorded = 0;
   bool complete = false;
-  std::int64_t used = 0;           // distinct ids read
-  std::int64_t unread = 0;         // the tail the epoch's order left for later
+  std::int64_t used = 0;                  // distinct ids read
+  std::int64_t unread = 0;                // the tail the epoch's order left for later
   std::vector<std::uint64_t> duplicated;  // read more than once
   std::vector<std::uint64_t> missing;     // neither read nor in the tail (complete epochs only)
   std::vector<std::uint64_t> unknown;     // not in the training split
@@ -54,7 +54,7 @@ struct LedgerReport {
   std::vector<LedgerEpochReport> epochs;
   std::int64_t segments = 0;
   std::int64_t records = 0;
-  std::int64_t superseded = 0;     // step records of a segment that a later one redid
+  std::int64_t superseded = 0;          // step records of a segment that a later one redid
   std::vector<std::string> torn_lines;  // "file:line" of incomplete last lines (a killed writer)
   bool exact() const;
   nlohmann::json to_json() const;

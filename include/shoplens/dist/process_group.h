@@ -15,9 +15,9 @@
 namespace shoplens {
 
 struct GroupOptions {
-  std::string backend = "gloo";                 // gloo | nccl
+  std::string backend = "gloo";  // gloo | nccl
   std::chrono::milliseconds timeout{300000};
-  std::string fingerprint;                      // must be equal on every rank (the job's config), else an error
+  std::string fingerprint;  // must be equal on every rank (the job's config), else an error
 };
 
 // A collective started without waiting for it (gradient buckets overlap with backward).

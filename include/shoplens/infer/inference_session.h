@@ -21,16 +21,16 @@
 namespace shoplens {
 
 struct ModelSource {
-  std::filesystem::path path;            // model folder, run folder, checkpoint, or weights file
-  std::string variant = "fp32";          // model folders: which weights file
-  std::string checkpoint = "best";       // runs: best | last
+  std::filesystem::path path;       // model folder, run folder, checkpoint, or weights file
+  std::string variant = "fp32";     // model folders: which weights file
+  std::string checkpoint = "best";  // runs: best | last
   // Weights files only (a folder or run carries these itself):
   std::string arch;                      // registry name: resnet18, vit_small, ...
   std::vector<std::string> class_names;  // one per output; empty: "0", "1", ... for every output
   int image_size = 224;
   std::vector<double> mean{0.485, 0.456, 0.406};
   std::vector<double> std{0.229, 0.224, 0.225};
-  double crop_pct = 0.875;               // eval resize: floor(image_size / crop_pct), then center crop
+  double crop_pct = 0.875;  // eval resize: floor(image_size / crop_pct), then center crop
 };
 
 // What kind of thing `path` is, for messages and dispatch.

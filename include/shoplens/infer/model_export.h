@@ -34,15 +34,15 @@ constexpr int kModelCardVersion = 1;
 struct ExportOptions {
   std::filesystem::path run_dir;
   std::filesystem::path out_dir;
-  std::string checkpoint = "best";        // best | last | a checkpoint file
-  std::vector<std::string> variants;      // "bf16", "fp16"
-  bool force = false;                     // replace an existing MODEL_DIR
-  std::string format = "folder";          // folder | onnx (folder + model.onnx) | triton (a Triton repository)
-  std::string triton_name;                // triton: the model's folder in the repository; empty: the architecture
-  int max_batch = 16;                     // triton: max_batch_size and the largest batch measured
-  double p95_target_ms = 50;              // triton: the latency budget that picks the preferred batch
-  int warmup_reps = 5;                    // triton: timed passes per measured batch size
-  std::string weights = "auto";           // auto (EMA when the run kept one) | ema | raw
+  std::string checkpoint = "best";    // best | last | a checkpoint file
+  std::vector<std::string> variants;  // "bf16", "fp16"
+  bool force = false;                 // replace an existing MODEL_DIR
+  std::string format = "folder";      // folder | onnx (folder + model.onnx) | triton (a Triton repository)
+  std::string triton_name;            // triton: the model's folder in the repository; empty: the architecture
+  int max_batch = 16;                 // triton: max_batch_size and the largest batch measured
+  double p95_target_ms = 50;          // triton: the latency budget that picks the preferred batch
+  int warmup_reps = 5;                // triton: timed passes per measured batch size
+  std::string weights = "auto";       // auto (EMA when the run kept one) | ema | raw
 };
 
 struct ExportResult {
@@ -57,11 +57,11 @@ ExportResult export_model(const ExportOptions& options);
 at::Tensor verification_input(int image_size);
 
 struct LoadedModel {
-  std::shared_ptr<Classifier> model;   // eval mode, CPU, float32 compute
+  std::shared_ptr<Classifier> model;  // eval mode, CPU, float32 compute
   nlohmann::json card;
   std::vector<std::string> class_names;
-  AugmentConfig preprocessing;              // the eval transform's settings (image_size, mean, std)
-  std::string variant;                      // fp32 | bf16 | fp16: the weights file that was read
+  AugmentConfig preprocessing;  // the eval transform's settings (image_size, mean, std)
+  std::string variant;          // fp32 | bf16 | fp16: the weights file that was read
 };
 
 // Reads MODEL_DIR: checks the card's format, every listed file's size and CRC32, builds the

@@ -76,8 +76,9 @@ class Graph {
 
   // Weights and constants; each returns its name, made unique when `name` is taken.
   std::string add_floats(const std::string& name, std::vector<std::int64_t> dims, const float* data);
-  std::string add_int64s(const std::string& name, std::vector<std::int64_t> dims, const std::vector<std::int64_t>& values);
-  std::string scalar(float value);                       // a 0-d float constant
+  std::string add_int64s(const std::string& name, std::vector<std::int64_t> dims,
+                         const std::vector<std::int64_t>& values);
+  std::string scalar(float value);                              // a 0-d float constant
   std::string int64s(const std::vector<std::int64_t>& values);  // a 1-d int64 constant
 
   // Adds a node and returns its (first) output's name, `op`-based and unique unless `output` is given.

@@ -41,9 +41,9 @@ class ScoreRows {
 };
 
 struct RowsOptions {
-  std::string split = "all";       // shards: all | train | val | test
-  DecodeOptions decode;            // how image files are decoded (inference: InferenceSession's)
-  std::filesystem::path root;      // CSV and list files: base of relative paths (empty: the file's folder)
+  std::string split = "all";   // shards: all | train | val | test
+  DecodeOptions decode;        // how image files are decoded (inference: InferenceSession's)
+  std::filesystem::path root;  // CSV and list files: base of relative paths (empty: the file's folder)
 };
 
 // UsageError for a missing input or an unknown split; DataError for an input without rows.
@@ -53,19 +53,19 @@ struct ScoreOptions {
   std::filesystem::path model_dir;
   std::filesystem::path input;
   std::filesystem::path out_dir;
-  std::string split = "all";          // shards: all | train | val | test
-  std::filesystem::path root;         // CSV or list input: base of relative paths (empty: the file's folder)
-  bool fast_decode = false;           // JPEG: fast DCT at reduced scale (not Pillow's pixels; faster)
-  std::string variant = "fp32";       // which weights file of the model folder to load
-  std::string precision = "fp32";     // compute: fp32 | bf16 | fp16 (CUDA)
+  std::string split = "all";       // shards: all | train | val | test
+  std::filesystem::path root;      // CSV or list input: base of relative paths (empty: the file's folder)
+  bool fast_decode = false;        // JPEG: fast DCT at reduced scale (not Pillow's pixels; faster)
+  std::string variant = "fp32";    // which weights file of the model folder to load
+  std::string precision = "fp32";  // compute: fp32 | bf16 | fp16 (CUDA)
   std::string device = "auto";
   int batch_size = 64;
-  double max_latency_ms = 0;          // > 0: the largest batch whose measured p95 fits
-  int max_batch = 256;                // upper end of that search
-  int workers = 0;                    // decode threads (0: usable cores)
+  double max_latency_ms = 0;  // > 0: the largest batch whose measured p95 fits
+  int max_batch = 256;        // upper end of that search
+  int workers = 0;            // decode threads (0: usable cores)
   int chunk_rows = 1024;
-  int drift_sample = 64;              // reduced precision: rows compared against fp32 first
-  double price_per_hour = 0;          // device price, for cost per million images (0: not reported)
+  int drift_sample = 64;      // reduced precision: rows compared against fp32 first
+  double price_per_hour = 0;  // device price, for cost per million images (0: not reported)
   // Or the price from a table row (configs/prices.json): per device, i.e. the instance's price
   // divided by its accelerators, since one job uses one device.
   std::filesystem::path prices;

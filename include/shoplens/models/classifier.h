@@ -20,16 +20,17 @@ class Graph;
 }  // namespace onnx
 
 struct ModelSpec {
-  std::string name = "small_cnn";   // small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base
+  std::string name = "small_cnn";  // small_cnn | resnet18 | resnet34 | resnet50 | vit_tiny | vit_small | vit_base
   int num_classes = 12;
-  int image_size = 224;             // ViT position embeddings are sized for it
-  double dropout = 0.0;             // before the head
-  bool channels_last = false;       // memory format of parameters and inputs (CNNs)
-  double drop_path = 0.0;           // stochastic depth of the last residual block (models whose facts allow it)
+  int image_size = 224;        // ViT position embeddings are sized for it
+  double dropout = 0.0;        // before the head
+  bool channels_last = false;  // memory format of parameters and inputs (CNNs)
+  double drop_path = 0.0;      // stochastic depth of the last residual block (models whose facts allow it)
   // Text models: the dataset's shape (text_dataset.json) and the encoder's options (text.*).
   int vocab_size = 0;
-  int max_length = 512;             // longest sequence the model reads (position embeddings)
-  std::vector<int> categorical_cardinalities;  // vocabulary size per categorical metadata field (code 0 = missing on top)
+  int max_length = 512;  // longest sequence the model reads (position embeddings)
+  std::vector<int>
+      categorical_cardinalities;  // vocabulary size per categorical metadata field (code 0 = missing on top)
   int numeric_fields = 0;
   std::string pooling = "mean";
   std::string attention = "auto";

@@ -40,18 +40,18 @@ class Graph;
 
 struct TextEncoderSpec {
   int vocab_size = 8192;
-  int max_length = 512;             // position embeddings; longer inputs are a ConfigError
+  int max_length = 512;  // position embeddings; longer inputs are a ConfigError
   int dim = 128;
   int depth = 2;
-  int heads = 4;                    // dim must be a multiple of heads
+  int heads = 4;  // dim must be a multiple of heads
   double mlp_ratio = 4;
-  double dropout = 0.0;             // attention-output and MLP dropout (and in the head), training only
-  std::string pooling = "mean";     // mean (masked mean over real tokens) | cls (first real token)
+  double dropout = 0.0;                        // attention-output and MLP dropout (and in the head), training only
+  std::string pooling = "mean";                // mean (masked mean over real tokens) | cls (first real token)
   std::vector<int> categorical_cardinalities;  // one per categorical metadata field, code 0 = missing
-  int numeric_fields = 0;           // numeric metadata, NaN = missing
+  int numeric_fields = 0;                      // numeric metadata, NaN = missing
   int num_classes = 2;
-  std::string attention = "auto";   // auto | fused | math, see text_attention_uses_fused()
-  int meta_embed_dim = 16;          // width of each categorical field's embedding
+  std::string attention = "auto";  // auto | fused | math, see text_attention_uses_fused()
+  int meta_embed_dim = 16;         // width of each categorical field's embedding
 };
 
 // Whether `attention` (auto | fused | math) runs LibTorch's scaled-dot-product-attention entry

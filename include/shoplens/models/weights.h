@@ -33,8 +33,7 @@ WeightFormat detect_weight_format(const std::filesystem::path& path);
 
 // Reads a .safetensors file. `metadata`, when given, receives the `__metadata__` map. DataError
 // naming the file on a malformed header, an unsupported dtype, or offsets outside the data.
-StateDict read_safetensors(const std::filesystem::path& path,
-                           std::map<std::string, std::string>* metadata = nullptr);
+StateDict read_safetensors(const std::filesystem::path& path, std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes tensors (any device, any layout; stored contiguous, little-endian) atomically.
 void write_safetensors(const std::filesystem::path& path, const StateDict& tensors,
@@ -59,23 +58,23 @@ struct ShapeMismatch {
 };
 
 struct WeightLoadReport {
-  std::string source;                     // file name, or "" for an in-memory state dict
-  std::vector<std::string> loaded;        // model names that received a tensor (resampled too)
-  std::vector<std::string> missing;       // in the model, not in the weights: keep their init
-  std::vector<std::string> unexpected;    // in the weights, not in the model: ignored
+  std::string source;                           // file name, or "" for an in-memory state dict
+  std::vector<std::string> loaded;              // model names that received a tensor (resampled too)
+  std::vector<std::string> missing;             // in the model, not in the weights: keep their init
+  std::vector<std::string> unexpected;          // in the weights, not in the model: ignored
   std::vector<ShapeMismatch> shape_mismatched;  // backbone tensors of another shape: not loaded
-  std::vector<ShapeMismatch> resampled;   // ViT pos_embed grids resized (bicubic) to the model's
+  std::vector<ShapeMismatch> resampled;         // ViT pos_embed grids resized (bicubic) to the model's
   std::vector<std::string> stripped_prefixes;   // "module." / "model." removed from file names
   std::vector<std::string> converted_dtypes;    // e.g. "Half -> Float (151 tensors)"
-  std::size_t model_tensors = 0;          // parameters and buffers of the model
-  int untracked_batchnorm = 0;            // num_batches_tracked absent (old checkpoints): kept 0
-  bool head_reset = false;                // the head's shape differed: freshly initialised
-  int weights_num_classes = -1;           // the file's head size, -1 when it has no head
+  std::size_t model_tensors = 0;                // parameters and buffers of the model
+  int untracked_batchnorm = 0;                  // num_batches_tracked absent (old checkpoints): kept 0
+  bool head_reset = false;                      // the head's shape differed: freshly initialised
+  int weights_num_classes = -1;                 // the file's head size, -1 when it has no head
   int model_num_classes = 0;
 
   // True when every model tensor was loaded as is (no missing, mismatched or reset head).
   bool complete() const;
-  std::string summary() const;            // a few lines for the log
+  std::string summary() const;  // a few lines for the log
   nlohmann::json to_json() const;
 };
 

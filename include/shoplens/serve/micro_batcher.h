@@ -34,7 +34,8 @@ inline double ms_between(TimePoint from, TimePoint to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 inline TimePoint plus_ms(TimePoint t, double ms) {
-  return t + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  return t +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
 }
 
 class ServeMetrics;
@@ -60,7 +61,7 @@ class InferenceRequest {
   std::vector<float> output;  // valid when status() == kDone
   std::string error;          // kFailed / kRejected: why
   TimePoint enqueued{};
-  TimePoint deadline{};       // timeout: dropped (kTimedOut) if not dispatched by then
+  TimePoint deadline{};  // timeout: dropped (kTimedOut) if not dispatched by then
   double queue_wait_ms = 0;
   double h2d_ms = 0;
   double compute_ms = 0;
@@ -114,7 +115,7 @@ class MicroBatcher {
   const LatencyCurve& curve() const { return curve_; }
   const BatcherOptions& options() const { return options_; }
 
-  void start();           // the worker thread
+  void start();  // the worker thread
   // Refuses new requests, answers every queued one (flushing without waiting for company), joins.
   void drain_and_stop();
 

@@ -37,7 +37,7 @@ class WeightsEma {
   std::size_t parameter_count_ = 0;  // the first tensors are parameters, the rest buffers
   std::vector<std::string> names_;
   std::vector<at::Tensor> tensors_;
-  const Classifier* source_ = nullptr;     // the model update() last read, and its tensors in our order
+  const Classifier* source_ = nullptr;  // the model update() last read, and its tensors in our order
   std::vector<at::Tensor> source_tensors_;
 };
 

@@ -18,7 +18,7 @@ namespace shoplens {
 class Classifier;
 
 struct ParamGroupInfo {
-  std::string name;               // "backbone", "backbone_no_decay", "head", "head_no_decay"
+  std::string name;  // "backbone", "backbone_no_decay", "head", "head_no_decay"
   double base_lr = 0;
   double weight_decay = 0;
   std::vector<std::string> parameter_names;

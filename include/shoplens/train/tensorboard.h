@@ -54,8 +54,8 @@ struct TensorBoardScalar {
 struct TensorBoardEvent {
   double wall_time = 0;
   std::int64_t step = 0;
-  std::string file_version;                           // set in a file's first event
-  bool session_start = false;                         // a SessionLog with status START
+  std::string file_version;                            // set in a file's first event
+  bool session_start = false;                          // a SessionLog with status START
   std::vector<std::pair<std::string, float>> scalars;  // Summary values with a simple_value
 };
 

@@ -26,10 +26,10 @@ class WeightsEma;
 constexpr int kCheckpointFormat = 1;
 
 struct TrainState {
-  std::int64_t step = 0;                 // optimizer steps done
-  std::int64_t epoch = 0;                // the epoch in progress
-  std::int64_t epoch_samples = 0;        // samples of that epoch already consumed, over every rank
-  std::int64_t global_batch = 0;         // micro-batch x accumulation x world size when saved
+  std::int64_t step = 0;           // optimizer steps done
+  std::int64_t epoch = 0;          // the epoch in progress
+  std::int64_t epoch_samples = 0;  // samples of that epoch already consumed, over every rank
+  std::int64_t global_batch = 0;   // micro-batch x accumulation x world size when saved
   int world_size = 1;
   std::int64_t images_trained = 0;
   double train_seconds = 0;
@@ -38,12 +38,12 @@ struct TrainState {
   double best_value = std::numeric_limits<double>::quiet_NaN();
   std::optional<std::int64_t> best_step;
   int evals_without_improvement = 0;
-  int bad_steps = 0;                     // consecutive non-finite steps
+  int bad_steps = 0;  // consecutive non-finite steps
   double last_finite_loss = std::numeric_limits<double>::quiet_NaN();
   std::int64_t last_finite_step = 0;
-  std::vector<nlohmann::json> history;   // every validation record
-  int micro_split = 0;                   // after an OOM: loader batches run as micro-batches of this (0: whole)
-  std::int64_t oom_retries = 0;          // steps retried smaller after running out of memory
+  std::vector<nlohmann::json> history;  // every validation record
+  int micro_split = 0;                  // after an OOM: loader batches run as micro-batches of this (0: whole)
+  std::int64_t oom_retries = 0;         // steps retried smaller after running out of memory
 };
 
 nlohmann::json state_to_json(const TrainState& state, const Config& config, const Classifier& model,

@@ -25,9 +25,9 @@ class ProcessGroup;
 struct TrainStepOptions {
   Precision precision = Precision::kFp32;
   bool cuda = false;
-  double clip_grad_norm = 0;       // 0: off
+  double clip_grad_norm = 0;  // 0: off
   double label_smoothing = 0;
-  at::Tensor class_weights;        // [C] float, or undefined
+  at::Tensor class_weights;  // [C] float, or undefined
   LossScalerOptions scaler;
   // Data-parallel: gradients are averaged by `reducer` during the last micro-batch's backward, and
   // every rank agrees on the step's outcome (loss, non-finite, out of memory, stop) through `group`.
@@ -36,12 +36,12 @@ struct TrainStepOptions {
 };
 
 struct StepResult {
-  double loss = 0;                 // mean per-sample loss of the step (unscaled), over every rank
-  double grad_norm = -1;           // before clipping; computed only when clipping is on (-1: not computed)
-  std::int64_t samples = 0;        // over every rank
-  bool applied = false;            // false: skipped (non-finite loss or gradients)
+  double loss = 0;           // mean per-sample loss of the step (unscaled), over every rank
+  double grad_norm = -1;     // before clipping; computed only when clipping is on (-1: not computed)
+  std::int64_t samples = 0;  // over every rank
+  bool applied = false;      // false: skipped (non-finite loss or gradients)
   bool non_finite = false;
-  bool stop_requested = false;     // SIGINT/SIGTERM seen (on any rank): stop after this step
+  bool stop_requested = false;  // SIGINT/SIGTERM seen (on any rank): stop after this step
 };
 
 // Per-sample cross-entropy against hard labels or soft targets (mixup/cutmix), with label

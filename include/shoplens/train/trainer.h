@@ -26,8 +26,8 @@ class Loader;
 struct LoaderOptions;
 
 // Builds the batches of one split for a loader with these options (train or eval).
-using BatchBuilderFactory =
-    std::function<std::shared_ptr<BatchBuilder>(const std::shared_ptr<const SampleSource>& split, const LoaderOptions& options)>;
+using BatchBuilderFactory = std::function<std::shared_ptr<BatchBuilder>(
+    const std::shared_ptr<const SampleSource>& split, const LoaderOptions& options)>;
 
 struct TrainData {
   std::shared_ptr<const SampleSource> train;
