@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, runs the code checks (scripts/check_code.sh), builds, and runs every
+# Installs what is missing, runs the code checks (scripts/check_code.sh: function length, format),
+# clang-tidy on the files changed since .ci/tidy-base (scripts/tidy.sh), builds, and runs every
 # CPU test (ctest labels unit and e2e; `gpu` tests are built, and run on a GPU machine: docs/GPU.md).
 # Usage: scripts/test.sh                         both LibTorch versions: release (Debian's 1.13)
 #                                                then torch2 (pip's torch 2.11, CUDA code compiled)
@@ -24,5 +25,6 @@ fi
 total=$SECONDS
 bash scripts/check_code.sh
 run_preset release
+bash scripts/tidy.sh  # needs the release build's compile commands
 run_preset torch2
 echo "test.sh: both LibTorch versions green in $(( SECONDS - total )) s"

@@ -126,6 +126,60 @@ struct JobProbe::Impl {
     return memory.stats();
   }
 
+  // The allocator's readings over a probe's steps and its evaluation pass.
+  struct StepPeaks {
+    std::int64_t max_step = 0, min_steady_step = -1, max_reserved_gap = 0;
+    void add(const MemoryStats& st) {
+      max_step = std::max(max_step, st.peak_allocated_bytes);
+      max_reserved_gap = std::max(max_reserved_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
+    }
+  };
+
+  // `steps` training steps at `batch` with the loader's buffers held, then an evaluation pass.
+  StepPeaks run_steps(int batch, int steps, std::vector<double>& step_seconds) {
+    StepPeaks peaks;
+    const std::vector<at::Tensor> held = loader_buffers(batch);  // the training loader's batch buffers (CPU)
+    std::vector<Batch> micro{synthetic_batch(batch)};
+    for (int s = 0; s < steps; ++s) {
+      memory.reset_peak();
+      const auto t0 = std::chrono::steady_clock::now();
+      step->run(micro);
+      synchronize();
+      step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const MemoryStats st = memory.stats();
+      peaks.add(st);
+      // The first step also allocates the optimizer state: steady state starts after it.
+      if (s > 0 || steps == 1)
+        peaks.min_steady_step = peaks.min_steady_step < 0 ? st.peak_allocated_bytes
+                                                          : std::min(peaks.min_steady_step, st.peak_allocated_bytes);
+    }
+    micro.clear();
+    peaks.add(evaluation_pass(batch));
+    return peaks;
+  }
+
+  void record_failure(const std::exception& e, ProbeResult& r) {
+    model->train();
+    for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+    r.error = error_message(e);
+    if (is_out_of_memory(e)) {
+      r.outcome = ProbeResult::Outcome::kOutOfMemory;
+      r.peak_bytes = memory.stats().last_refused_need_bytes;
+    } else {
+      r.outcome = ProbeResult::Outcome::kFailed;
+    }
+    memory.release_cached();
+  }
+
+  // Images/s of the median step after the first (which also allocates the optimizer state).
+  static double steady_images_per_second(int batch, std::vector<double> step_seconds) {
+    if (step_seconds.empty()) return 0;
+    if (step_seconds.size() == 1) return batch / step_seconds[0];
+    std::vector<double> steady(step_seconds.begin() + 1, step_seconds.end());
+    std::nth_element(steady.begin(), steady.begin() + steady.size() / 2, steady.end());
+    return batch / steady[steady.size() / 2];
+  }
+
   ProbeResult run(int batch, int steps) {
     ProbeResult r;
     r.batch = batch;
@@ -140,57 +194,20 @@ struct JobProbe::Impl {
     const std::int64_t retries_before = memory.stats().alloc_retries;
     std::vector<double> step_seconds;
     try {
-      std::int64_t max_step_peak = 0, min_step_peak = -1, max_gap = 0;
-      {
-        const std::vector<at::Tensor> held = loader_buffers(batch);  // the training loader's batch buffers (CPU)
-        std::vector<Batch> micro{synthetic_batch(batch)};
-        for (int s = 0; s < steps; ++s) {
-          memory.reset_peak();
-          const auto t0 = std::chrono::steady_clock::now();
-          step->run(micro);
-          synchronize();
-          step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-          const MemoryStats st = memory.stats();
-          max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
-          // The first step also allocates the optimizer state: steady state starts after it.
-          if (s > 0 || steps == 1)
-            min_step_peak =
-                min_step_peak < 0 ? st.peak_allocated_bytes : std::min(min_step_peak, st.peak_allocated_bytes);
-          max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
-        }
-        micro.clear();
-        const MemoryStats st = evaluation_pass(batch);
-        max_step_peak = std::max(max_step_peak, st.peak_allocated_bytes);
-        max_gap = std::max(max_gap, st.peak_reserved_bytes - st.peak_allocated_bytes);
-      }
+      const StepPeaks peaks = run_steps(batch, steps, step_seconds);
       if (measure_process) r.process_peak_bytes = job_resident_peak(program);
-      r.peak_bytes = max_step_peak;
-      r.step_spread_bytes = min_step_peak < 0 ? 0 : max_step_peak - min_step_peak;
-      r.reserved_gap_bytes = max_gap;
+      r.peak_bytes = peaks.max_step;
+      r.step_spread_bytes = peaks.min_steady_step < 0 ? 0 : peaks.max_step - peaks.min_steady_step;
+      r.reserved_gap_bytes = peaks.max_reserved_gap;
       const MemoryStats after = memory.stats();
       r.baseline_bytes = after.allocated_bytes;
       r.inactive_split_bytes = after.inactive_split_bytes;
       r.alloc_retries = after.alloc_retries - retries_before;
       r.outcome = ProbeResult::Outcome::kRan;
     } catch (const std::exception& e) {
-      model->train();
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      r.error = error_message(e);
-      if (is_out_of_memory(e)) {
-        r.outcome = ProbeResult::Outcome::kOutOfMemory;
-        r.peak_bytes = memory.stats().last_refused_need_bytes;
-      } else {
-        r.outcome = ProbeResult::Outcome::kFailed;
-      }
-      memory.release_cached();
+      record_failure(e, r);
     }
-    if (step_seconds.size() > 1) {
-      std::vector<double> steady(step_seconds.begin() + 1, step_seconds.end());
-      std::nth_element(steady.begin(), steady.begin() + steady.size() / 2, steady.end());
-      r.images_per_second = batch / steady[steady.size() / 2];
-    } else if (step_seconds.size() == 1) {
-      r.images_per_second = batch / step_seconds[0];
-    }
+    r.images_per_second = steady_images_per_second(batch, std::move(step_seconds));
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   }

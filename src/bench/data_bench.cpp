@@ -69,6 +69,7 @@ BenchRecord bench_file_pipeline(const std::vector<fs::path>& files, const Config
   };
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
+  pool.reserve(threads);
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   throw_if_interrupted();

@@ -171,7 +171,7 @@ Check<T> in_range(T lo, T hi) {
 }
 
 Check<std::string> one_of(std::vector<std::string> choices) {
-  return [choices](const std::string& v, const std::string& path, const std::string& source) {
+  return [choices = std::move(choices)](const std::string& v, const std::string& path, const std::string& source) {
     if (std::find(choices.begin(), choices.end(), v) == choices.end())
       throw ConfigError(source + ": " + path + ": '" + v + "' is not one of " + join(choices, ", ") +
                         did_you_mean(v, choices));

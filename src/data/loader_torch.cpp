@@ -41,7 +41,8 @@ ImageBatchBuilder::ImageBatchBuilder(std::shared_ptr<const ImageSource> source, 
   cv::setNumThreads(1);
 }
 
-Loader::Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options)
+Loader::Loader(const std::shared_ptr<const ImageSource>& source, const AugmentConfig& augment,
+               const LoaderOptions& options)
     : Loader(source, std::make_shared<ImageBatchBuilder>(source, augment, options), options) {}
 
 Loader::Loader(std::shared_ptr<const SampleSource> source, std::shared_ptr<BatchBuilder> builder, LoaderOptions options)

@@ -113,42 +113,8 @@ class LoadCommand : public Command {
 
     nlohmann::json epochs = nlohmann::json::array();
     std::vector<std::uint64_t> label_counts(dataset->num_classes(), 0);
-    for (int epoch = 0; epoch < epochs_; ++epoch) {
-      loader.start_epoch(epoch);
-      std::set<std::uint64_t> seen;
-      std::uint64_t duplicates = 0;
-      Progress progress("load epoch " + std::to_string(epoch), loader.batches_per_epoch(), "batch");
-      while (auto batch = loader.next()) {
-        throw_if_interrupted();
-        if (epoch == 0 && batch->index == 0 && !preview_.empty()) write_preview(*batch, config->augment, preview_);
-        for (auto id : batch->sample_ids) duplicates += !seen.insert(id).second;
-        const auto* labels = batch->labels.data_ptr<std::int64_t>();
-        for (std::int64_t k = 0; k < batch->labels.size(0); ++k) label_counts[labels[k]]++;
-        progress.advance();
-      }
-      progress.finish();
-      const auto& st = loader.stats();
-      const std::uint64_t unseen = dataset->size() - seen.size();
-      if (duplicates)
-        throw Error("load: " + std::to_string(duplicates) + " samples delivered twice in epoch " +
-                    std::to_string(epoch));
-      epochs.push_back({{"epoch", epoch},
-                        {"batches", st.batches},
-                        {"samples", st.samples},
-                        {"seconds", st.seconds},
-                        {"samples_per_second", st.samples_per_second()},
-                        {"wait_seconds", st.wait_seconds},
-                        {"not_delivered", unseen}});
-      if (text) {
-        epochs.back()["padding_fraction"] = st.padding_fraction();
-        epochs.back()["real_tokens"] = st.real_tokens;
-        spdlog::info("load: epoch {}: {:.1f}% of the token slots are padding", epoch, 100.0 * st.padding_fraction());
-      }
-      spdlog::info(
-          "load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
-          epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
-          unseen && config->loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
-    }
+    for (int epoch = 0; epoch < epochs_; ++epoch)
+      epochs.push_back(read_epoch(loader, *config, epoch, dataset->size(), text, label_counts));
     nlohmann::json labels = nlohmann::json::object();
     for (std::size_t c = 0; c < label_counts.size(); ++c) labels[class_names[c]] = label_counts[c];
     nlohmann::json result = {{"shards", config->data.shards},       {"split", split_},
@@ -158,6 +124,46 @@ class LoadCommand : public Command {
     write_file_atomic(run_dir / "load.json", result.dump(2) + "\n");
     std::cout << result.dump(2) << std::endl;
     return 0;
+  }
+
+  // One epoch through the loader: every sample at most once (a duplicate is an error), the labels
+  // counted, the first batch's images written as a preview when asked.
+  nlohmann::json read_epoch(Loader& loader, const Config& config, int epoch, std::size_t split_size, bool text,
+                            std::vector<std::uint64_t>& label_counts) const {
+    loader.start_epoch(epoch);
+    std::set<std::uint64_t> seen;
+    std::uint64_t duplicates = 0;
+    Progress progress("load epoch " + std::to_string(epoch), loader.batches_per_epoch(), "batch");
+    while (auto batch = loader.next()) {
+      throw_if_interrupted();
+      if (epoch == 0 && batch->index == 0 && !preview_.empty()) write_preview(*batch, config.augment, preview_);
+      for (auto id : batch->sample_ids) duplicates += !seen.insert(id).second;
+      const auto* labels = batch->labels.data_ptr<std::int64_t>();
+      for (std::int64_t k = 0; k < batch->labels.size(0); ++k) label_counts[labels[k]]++;
+      progress.advance();
+    }
+    progress.finish();
+    if (duplicates)
+      throw Error("load: " + std::to_string(duplicates) + " samples delivered twice in epoch " + std::to_string(epoch));
+    const auto& st = loader.stats();
+    const std::uint64_t unseen = split_size - seen.size();
+    nlohmann::json record = {{"epoch", epoch},
+                             {"batches", st.batches},
+                             {"samples", st.samples},
+                             {"seconds", st.seconds},
+                             {"samples_per_second", st.samples_per_second()},
+                             {"wait_seconds", st.wait_seconds},
+                             {"not_delivered", unseen}};
+    if (text) {
+      record["padding_fraction"] = st.padding_fraction();
+      record["real_tokens"] = st.real_tokens;
+      spdlog::info("load: epoch {}: {:.1f}% of the token slots are padding", epoch, 100.0 * st.padding_fraction());
+    }
+    spdlog::info(
+        "load: epoch {}: {} samples in {:.2f} s = {:.1f} samples/s; consumer waited {:.2f} s; {} not delivered{}",
+        epoch, st.samples, st.seconds, st.samples_per_second(), st.wait_seconds, unseen,
+        unseen && config.loader.drop_last ? " (the last partial batch, loader.drop_last=true)" : "");
+    return record;
   }
 
  private:

@@ -113,7 +113,7 @@ class Loader {
  public:
   Loader(std::shared_ptr<const SampleSource> source, std::shared_ptr<BatchBuilder> builder, LoaderOptions options);
   // The image loader.
-  Loader(std::shared_ptr<const ImageSource> source, const AugmentConfig& augment, LoaderOptions options);
+  Loader(const std::shared_ptr<const ImageSource>& source, const AugmentConfig& augment, const LoaderOptions& options);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
