@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "shoplens/core/errors.h"
+#include "index_entries.h"
 
 namespace shoplens {
 
@@ -32,15 +33,8 @@ ShardIndex parse_shard_index(const std::uint8_t* bytes, std::size_t size, const 
     throw fail("version " + std::to_string(h.version) + " is not supported (expected " +
                std::to_string(kShardIndexVersion) + ")");
   if (h.entry_size != sizeof(ShardIndexEntry)) throw fail("entry size " + std::to_string(h.entry_size) + " != 48");
-  const std::size_t body = size - sizeof(ShardIndexHeader);
-  if (h.count > body / sizeof(ShardIndexEntry) || body != h.count * sizeof(ShardIndexEntry))
-    throw fail("header says " + std::to_string(h.count) + " entries but the file holds " + std::to_string(body) +
-               " bytes of entries");
-  const std::uint8_t* entries = bytes + sizeof(ShardIndexHeader);
-  if (crc32_of(entries, body) != h.entries_crc32) throw fail("entries checksum mismatch (torn or corrupted index)");
-
-  index.entries.resize(h.count);
-  if (body) std::memcpy(index.entries.data(), entries, body);
+  index.entries =
+      read_index_entries<ShardIndexEntry>(bytes, size, sizeof(ShardIndexHeader), h.count, h.entries_crc32, fail);
   std::uint64_t expected_offset = 0;
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const auto& e = index.entries[i];

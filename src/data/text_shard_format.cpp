@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shoplens/core/errors.h"
+#include "index_entries.h"
 #include "shoplens/data/shard_format.h"
 #include "shoplens/data/text_shards.h"
 
@@ -41,15 +42,8 @@ TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t siz
   // Token offsets are later turned into byte offsets: keep them far from overflowing.
   if (h.total_tokens > (std::uint64_t{1} << 60))
     throw fail("token count " + std::to_string(h.total_tokens) + " is absurd");
-  const std::size_t body = size - sizeof(TextIndexHeader);
-  if (h.count > body / sizeof(TextIndexEntry) || body != h.count * sizeof(TextIndexEntry))
-    throw fail("header says " + std::to_string(h.count) + " entries but the file holds " + std::to_string(body) +
-               " bytes of entries");
-  const std::uint8_t* entries = bytes + sizeof(TextIndexHeader);
-  if (crc32_of(entries, body) != h.entries_crc32) throw fail("entries checksum mismatch (torn or corrupted index)");
-
-  index.entries.resize(h.count);
-  if (body) std::memcpy(index.entries.data(), entries, body);
+  index.entries =
+      read_index_entries<TextIndexEntry>(bytes, size, sizeof(TextIndexHeader), h.count, h.entries_crc32, fail);
   std::uint64_t expected_offset = 0;
   for (std::size_t i = 0; i < index.entries.size(); ++i) {
     const auto& e = index.entries[i];
