@@ -1,8 +1,12 @@
 #include "shoplens/data/manifest.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -372,11 +376,14 @@ bool path_within(const fs::path& root, const fs::path& candidate) {
   return cit != c.end();
 }
 
-Manifest parse_manifest(std::string_view csv_text, const std::string& source, const ManifestOptions& options) {
+namespace {
+
+// The manifest's records as they stream past: only the kept rows stay in memory.
+Manifest manifest_from(CsvStreamReader& csv, const std::string& source, const ManifestOptions& options) {
   Manifest m;
   m.source = source;
   m.root = options.root.empty() ? fs::path(".") : options.root;
-  auto rows = parse_csv(csv_text);
+  std::vector<CsvRecord> rows = csv.next();
   if (rows.empty()) throw DataError(source + ": empty manifest (no header line)");
   Columns columns = resolve_columns(rows.front(), source, options);
   m.had_split_column = columns.split.has_value();
@@ -384,6 +391,8 @@ Manifest parse_manifest(std::string_view csv_text, const std::string& source, co
 
   CsvRowReader reader(m, std::move(columns), options, m.root);
   for (std::size_t r = 1; r < rows.size(); ++r) reader.add(rows[r]);
+  for (rows = csv.next(); !rows.empty(); rows = csv.next())
+    for (const CsvRecord& row : rows) reader.add(row);
   m.classes = reader.labels().names();
   if (!reader.labels().fixed()) sort_discovered_labels(m);
   require_records(m);
@@ -394,11 +403,22 @@ Manifest parse_manifest(std::string_view csv_text, const std::string& source, co
   return m;
 }
 
+}  // namespace
+
+Manifest parse_manifest(std::string_view csv_text, const std::string& source, const ManifestOptions& options) {
+  std::istringstream in{std::string(csv_text)};
+  CsvStreamReader csv(in, source);
+  return manifest_from(csv, source, options);
+}
+
 Manifest read_manifest_file(const fs::path& file, const ManifestOptions& options) {
   if (!fs::is_regular_file(file)) throw DataError("manifest '" + file.string() + "' does not exist or is not a file");
   ManifestOptions resolved = options;
   if (resolved.root.empty()) resolved.root = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-  return parse_manifest(read_file(file), file.string(), resolved);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError("manifest '" + file.string() + "' cannot be opened: " + std::strerror(errno));
+  CsvStreamReader csv(in, file.string());
+  return manifest_from(csv, file.string(), resolved);
 }
 
 Manifest scan_image_folder(const fs::path& root, const ManifestOptions& options) {
