@@ -37,75 +37,77 @@ bool starts_with_bom(std::string_view text) {
          static_cast<unsigned char>(text[1]) == 0xBB && static_cast<unsigned char>(text[2]) == 0xBF;
 }
 
+// One byte inside a quoted field at text[i]; advances i (and line at a line break).
+void scan_quoted(std::string_view text, std::size_t& i, std::size_t& line, RecordScan& scan) {
+  const char c = text[i];
+  if (c == '"') {
+    if (i + 1 < text.size() && text[i + 1] == '"') {
+      scan.append('"');
+      i += 2;
+      return;
+    }
+    scan.in_quotes = false;
+  } else {
+    if (c == '\n') ++line;
+    scan.append(c);
+  }
+  ++i;
+}
+
+// One byte outside quotes at text[i]; advances i (and line); true when it ended the record.
+bool scan_unquoted(std::string_view text, std::size_t& i, std::size_t& line, RecordScan& scan) {
+  const char c = text[i++];
+  switch (c) {
+    case '"':
+      if (scan.field_length == 0 && !scan.field_was_quoted)
+        scan.in_quotes = scan.field_was_quoted = true;
+      else if (scan.record.error.empty())
+        scan.record.error = "stray quote inside an unquoted field";
+      return false;
+    case ',':
+      scan.end_field();
+      return false;
+    case '\r':
+    case '\n':
+      if (c == '\r' && i < text.size() && text[i] == '\n') ++i;
+      ++line;
+      scan.end_field();
+      return true;
+    default:
+      if (scan.field_was_quoted && scan.record.error.empty()) scan.record.error = "text after a closing quote";
+      scan.append(c);
+      return false;
+  }
+}
+
+// The record that starts at text[i]; leaves i after it.
+CsvRecord scan_record(std::string_view text, std::size_t& i, std::size_t& line, std::size_t max_record_bytes) {
+  RecordScan scan;
+  scan.record.line = line;
+  const std::size_t start = i;
+  for (;;) {
+    if (!scan.oversized && i - start > max_record_bytes) scan.mark_oversized(max_record_bytes);
+    if (i >= text.size()) {
+      if (scan.in_quotes && !scan.oversized) scan.record.error = "unterminated quoted field";
+      scan.end_field();
+      return std::move(scan.record);
+    }
+    if (scan.in_quotes)
+      scan_quoted(text, i, line, scan);
+    else if (scan_unquoted(text, i, line, scan))
+      return std::move(scan.record);
+  }
+}
+
 // The records of `text`, whose first byte is on physical line `first_line`.
 std::vector<CsvRecord> parse_csv_from(std::string_view text, std::size_t max_record_bytes, std::size_t first_line) {
   std::vector<CsvRecord> records;
   std::size_t i = 0, line = first_line;
   while (i < text.size()) {
-    RecordScan scan;
-    scan.record.line = line;
-    const std::size_t start = i;
-    bool done = false;
-    while (!done) {
-      if (!scan.oversized && i - start > max_record_bytes) scan.mark_oversized(max_record_bytes);
-      if (i >= text.size()) {
-        if (scan.in_quotes && !scan.oversized) scan.record.error = "unterminated quoted field";
-        scan.end_field();
-        break;
-      }
-      char c = text[i];
-      if (scan.in_quotes) {
-        if (c == '"') {
-          if (i + 1 < text.size() && text[i + 1] == '"') {
-            scan.append('"');
-            i += 2;
-          } else {
-            scan.in_quotes = false;
-            ++i;
-          }
-        } else {
-          if (c == '\n') ++line;
-          scan.append(c);
-          ++i;
-        }
-        continue;
-      }
-      switch (c) {
-        case '"':
-          if (scan.field_length == 0 && !scan.field_was_quoted) {
-            scan.in_quotes = scan.field_was_quoted = true;
-          } else if (scan.record.error.empty()) {
-            scan.record.error = "stray quote inside an unquoted field";
-          }
-          ++i;
-          break;
-        case ',':
-          scan.end_field();
-          ++i;
-          break;
-        case '\r':
-          ++i;
-          if (i < text.size() && text[i] == '\n') ++i;
-          ++line;
-          scan.end_field();
-          done = true;
-          break;
-        case '\n':
-          ++i;
-          ++line;
-          scan.end_field();
-          done = true;
-          break;
-        default:
-          if (scan.field_was_quoted && scan.record.error.empty()) scan.record.error = "text after a closing quote";
-          scan.append(c);
-          ++i;
-      }
-    }
+    CsvRecord record = scan_record(text, i, line, max_record_bytes);
     // Blank lines are not records.
-    const CsvRecord& record = scan.record;
-    bool blank = record.fields.size() == 1 && record.fields[0].empty() && record.error.empty();
-    if (!blank) records.push_back(std::move(scan.record));
+    const bool blank = record.fields.size() == 1 && record.fields[0].empty() && record.error.empty();
+    if (!blank) records.push_back(std::move(record));
   }
   return records;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -482,7 +483,9 @@ std::vector<std::vector<std::size_t>> hashed_order_by_class(
   return ordered;
 }
 
-std::size_t rounded_share(std::size_t n, double fraction) { return static_cast<std::size_t>(n * fraction + 0.5); }
+std::size_t rounded_share(std::size_t n, double fraction) {
+  return static_cast<std::size_t>(std::llround(n * fraction));
+}
 
 }  // namespace
 

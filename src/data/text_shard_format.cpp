@@ -2,6 +2,7 @@
 // on its own (tests/fuzz/fuzz_text_shard_index.cpp).
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "shoplens/core/errors.h"
 #include "index_entries.h"
@@ -14,16 +15,11 @@ TokenDtype token_dtype_for(int vocab_size) { return vocab_size <= 65536 ? TokenD
 
 std::size_t token_dtype_size(TokenDtype dtype) { return dtype == TokenDtype::kUInt16 ? 2 : 4; }
 
-TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t size, const std::string& name,
-                                      const std::vector<int>& categorical_vocab_sizes) {
-  auto fail = [&](const std::string& why) -> DataError {
-    return DataError(name + ": invalid text shard index: " + why);
-  };
-  TextShardIndex index;
-  if (size < sizeof(TextIndexHeader))
-    throw fail("file is " + std::to_string(size) + " bytes, shorter than the 48-byte header");
-  std::memcpy(&index.header, bytes, sizeof(TextIndexHeader));
-  const auto& h = index.header;
+namespace {
+
+using Fail = std::function<DataError(const std::string&)>;
+
+void check_text_header(const TextIndexHeader& h, const std::vector<int>& categorical_vocab_sizes, const Fail& fail) {
   if (std::memcmp(h.magic, kTextIndexMagic, sizeof h.magic) != 0)
     throw fail("bad magic (not a ShopLens text shard index)");
   if (h.version != kTextIndexVersion)
@@ -42,6 +38,34 @@ TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t siz
   // Token offsets are later turned into byte offsets: keep them far from overflowing.
   if (h.total_tokens > (std::uint64_t{1} << 60))
     throw fail("token count " + std::to_string(h.total_tokens) + " is absurd");
+}
+
+void check_text_metadata(const TextIndexEntry& e, const TextIndexHeader& h,
+                         const std::vector<int>& categorical_vocab_sizes, const std::string& where, const Fail& fail) {
+  for (int k = 0; k < kTextMaxCategorical; ++k) {
+    const int code = e.categorical[k];
+    if (k >= h.num_categorical) {
+      if (code != 0) throw fail(where + "unused categorical slot " + std::to_string(k) + " is not 0");
+    } else if (!categorical_vocab_sizes.empty() && code > categorical_vocab_sizes[k]) {
+      throw fail(where + "categorical field " + std::to_string(k) + " has code " + std::to_string(code) +
+                 " beyond its vocabulary of " + std::to_string(categorical_vocab_sizes[k]));
+    }
+  }
+  for (int k = 0; k < h.num_numeric; ++k)
+    if (std::isinf(e.numeric[k])) throw fail(where + "numeric field " + std::to_string(k) + " is infinite");
+}
+
+}  // namespace
+
+TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t size, const std::string& name,
+                                      const std::vector<int>& categorical_vocab_sizes) {
+  const Fail fail = [&](const std::string& why) { return DataError(name + ": invalid text shard index: " + why); };
+  TextShardIndex index;
+  if (size < sizeof(TextIndexHeader))
+    throw fail("file is " + std::to_string(size) + " bytes, shorter than the 48-byte header");
+  std::memcpy(&index.header, bytes, sizeof(TextIndexHeader));
+  const auto& h = index.header;
+  check_text_header(h, categorical_vocab_sizes, fail);
   index.entries =
       read_index_entries<TextIndexEntry>(bytes, size, sizeof(TextIndexHeader), h.count, h.entries_crc32, fail);
   std::uint64_t expected_offset = 0;
@@ -59,17 +83,7 @@ TextShardIndex parse_text_shard_index(const std::uint8_t* bytes, std::size_t siz
     if (e.label == -1) throw fail(where + "unlabelled example (label -1) in a training shard");
     if (e.label != 0 && e.label != 1) throw fail(where + "label " + std::to_string(e.label) + " is not 0 or 1");
     if (e.split > 2) throw fail(where + "unknown split " + std::to_string(e.split));
-    for (int k = 0; k < kTextMaxCategorical; ++k) {
-      const int code = e.categorical[k];
-      if (k >= h.num_categorical) {
-        if (code != 0) throw fail(where + "unused categorical slot " + std::to_string(k) + " is not 0");
-      } else if (!categorical_vocab_sizes.empty() && code > categorical_vocab_sizes[k]) {
-        throw fail(where + "categorical field " + std::to_string(k) + " has code " + std::to_string(code) +
-                   " beyond its vocabulary of " + std::to_string(categorical_vocab_sizes[k]));
-      }
-    }
-    for (int k = 0; k < h.num_numeric; ++k)
-      if (std::isinf(e.numeric[k])) throw fail(where + "numeric field " + std::to_string(k) + " is infinite");
+    check_text_metadata(e, h, categorical_vocab_sizes, where, fail);
   }
   if (expected_offset != h.total_tokens) throw fail("examples do not cover the tokens file exactly");
   return index;
