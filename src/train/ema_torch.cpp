@@ -1,5 +1,7 @@
 #include "shoplens/train/ema.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "shoplens/core/errors.h"
@@ -33,8 +35,14 @@ WeightsEma::WeightsEma(const Classifier& model, double decay) : decay_(decay) {
   }
 }
 
-void WeightsEma::update(const Classifier& model) {
+double WeightsEma::decay_at(std::int64_t steps_before) const {
+  const auto n = static_cast<double>(std::max<std::int64_t>(0, steps_before));
+  return std::min(decay_, (1.0 + n) / (10.0 + n));
+}
+
+void WeightsEma::update(const Classifier& model, std::int64_t steps_before) {
   torch::NoGradGuard no_grad;
+  const double decay = decay_at(steps_before);
   // The model's parameters and buffers keep their tensor objects for the whole run (moves and
   // restores write into them): look them up by name once, not at every step.
   if (source_ != &model) {
@@ -48,7 +56,7 @@ void WeightsEma::update(const Classifier& model) {
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     // Integer buffers (BatchNorm's batch counter) cannot be averaged: like every buffer, copied.
     if (i < parameter_count_ && tensors_[i].is_floating_point()) {
-      tensors_[i].mul_(decay_).add_(current[i].detach(), 1.0 - decay_);
+      tensors_[i].mul_(decay).add_(current[i].detach(), 1.0 - decay);
     } else {
       tensors_[i].copy_(current[i]);
     }

@@ -663,7 +663,7 @@ struct Trainer::Impl {
     const auto step_start = std::chrono::steady_clock::now();
     if (sync_buffers) broadcast_model(/*buffers_only=*/true);
     StepResult r = run_step(micro);
-    if (ema && r.applied) ema->update(*model);
+    if (ema && r.applied) ema->update(*model, state.step);
     state.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     state.step++;
     state.epoch_samples += r.samples;

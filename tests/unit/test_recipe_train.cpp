@@ -67,7 +67,7 @@ TEST(RecipeEma, AfterKStepsEqualsTheClosedForm) {
   double expected = std::pow(d, k) * 1.0;  // d^k w0 + (1 - d) sum_i d^(k - i) w_i, w_i = i + 1
   for (int i = 1; i <= k; ++i) {
     model.set(i + 1.0, 10.0 * i);
-    ema.update(model);
+    ema.update(model, 1000 + i);  // past the warm-up: the decay is d
     expected += (1 - d) * std::pow(d, k - i) * (i + 1.0);
   }
   ASSERT_EQ(ema.names().size(), 3u);  // fc.weight, fc.bias, running
@@ -83,12 +83,29 @@ TEST(RecipeEma, AfterKStepsEqualsTheClosedForm) {
   EXPECT_DOUBLE_EQ(model.fc->weight.max().item<double>(), k + 1.0);  // swapped back
 }
 
+// The decay warms up as min(decay, (1 + n) / (10 + n)): the first update keeps a tenth of the
+// initial weights, not 99.9% of them, and the configured decay takes over once the ramp reaches it.
+TEST(RecipeEma, TheDecayWarmsUpFromATenth) {
+  WithBuffer model;
+  model.set(1.0, 0.0);
+  WeightsEma ema(model, 0.999);
+  EXPECT_DOUBLE_EQ(ema.decay_at(0), 0.1);
+  EXPECT_DOUBLE_EQ(ema.decay_at(90), 0.91);
+  EXPECT_DOUBLE_EQ(ema.decay_at(1000000), 0.999);
+  model.set(11.0, 0.0);
+  ema.update(model, 0);
+  EXPECT_NEAR(ema.tensors()[0].max().item<double>(), 0.1 * 1.0 + 0.9 * 11.0, 1e-5);
+  WeightsEma no_ramp(model, 0.5);
+  EXPECT_DOUBLE_EQ(no_ramp.decay_at(8), 0.5);  // (1 + 8) / 18 = 0.5: the ramp meets the decay there
+  EXPECT_DOUBLE_EQ(no_ramp.decay_at(100), 0.5);
+}
+
 TEST(RecipeEma, CheckpointTensorsHoldBothWeightsAndExportChoosesByName) {
   WithBuffer model;
   model.set(1.0, 2.0);
   WeightsEma ema(model, 0.5);
   model.set(3.0, 4.0);
-  ema.update(model);  // parameters 2, buffer 4
+  ema.update(model, 100);  // past the warm-up: parameters 2, buffer 4
   torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.1));
   const std::string with = serialize_tensors(model, sgd, &ema);
   const std::string without = serialize_tensors(model, sgd);

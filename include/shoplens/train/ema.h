@@ -1,6 +1,9 @@
 // An exponential moving average of a model's weights (timm's ModelEmaV2, train.ema_decay): after
-// every applied optimizer step, ema = decay * ema + (1 - decay) * weights for each parameter, and
-// each buffer (BatchNorm statistics) is copied. The trainer evaluates with it, keeps it in
+// every applied optimizer step, ema = d * ema + (1 - d) * weights for each parameter, and each
+// buffer (BatchNorm statistics) is copied. d warms up as TensorFlow's ExponentialMovingAverage
+// does with num_updates, min(decay, (1 + n) / (10 + n)) after n earlier steps: 0.1 at the first,
+// 0.99 by the 890th, so a short run's average is not mostly its random initial weights (at decay
+// 0.999 a 500-step run would otherwise keep 61% of them). The trainer evaluates with it, keeps it in
 // checkpoints beside the raw weights, and export can ship it (docs/TRAINING.md).
 #pragma once
 
@@ -20,8 +23,10 @@ class WeightsEma {
   WeightsEma(const Classifier& model, double decay);
 
   double decay() const { return decay_; }
-  // Folds the model's current weights in.
-  void update(const Classifier& model);
+  // The decay used after `steps_before` earlier optimizer steps (the warm-up above).
+  double decay_at(std::int64_t steps_before) const;
+  // Folds the model's current weights in, after `steps_before` earlier optimizer steps.
+  void update(const Classifier& model, std::int64_t steps_before);
   // Exchanges the model's weights with the averaged ones; a second call swaps them back.
   void swap_with(Classifier& model);
 
