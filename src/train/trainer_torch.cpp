@@ -145,6 +145,18 @@ struct Trainer::Impl {
       rank = group->rank();
       world = group->world_size();
     }
+    check_data_and_device();
+    setup_train_loader();
+    setup_step();
+    stages = model->stage_prefixes();
+    store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
+    if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
+    state.best_metric = config.train.early_stopping_metric;
+    measure_program();
+  }
+
+  // The data matches the model, the device and precision are usable; the model moves there.
+  void check_data_and_device() {
     if (!has_samples(data.train)) throw DataError("the train split has no samples");
     if (static_cast<int>(data.class_names.size()) != model->num_classes())
       throw ConfigError("the model has " + std::to_string(model->num_classes()) + " classes, the data " +
@@ -157,7 +169,10 @@ struct Trainer::Impl {
       throw ConfigError("train.precision=fp16 needs CUDA (CPU autocast supports bf16 only); use bf16 or fp32");
     if (config.train.deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
     model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
+  }
 
+  // The training loader, and the steps and schedule its epochs make.
+  void setup_train_loader() {
     auto loader_options = loader_options_from_config(config, /*train=*/true);
     if (config.train.class_balance == "sampler") {
       auto source = data.train;
@@ -183,7 +198,10 @@ struct Trainer::Impl {
     total_steps = steps_per_epoch * config.train.epochs;
     if (config.train.max_steps > 0) total_steps = std::min(total_steps, config.train.max_steps);
     schedule = std::make_unique<LrSchedule>(config.schedule, steps_per_epoch, total_steps);
+  }
 
+  // The optimizer, the step (precision, class weights, the group) and the weights' EMA.
+  void setup_step() {
     optim = std::make_unique<OptimizerSetup>(*model, config.optim);
     TrainStepOptions step_options = step_options_from_config(config, precision, cuda);
     if (config.train.class_balance == "weighted_loss") {
@@ -193,11 +211,6 @@ struct Trainer::Impl {
     step_options.group = group.get();
     step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
     if (config.train.ema_decay > 0) ema = std::make_unique<WeightsEma>(*model, config.train.ema_decay);
-    stages = model->stage_prefixes();
-    store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
-    if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
-    state.best_metric = config.train.early_stopping_metric;
-    measure_program();
   }
 
   // The program's own footprint (libraries, code), so that the summary can report the job's
