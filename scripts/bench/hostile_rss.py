@@ -14,8 +14,9 @@ the child's peak RSS (wait4's ru_maxrss; for the server, VmHWM before it is stop
   serve     20 normal requests, then a 400 MB chunked body, a 14 MB nested JSON body and a
             body that never finishes, each on a fresh server
 
-Prints a Markdown table (case, normal MiB, hostile MiB, ratio, exit status) and exits 1 when any
-ratio is over the limit (--limit, default 2).
+Prints a Markdown table (case, normal MiB, hostile MiB, ratio, exit status), then /healthz's
+latency and the drain time while 250 silent and 400 half-sent connections (more than the default
+168 HTTP threads) are held; exits 1 when any ratio is over the limit (--limit, default 2).
 
 Usage: scripts/bench/hostile_rss.py --bin build/release/bin/shoplens [--work DIR] [--limit 2]
 """
@@ -238,6 +239,36 @@ def serve_cases(bin_, work):
     return cases
 
 
+def healthz_ms(port):
+    start = time.time()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/healthz")
+    r = c.getresponse()
+    r.read()
+    return r.status, (time.time() - start) * 1000
+
+
+def flood_report(bin_, work):
+    """/healthz latency and the SIGTERM drain while more connections than HTTP threads are held."""
+    lines = []
+    for name, payload, count in (("silent", b"", 250), ("half-sent headers", b"GET /healthz HTTP/1.1\r\nX-a: b", 400)):
+        p, port = start_server(bin_, f"{work}/model", work, "flood")
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+        for s in held:
+            if payload:
+                s.sendall(payload)
+        time.sleep(0.5)
+        status, ms = healthz_ms(port)
+        start = time.time()
+        p.terminate()
+        p.wait(timeout=120)
+        lines.append(f"- {count} connections, {name}: /healthz {status} in {ms:.1f} ms; "
+                     f"SIGTERM drain {time.time() - start:.1f} s, exit {p.returncode}")
+        for s in held:
+            s.close()
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True)
@@ -256,7 +287,8 @@ def main():
         ratio = hostile / normal
         worst = max(worst, ratio)
         print(f"| {name} | {normal / MiB:.0f} | {hostile / MiB:.0f} | {ratio:.2f} | {status} |")
-    print(f"\nworst ratio {worst:.2f} (limit {a.limit})")
+    print(f"\nworst ratio {worst:.2f} (limit {a.limit})\n")
+    print("\n".join(flood_report(bin_, a.work)))
     sys.exit(0 if worst <= a.limit else 1)
 
 

@@ -23,6 +23,7 @@ struct JobProbe::Impl {
   int num_classes;
   MemoryProbe& memory;
   bool cuda = false;
+  bool pin_inputs = false;  // as the training loader's batches (loader_options_from_config decides)
   Precision precision = Precision::kFp32;
   std::shared_ptr<Classifier> model;
   std::unique_ptr<OptimizerSetup> optim;
@@ -36,6 +37,7 @@ struct JobProbe::Impl {
   Impl(const Config& c, int classes, MemoryProbe& m) : config(c), num_classes(classes), memory(m) {
     precision = parse_precision(config.train.precision);
     cuda = wants_cuda(config.train.device);
+    pin_inputs = loader_options_from_config(config, /*train=*/true).pin_memory;
     if (precision == Precision::kFp16 && !cuda)
       throw ConfigError("train.precision=fp16 needs CUDA (CPU autocast supports bf16 only); use bf16 or fp32");
     // The worst case the loader can produce: largest input, every op on, mixed soft targets.
@@ -89,7 +91,7 @@ struct JobProbe::Impl {
       b.targets = torch::softmax(torch::randn({batch, num_classes}), 1);
       b.mixed = true;
     }
-    if (cuda && config.loader.pin_memory && b.images.defined()) b.images = b.images.pin_memory();
+    if (pin_inputs && b.images.defined()) b.images = b.images.pin_memory();
     return b;
   }
 

@@ -6,6 +6,10 @@ namespace shoplens {
 
 namespace {
 
+std::string oversized_error(std::size_t max_bytes) {
+  return "record longer than the limit of " + std::to_string(max_bytes) + " bytes";
+}
+
 // One record's scanner state. Past `max_bytes` the record keeps scanning to its end (quotes and
 // line numbers still count) but stores nothing more.
 struct RecordScan {
@@ -26,7 +30,7 @@ struct RecordScan {
   }
   void mark_oversized(std::size_t max_bytes) {
     oversized = true;
-    record.error = "record longer than the limit of " + std::to_string(max_bytes) + " bytes";
+    record.error = oversized_error(max_bytes);
     record.fields = {};
     field = {};
   }
@@ -196,7 +200,7 @@ std::vector<CsvRecord> CsvStreamReader::take(std::size_t end, std::size_t lines)
 CsvRecord CsvStreamReader::skip_oversized() {
   CsvRecord record;
   record.line = line_;
-  record.error = "record longer than the limit of " + std::to_string(max_record_) + " bytes";
+  record.error = oversized_error(max_record_);
   first_boundary_only_ = true;  // the records after it are parsed as usual
   for (;;) {
     scan();

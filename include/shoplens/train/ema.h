@@ -2,7 +2,7 @@
 // every applied optimizer step, ema = d * ema + (1 - d) * weights for each parameter, and each
 // buffer (BatchNorm statistics) is copied. d warms up as TensorFlow's ExponentialMovingAverage
 // does with num_updates, min(decay, (1 + n) / (10 + n)) after n earlier steps: 0.1 at the first,
-// 0.99 by the 890th, so a short run's average is not mostly its random initial weights (at decay
+// 0.99 by the 891st, so a short run's average is not mostly its random initial weights (at decay
 // 0.999 a 500-step run would otherwise keep 61% of them). The trainer evaluates with it, keeps it in
 // checkpoints beside the raw weights, and export can ship it (docs/TRAINING.md).
 #pragma once
