@@ -30,7 +30,7 @@ inline ModelSpec spec(const std::string& name, int classes = 5, int image_size =
 // batch exactly.
 class TinyLinear : public Classifier {
  public:
-  TinyLinear(int classes, int size) : Classifier(ModelSpec{"tiny_linear", classes, size, 0.0, false}) {
+  TinyLinear(int classes, int size) : Classifier(testing::spec("tiny_linear", classes, size)) {
     fc = register_module("fc", torch::nn::Linear(3 * size * size, classes));
     stem = register_module("stem", torch::nn::Linear(3 * size * size, 3 * size * size));
   }

@@ -15,8 +15,9 @@ the child's peak RSS (wait4's ru_maxrss; for the server, VmHWM before it is stop
             body that never finishes, each on a fresh server
 
 Prints a Markdown table (case, normal MiB, hostile MiB, ratio, exit status), then /healthz's
-latency and the drain time while 250 silent and 400 half-sent connections (more than the default
-168 HTTP threads) are held; exits 1 when any ratio is over the limit (--limit, default 2).
+latency, the server's peak RSS and the drain time while connection floods are held (FLOODS: more
+connections than the default 168 HTTP threads, silent, with half their headers or half their body,
+and more than --max-waiting-connections); exits 1 when any ratio is over the limit (--limit, default 2).
 
 Usage: scripts/bench/hostile_rss.py --bin build/release/bin/shoplens [--work DIR] [--limit 2]
 """
@@ -248,21 +249,41 @@ def healthz_ms(port):
     return r.status, (time.time() - start) * 1000
 
 
+def vm_hwm(p):
+    for line in open(f"/proc/{p.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+FLOODS = (
+    ("silent", b"", 250),
+    ("half-sent headers", b"GET /healthz HTTP/1.1\r\nX-a: b", 400),
+    ("half-sent 1 MB bodies (64 KiB sent)",
+     b"POST /v1/classify HTTP/1.1\r\nContent-Type: image/png\r\nContent-Length: 1048576\r\n\r\n" + b"x" * 65536,
+     400),
+    ("silent, past --max-waiting-connections (1024)", b"", 3000),
+)
+
+
 def flood_report(bin_, work):
-    """/healthz latency and the SIGTERM drain while more connections than HTTP threads are held."""
+    """/healthz latency, memory and the SIGTERM drain while more connections than HTTP threads are held."""
     lines = []
-    for name, payload, count in (("silent", b"", 250), ("half-sent headers", b"GET /healthz HTTP/1.1\r\nX-a: b", 400)):
+    for name, payload, count in FLOODS:
         p, port = start_server(bin_, f"{work}/model", work, "flood")
+        ready_hwm = vm_hwm(p)
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
         for s in held:
             if payload:
                 s.sendall(payload)
         time.sleep(0.5)
         status, ms = healthz_ms(port)
+        hwm = vm_hwm(p)
         start = time.time()
         p.terminate()
         p.wait(timeout=120)
         lines.append(f"- {count} connections, {name}: /healthz {status} in {ms:.1f} ms; "
+                     f"peak RSS {hwm / MiB:.0f} MiB ({hwm / ready_hwm:.2f}x the ready server); "
                      f"SIGTERM drain {time.time() - start:.1f} s, exit {p.returncode}")
         for s in held:
             s.close()

@@ -3,6 +3,9 @@
 # --set B, interleaved (A B A B ...), on the batch study's catalog (scripts/gpu/study.sh builds it
 # in --work), and a table of each run's images/s, training seconds and loader wait from its
 # summary.json. The ratio B/A per pair and its spread are printed; OUT/ab-NAME.md keeps the table.
+# With --loader the arms run `shoplens load` instead (the training loader alone, for a CUDA job:
+# train.device=cuda, so loader.pin_memory applies; MODEL is ignored), and the table has the
+# images/s of each arm's epochs after the first.
 #
 # Usage: scripts/gpu/ab.sh [--kit DIR] [--out DIR] [--work DIR] [--repeats N] [--name NAME]
 #                          MODEL:PX:EPOCHS:BATCH KEY=A KEY=B [--set KEY=VALUE]...
@@ -12,9 +15,10 @@
 #   --repeats  pairs (default 2)
 #   --name     the table's name (default: the first setting's key)
 #   --set      more settings for both arms (repeatable)
+#   --loader   time the loader alone (shoplens load), not training
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-kit=gpu-kit out=${OUT:-ab-out} work=/tmp/shoplens-study repeats=2 name="" positional=() common=()
+kit=gpu-kit out=${OUT:-ab-out} work=/tmp/shoplens-study repeats=2 name="" positional=() common=() verb=train
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --kit) kit=$2; shift 2 ;;
@@ -23,6 +27,7 @@ while [[ $# -gt 0 ]]; do
     --repeats) repeats=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --set) common+=(--set "$2"); shift 2 ;;
+    --loader) verb=load; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "ab.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     *) positional+=("$1"); shift ;;
@@ -41,16 +46,36 @@ rm -rf "$dir"; mkdir -p "$dir"
 for ((i = 1; i <= repeats; i++)); do
   for arm in a b; do
     setting=$arm_a; [[ $arm == b ]] && setting=$arm_b
-    "$SHOPLENS_BIN" train --shards "$work/shards" --out "$dir/$arm-$i" -m "$model" -b "$batch" --epochs "$epochs" \
-      --threads "$threads" --precision bf16 --set "augment.image_size=$px" --set model.channels_last=true \
-      --set "loader.workers=$threads" --set "$setting" "${common[@]}" > "$dir/$arm-$i.log" 2>&1 \
+    if [[ $verb == load ]]; then
+      run=("$SHOPLENS_BIN" load --shards "$work/shards" --out "$dir/$arm-$i" -b "$batch" --epochs "$epochs"
+           --set train.device=cuda)
+    else
+      run=("$SHOPLENS_BIN" train --shards "$work/shards" --out "$dir/$arm-$i" -m "$model" -b "$batch" --epochs "$epochs"
+           --precision bf16 --set model.channels_last=true)
+    fi
+    "${run[@]}" --threads "$threads" --set "augment.image_size=$px" --set "loader.workers=$threads" --set "$setting" \
+      "${common[@]}" > "$dir/$arm-$i.log" 2>&1 \
       || { echo "ab.sh: run $arm-$i ($setting) failed: $dir/$arm-$i.log" >&2; exit 1; }
   done
 done
-python3 - "$dir" "$repeats" "$arm_a" "$arm_b" "${positional[0]}" > "$out/ab-$name.md" <<'PY'
+python3 - "$dir" "$repeats" "$arm_a" "$arm_b" "${positional[0]}" "$verb" > "$out/ab-$name.md" <<'PY'
 import json, statistics, sys
-d, n, a, b, case = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+d, n, a, b, case, verb = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 def s(arm, i): return json.load(open(f"{d}/{arm}-{i}/summary.json"))
+def loader_rate(arm, i):
+    epochs = json.load(open(f"{d}/{arm}-{i}/load.json"))["epochs"][1:]  # the first starts the workers
+    return sum(e["samples"] for e in epochs) / sum(e["seconds"] for e in epochs)
+if verb == "load":
+    print(f"## loader alone, {case}: A {a}, B {b}, {n} pairs\n")
+    print("| pair | A images/s | B images/s | B/A |\n|--:|--:|--:|--:|")
+    ratios = []
+    for i in range(1, n + 1):
+        x, y = loader_rate("a", i), loader_rate("b", i)
+        ratios.append(y / x)
+        print(f"| {i} | {x:.0f} | {y:.0f} | {ratios[-1]:.3f} |")
+    sd = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+    print(f"\nB/A images/s: mean {statistics.mean(ratios):.3f}, sd {sd:.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}")
+    sys.exit(0)
 print(f"## {case}: A {a}, B {b}, {n} pairs\n")
 print("| pair | A images/s | B images/s | B/A | A train s (wait) | B train s (wait) |\n|--:|--:|--:|--:|--:|--:|")
 ratios = []

@@ -9,7 +9,11 @@
 namespace shoplens {
 
 ModelSpec synthetic_model_spec(const SyntheticJobOptions& o) {
-  ModelSpec spec{o.model, o.num_classes, o.image_size, 0.0, o.channels_last};
+  ModelSpec spec;
+  spec.name = o.model;
+  spec.num_classes = o.num_classes;
+  spec.image_size = o.image_size;
+  spec.channels_last = o.channels_last;
   if (!is_text_model(o.model)) return spec;
   if (o.text) {
     spec.vocab_size = o.text->vocab_size;

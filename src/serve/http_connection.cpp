@@ -21,10 +21,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPollSlice{50};
 // Writes: the answer is small JSON; a client that does not read it for this long is dropped.
 constexpr milliseconds kWriteTimeout{5000};
-// After an answer to a request whose body was not read, the input is read and dropped for up to
-// this long before closing: closing with unread input sends a reset, which can destroy the answer
-// (a 413) before the client has read it.
-constexpr milliseconds kLingerLimit{1000};
+// What all waiting connections may hold of their requests together (at least two of the largest
+// bodies): past it, a body is read on a worker's thread, as before the parking.
+constexpr std::size_t kParkedBytesAtLeast = 64u << 20;
 
 Clock::time_point from_ticks(Clock::rep ticks) { return Clock::time_point(Clock::duration(ticks)); }
 
@@ -56,16 +55,25 @@ bool wait_for(int fd, short events, Clock::time_point until, const std::atomic<C
 }
 
 // One connection's socket as httplib reads and writes it: buffered reads that end at the current
-// deadline. The buffer lives as long as the connection, so pipelined requests are not lost.
+// deadline. It starts with the bytes the connection's parking read, and what it has read past the
+// end of a request goes back there with the connection, so pipelined requests are not lost.
 class DeadlineStream : public httplib::Stream {
  public:
-  DeadlineStream(int fd, const std::atomic<Clock::rep>& cutoff) : fd_(fd), cutoff_(cutoff) {}
+  DeadlineStream(int fd, const std::atomic<Clock::rep>& cutoff, std::string received)
+      : fd_(fd), cutoff_(cutoff), buffer_(std::move(received)) {}
   void set_deadline(Clock::time_point t) {
     deadline_ = t;
     deadline_passed_ = false;
   }
   bool deadline_passed() const { return deadline_passed_; }
-  bool has_buffered() const { return off_ < size_; }
+  bool has_buffered() const { return off_ < buffer_.size(); }
+  bool holds_next_headers() const { return holds_complete_headers(buffer_, off_); }
+  std::string take_buffered() {
+    std::string rest = buffer_.substr(off_);
+    buffer_.clear();
+    off_ = 0;
+    return rest;
+  }
   bool wait_readable(Clock::time_point until) const { return has_buffered() || wait_for(fd_, POLLIN, until, cutoff_); }
 
   bool is_readable() const override { return wait_readable(deadline_); }
@@ -77,12 +85,13 @@ class DeadlineStream : public httplib::Stream {
         deadline_passed_ = true;
         return -1;
       }
+      buffer_.resize(kReadChunk);
       const ssize_t got = ::recv(fd_, buffer_.data(), buffer_.size(), 0);
-      if (got <= 0) return got;
+      buffer_.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
       off_ = 0;
-      size_ = static_cast<std::size_t>(got);
+      if (got <= 0) return got;
     }
-    const std::size_t take = std::min(n, size_ - off_);
+    const std::size_t take = std::min(n, buffer_.size() - off_);
     std::memcpy(ptr, buffer_.data() + off_, take);
     off_ += take;
     return static_cast<ssize_t>(take);
@@ -109,31 +118,73 @@ class DeadlineStream : public httplib::Stream {
   const std::atomic<Clock::rep> no_cutoff_{Clock::time_point::max().time_since_epoch().count()};
   Clock::time_point deadline_ = Clock::time_point::max();
   bool deadline_passed_ = false;
-  std::array<char, 4096> buffer_{};
-  std::size_t off_ = 0, size_ = 0;
+  static constexpr std::size_t kReadChunk = 4096;
+  std::string buffer_;
+  std::size_t off_ = 0;
 };
 
 // What handlers may change about the connection whose request they handle.
 struct ConnectionState {
   DeadlineStream* stream = nullptr;
   milliseconds body_timeout{0};
+  // The body of a request whose headers were read in the parking is due by then at the latest.
+  Clock::time_point body_deadline_cap = Clock::time_point::max();
   bool close_after_response = false;
 };
 thread_local ConnectionState* current = nullptr;
 
-// Closes after dropping what the client still sends (bounded), so the answer arrives first.
-void linger_and_close(int fd, const std::atomic<Clock::rep>& cutoff) {
-  ::shutdown(fd, SHUT_WR);
-  const auto until = Clock::now() + kLingerLimit;
-  char sink[4096];
-  while (wait_for(fd, POLLIN, until, cutoff) && ::recv(fd, sink, sizeof sink, 0) > 0) {}
-  ::close(fd);
-}
-
 }  // namespace
 
-DeadlineServer::DeadlineServer(ReadDeadlines deadlines)
-    : deadlines_(deadlines), drain_cutoff_(Clock::time_point::max().time_since_epoch().count()) {}
+// httplib's pool, and the parking beside it: the parking stops (closing every waiting connection)
+// before the pool's threads are joined, so nothing is handed to a pool that is gone.
+class DeadlineServer::Pool : public httplib::TaskQueue {
+ public:
+  Pool(std::size_t threads, ConnectionParking& parking) : threads_(threads), parking_(parking) {}
+  void enqueue(std::function<void()> fn) override { threads_.enqueue(std::move(fn)); }
+  void shutdown() override {
+    parking_.stop();
+    threads_.shutdown();
+  }
+
+ private:
+  httplib::ThreadPool threads_;
+  ConnectionParking& parking_;
+};
+
+ParkingLimits DeadlineServer::parking_limits(ReadDeadlines deadlines, std::size_t max_waiting_connections,
+                                             std::size_t max_body_bytes) {
+  ParkingLimits limits;
+  limits.idle = deadlines.idle;
+  limits.header = deadlines.header;
+  limits.body = deadlines.body;
+  limits.max_connections = max_waiting_connections;
+  limits.max_body_bytes = max_body_bytes;
+  limits.max_buffered_bytes = std::max(kParkedBytesAtLeast, 2 * max_body_bytes);
+  return limits;
+}
+
+DeadlineServer::DeadlineServer(ReadDeadlines deadlines, std::size_t threads, std::size_t max_waiting_connections,
+                               std::size_t max_body_bytes)
+    : deadlines_(deadlines),
+      drain_cutoff_(Clock::time_point::max().time_since_epoch().count()),
+      parking_(
+          parking_limits(deadlines, max_waiting_connections, max_body_bytes),
+          [this](WaitingConnection c) { pool_->enqueue([this, c = std::move(c)]() mutable { serve(std::move(c)); }); },
+          drain_cutoff_) {
+  new_task_queue = [this, threads] {
+    auto* pool = new Pool(std::max<std::size_t>(threads, 1), parking_);
+    pool_ = pool;
+    parking_.start();
+    return pool;
+  };
+}
+
+DeadlineServer::~DeadlineServer() { parking_.stop(); }
+
+void DeadlineServer::widen_listen_backlog() {
+  // Listening again on a listening socket changes its backlog (capped by net.core.somaxconn).
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, SOMAXCONN);
+}
 
 void DeadlineServer::begin_drain(milliseconds grace) {
   const auto cutoff = (Clock::now() + grace).time_since_epoch().count();
@@ -143,7 +194,9 @@ void DeadlineServer::begin_drain(milliseconds grace) {
 }
 
 void DeadlineServer::headers_received() {
-  if (current != nullptr) current->stream->set_deadline(Clock::now() + current->body_timeout);
+  if (current == nullptr) return;
+  current->stream->set_deadline(std::min(Clock::now() + current->body_timeout, current->body_deadline_cap));
+  current->body_deadline_cap = Clock::time_point::max();  // a later request on the connection: its own
 }
 
 void DeadlineServer::close_after_response() {
@@ -152,27 +205,37 @@ void DeadlineServer::close_after_response() {
 
 bool DeadlineServer::deadline_passed() { return current != nullptr && current->stream->deadline_passed(); }
 
-// httplib's loop (detail::process_server_socket) with this file's stream and deadlines.
+// A new connection waits for its first request off the pool.
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
-  DeadlineStream stream(sock, drain_cutoff_);
-  ConnectionState state{&stream, deadlines_.body, false};
+  parking_.park(WaitingConnection{sock, {}, 0, {}, false});
+  return true;
+}
+
+// httplib's loop (detail::process_server_socket) for requests whose headers are in: a connection
+// goes back to the parking as soon as the next request is not.
+void DeadlineServer::serve(WaitingConnection connection) {
+  const int fd = connection.fd;
+  DeadlineStream stream(fd, drain_cutoff_, std::move(connection.received));
+  ConnectionState state{&stream, deadlines_.body, connection.body_deadline, false};
   current = &state;
-  bool ok = false;
-  for (std::size_t served = 0; served < keep_alive_max_count_ && svr_sock_ != INVALID_SOCKET; ++served) {
-    if (!stream.wait_readable(Clock::now() + deadlines_.idle)) break;
-    stream.set_deadline(Clock::now() + deadlines_.header);
+  // Late headers: the bytes that came are read, then the next read fails as past its deadline (408).
+  stream.set_deadline(connection.header_deadline_passed ? Clock::now() : connection.first_byte + deadlines_.header);
+  for (std::size_t served = connection.served;;) {
     bool closed = false;
-    ok = process_request(stream, served + 1 == keep_alive_max_count_, closed, nullptr);
-    if (!ok || closed || state.close_after_response) break;
+    const bool ok = process_request(stream, served + 1 >= keep_alive_max_count_, closed, nullptr);
+    ++served;
+    if (!ok || closed || state.close_after_response || served >= keep_alive_max_count_ || svr_sock_ == INVALID_SOCKET)
+      break;
+    if (!stream.holds_next_headers()) {
+      current = nullptr;
+      return parking_.park(WaitingConnection{fd, stream.take_buffered(), served, {}, false});
+    }
+    stream.set_deadline(Clock::now() + deadlines_.header);
   }
   current = nullptr;
-  if (state.close_after_response) {
-    linger_and_close(sock, drain_cutoff_);
-  } else {
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
-  }
-  return ok;
+  if (state.close_after_response) return parking_.close_gracefully(fd);
+  ::shutdown(fd, SHUT_RDWR);
+  ::close(fd);
 }
 
 }  // namespace shoplens::serve

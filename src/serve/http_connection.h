@@ -1,18 +1,23 @@
 // How the frontend's cpp-httplib server reads its connections (only http_frontend.cpp uses this;
 // it includes httplib.h, so it needs Debian's httplib build flags, src/CMakeLists.txt).
 //
-// cpp-httplib 0.11's read timeout is per read: a client that sends one byte every few seconds holds
-// a pool thread forever, and a drain waits for it. DeadlineServer replaces the per-connection loop
-// (process_and_close_socket, a virtual of httplib::Server) with one whose reads end at a deadline
-// per phase of a request: waiting for the next request on a kept-alive connection (idle), from the
-// first byte to the end of the headers, from there to the end of the body; and, once a drain has
-// begun, at the drain's cutoff whatever the phase.
+// cpp-httplib 0.11 gives each connection a pool thread from accept to close, and its read timeout
+// is per read: a client that sends one byte every few seconds holds a thread forever, and a few
+// hundred silent connections hold them all. DeadlineServer replaces the per-connection loop
+// (process_and_close_socket, a virtual of httplib::Server): a connection waits for its next
+// request's headers in ConnectionParking (one polling thread for all of them, with the idle and
+// header deadlines), and takes a pool thread only to read its body and be answered, with reads that
+// end at the body's deadline; once a drain has begun, at the drain's cutoff whatever the phase.
 #pragma once
 
 #include <httplib.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <memory>
+
+#include "serve/connection_parking.h"
 
 namespace shoplens::serve {
 
@@ -24,7 +29,19 @@ struct ReadDeadlines {
 
 class DeadlineServer : public httplib::Server {
  public:
-  explicit DeadlineServer(ReadDeadlines deadlines);
+  // `threads` answer requests; up to `max_waiting_connections` wait for theirs (ConnectionParking),
+  // bodies up to `max_body_bytes` included.
+  DeadlineServer(ReadDeadlines deadlines, std::size_t threads, std::size_t max_waiting_connections,
+                 std::size_t max_body_bytes);
+  ~DeadlineServer() override;
+
+  // After a bind: cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections
+  // overflows it and the kernel drops their SYNs (each client then waits a 1 s retransmission).
+  void widen_listen_backlog();
+
+  // Connections waiting for a request now; those closed so far to make room for newer ones.
+  std::size_t connections_waiting() const { return parking_.waiting(); }
+  std::size_t connections_evicted() const { return parking_.evicted(); }
 
   // Reads of every connection (waiting, headers, body) end `grace` from now at the latest.
   void begin_drain(std::chrono::milliseconds grace);
@@ -38,10 +55,17 @@ class DeadlineServer : public httplib::Server {
   static bool deadline_passed();
 
  private:
+  class Pool;
+  static ParkingLimits parking_limits(ReadDeadlines deadlines, std::size_t max_waiting_connections,
+                                      std::size_t max_body_bytes);
   bool process_and_close_socket(socket_t sock) override;
+  // On a pool thread: answers the connection's requests while their headers are already in.
+  void serve(WaitingConnection connection);
 
   ReadDeadlines deadlines_;
   std::atomic<std::chrono::steady_clock::rep> drain_cutoff_;  // time_since_epoch ticks; max: none
+  ConnectionParking parking_;
+  httplib::TaskQueue* pool_ = nullptr;  // httplib owns it (listen's lifetime); parking_ stops first
 };
 
 }  // namespace shoplens::serve

@@ -3,6 +3,7 @@
 #include "shoplens/serve/http_frontend.h"
 
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cmath>
@@ -66,6 +67,29 @@ ReadDeadlines read_deadlines(const FrontendOptions& o) {
   return {to_ms(o.idle_timeout_ms), to_ms(o.header_timeout_ms), to_ms(o.body_timeout_ms)};
 }
 
+// Files open besides the waiting connections: the pool's requests, the model, logs, the listener.
+constexpr rlim_t kFilesBesideWaitingConnections = 128;
+
+// Every waiting connection is an open file, and once the limit is reached the server cannot accept
+// (even a /healthz): the soft limit is raised to the hard one (as Go's runtime and nginx do), and
+// no more connections wait than what is left of it beside the pool's.
+std::size_t waiting_connections_allowed(const FrontendOptions& o) {
+  const auto wanted = static_cast<std::size_t>(std::max(1, o.max_waiting_connections));
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return wanted;
+  if (files.rlim_cur < files.rlim_max) {
+    rlimit raised = files;
+    raised.rlim_cur = files.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+  }
+  const rlim_t reserved = static_cast<rlim_t>(std::max(1, o.http_threads)) + kFilesBesideWaitingConnections;
+  if (files.rlim_cur == RLIM_INFINITY || files.rlim_cur >= reserved + wanted) return wanted;
+  const std::size_t allowed = files.rlim_cur > reserved + 16 ? files.rlim_cur - reserved : 16;
+  spdlog::warn("serve: --max-waiting-connections lowered from " + std::to_string(wanted) + " to " +
+               std::to_string(allowed) + ": the open-file limit (ulimit -n) is " + std::to_string(files.rlim_cur));
+  return allowed;
+}
+
 void check_timeout(double ms, const char* flag) {
   if (!std::isfinite(ms) || ms < 1 || ms > kMaxTimeoutMs)
     throw UsageError(std::string("serve: ") + flag + " must be between 1 and " + std::to_string(kMaxTimeoutMs) + " ms");
@@ -94,7 +118,8 @@ struct HttpFrontend::Impl {
         metrics(m),
         preprocess(std::move(p)),
         class_names(std::move(names)),
-        server(read_deadlines(options)) {}
+        server(read_deadlines(options), static_cast<std::size_t>(std::max(1, options.http_threads)),
+               waiting_connections_allowed(options), options.max_body_bytes) {}
 
   // Seconds a rejected client should wait: the queue's drain time at the recent rate, at least 1.
   int retry_after_s() const {
@@ -308,6 +333,18 @@ struct HttpFrontend::Impl {
     return httplib::Server::HandlerResponse::Handled;
   }
 
+  std::string connection_metrics() const {
+    return "# HELP shoplens_serve_connections_waiting Connections waiting for a request's headers (no thread each).\n"
+           "# TYPE shoplens_serve_connections_waiting gauge\n"
+           "shoplens_serve_connections_waiting " +
+           std::to_string(server.connections_waiting()) +
+           "\n"
+           "# HELP shoplens_serve_connections_evicted_total Waiting connections closed to make room for newer ones.\n"
+           "# TYPE shoplens_serve_connections_evicted_total counter\n"
+           "shoplens_serve_connections_evicted_total " +
+           std::to_string(server.connections_evicted()) + "\n";
+  }
+
   void install_routes() {
     const httplib::Server::HandlerWithContentReader classify_route =
         [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
@@ -323,14 +360,15 @@ struct HttpFrontend::Impl {
       reply_json(res, 503, json{{"ready", false}, {"reason", draining ? "draining" : "warming up"}});
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.prometheus(std::chrono::steady_clock::now()), "text/plain; version=0.0.4");
+      res.set_content(metrics.prometheus(std::chrono::steady_clock::now()) + connection_metrics(),
+                      "text/plain; version=0.0.4");
     });
     server.set_pre_routing_handler(
         [this](const httplib::Request& req, httplib::Response& res) { return before_routing(req, res); });
     const httplib::Server::HandlerWithResponse error_route =
         [this](const httplib::Request& req, httplib::Response& res) { return on_error(req, res); };
     server.set_error_handler(error_route);
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
       std::string what = "internal error";
       try {
         if (ep) std::rethrow_exception(ep);
@@ -362,8 +400,6 @@ HttpFrontend::~HttpFrontend() { stop(); }
 
 int HttpFrontend::start() {
   auto& s = impl_->server;
-  const int threads = std::max(1, impl_->options.http_threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(impl_->options.max_body_bytes);
   // Advertised in Keep-Alive: timeout=N (whole seconds); the idle deadline itself is exact.
   s.set_keep_alive_timeout(static_cast<time_t>(std::ceil(impl_->options.idle_timeout_ms / 1000.0)));
@@ -376,6 +412,7 @@ int HttpFrontend::start() {
   }
   if (port < 0)
     throw IoError("serve: cannot listen on " + impl_->options.host + ":" + std::to_string(impl_->options.port));
+  s.widen_listen_backlog();
   impl_->listener = std::thread([this] {
     impl_->server.listen_after_bind();
     impl_->listener_done = true;

@@ -64,6 +64,7 @@ class ModelRunner {
   LatencyCurve measure(int max_batch, int reps) {
     std::vector<std::vector<float>> inputs(max_batch, std::vector<float>(session_.floats_per_sample(), 0.1f));
     std::vector<const std::vector<float>*> ptrs;
+    ptrs.reserve(inputs.size());
     for (auto& v : inputs) ptrs.push_back(&v);
     std::vector<std::vector<float>> outputs(max_batch);
     auto run_batch = [&](int b) {
@@ -92,6 +93,34 @@ InferenceOptions inference_options(const ServeOptions& o) {
   return inference;
 }
 
+BatcherOptions batcher_options(const ServeOptions& o) {
+  BatcherOptions bo;
+  bo.max_batch = o.max_batch;
+  bo.max_queue_delay_ms = o.max_queue_delay_ms;
+  bo.max_queue = o.max_queue;
+  bo.timeout_ms = o.request_timeout_ms;
+  bo.p95_target_ms = o.p95_target_ms;
+  return bo;
+}
+
+FrontendOptions frontend_options(const ServeOptions& o) {
+  FrontendOptions fo;
+  fo.host = o.host;
+  fo.port = o.port;
+  fo.image_root = o.image_root;
+  fo.max_body_bytes = o.max_body_bytes;
+  fo.header_timeout_ms = o.header_timeout_ms;
+  fo.body_timeout_ms = o.body_timeout_ms;
+  fo.idle_timeout_ms = o.idle_timeout_ms;
+  // Each request waiting for its batch holds an HTTP thread. With fewer threads than the queue can
+  // hold, excess requests would wait unseen in the threads' own queue (latency, never a 503):
+  // enough threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).
+  fo.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + 2 * o.max_batch + 8;
+  fo.request_timeout_ms = o.request_timeout_ms;
+  fo.max_waiting_connections = o.max_waiting_connections;
+  return fo;
+}
+
 }  // namespace
 
 int run_server(const ServeOptions& o) {
@@ -103,32 +132,14 @@ int run_server(const ServeOptions& o) {
   InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference_options(o));
   ModelRunner runner(session);
   ServeMetrics metrics(o.max_batch);
-  BatcherOptions bo;
-  bo.max_batch = o.max_batch;
-  bo.max_queue_delay_ms = o.max_queue_delay_ms;
-  bo.max_queue = o.max_queue;
-  bo.timeout_ms = o.request_timeout_ms;
-  bo.p95_target_ms = o.p95_target_ms;
   MicroBatcher batcher(
-      bo, [&](const auto& inputs, auto& outputs) { return runner.run(inputs, outputs); }, steady_now, &metrics);
+      batcher_options(o), [&](const auto& inputs, auto& outputs) { return runner.run(inputs, outputs); }, steady_now,
+      &metrics);
   metrics.set_queue_length_source([&] { return batcher.queue_length(); });
 
-  FrontendOptions fo;
-  fo.host = o.host;
-  fo.port = o.port;
-  fo.image_root = o.image_root;
-  fo.max_body_bytes = o.max_body_bytes;
-  fo.header_timeout_ms = o.header_timeout_ms;
-  fo.body_timeout_ms = o.body_timeout_ms;
-  fo.idle_timeout_ms = o.idle_timeout_ms;
-  // Each waiting request holds an HTTP thread. With fewer threads than the queue can hold, excess
-  // connections would wait unseen in the server's accept queue (latency, never a 503): enough
-  // threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).
-  fo.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + 2 * o.max_batch + 8;
-  fo.request_timeout_ms = o.request_timeout_ms;
   HttpFrontend frontend(
-      fo, batcher, metrics, [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); },
-      runner.class_names());
+      frontend_options(o), batcher, metrics,
+      [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); }, runner.class_names());
   const int port = frontend.start();
   if (!o.port_file.empty()) write_file_atomic(o.port_file, std::to_string(port) + "\n");
   std::cout << "listening on http://" << o.host << ":" << port << std::endl;

@@ -72,7 +72,7 @@ at::Tensor final_parameters(const fs::path& run, const std::string& model, int c
   auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
   EXPECT_TRUE(found.has_value()) << run;
   if (!found) return at::Tensor();
-  auto m = make_model(ModelSpec{model, classes, image_size, 0.0, false});
+  auto m = make_model(testing::spec(model, classes, image_size));
   restore_model_weights(*m, found->tensors);
   std::vector<at::Tensor> flat;
   for (const auto& p : m->parameters()) flat.push_back(p.detach().flatten());

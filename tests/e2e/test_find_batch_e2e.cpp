@@ -117,7 +117,9 @@ TEST_F(E2eFindBatch, ThePlanDoublesTheBatchOnlyWhileThroughputClearlyRises) {
   EXPECT_EQ(doc["throughput_batch"], planned);
   EXPECT_EQ(doc["config_patch"]["loader"]["batch_size"], planned);
   EXPECT_EQ(doc["lr_scaling"], "sqrt");  // auto, for AdamW
-  if (planned < largest) EXPECT_FALSE(doc["notes"].empty());
+  if (planned < largest) {
+    EXPECT_FALSE(doc["notes"].empty());
+  }
 
   const json memory = find_batch_json("--no-cache --set loader.batch_size=4 --set find_batch.objective=memory");
   EXPECT_EQ(memory["planned_micro_batch"], memory["micro_batch"]);

@@ -7,6 +7,7 @@
 #include <opencv2/core.hpp>
 
 #include "infer/batch_inference.h"
+#include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/infer/inference_session.h"
 #include "shoplens/models/classifier.h"
@@ -17,7 +18,7 @@ namespace {
 // Logit c is the mean of input channel c (through a matmul, so autocast has something to cast).
 class ChannelMeanModel : public Classifier {
  public:
-  explicit ChannelMeanModel(int size) : Classifier(ModelSpec{"channel_mean", 3, size, 0.0, false}) {}
+  explicit ChannelMeanModel(int size) : Classifier(testing::spec("channel_mean", 3, size)) {}
   at::Tensor forward(const at::Tensor& x) override {
     saw_training = is_training();
     const auto per_channel = x.flatten(2).mean(2);  // [n, 3]

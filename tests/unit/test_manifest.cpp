@@ -184,7 +184,9 @@ TEST(Manifest, TrainAndTestFoldersGetValidationCarvedFromTrain) {
   EXPECT_EQ(counts["rare"], (std::array<int, 3>{1, 0, 0}));  // one row cannot be split: it stays for training
   EXPECT_EQ(m.val_carved_from_train, 6u);
   for (const auto& r : m.records)
-    if (r.path.rfind("test/", 0) == 0) EXPECT_EQ(r.split, Split::kTest) << r.path;
+    if (r.path.rfind("test/", 0) == 0) {
+      EXPECT_EQ(r.split, Split::kTest) << r.path;
+    }
 
   // The same rows every time, and another seed picks others.
   const Manifest again = load_dataset_input(dir / "ds", options);

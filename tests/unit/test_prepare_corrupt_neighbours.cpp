@@ -86,7 +86,9 @@ TEST(DecoderStateAcrossFormats, EveryValidFileDecodesTheSameAfterAnyDamagedFile)
 
   for (const auto& d : damaged) {
     const bool decoded = decodes(d.bytes);
-    if (d.must_fail) EXPECT_FALSE(decoded) << d.kind << " was decoded";
+    if (d.must_fail) {
+      EXPECT_FALSE(decoded) << d.kind << " was decoded";
+    }
     for (std::size_t v = 0; v < valid.size(); ++v) {
       decodes(d.bytes);  // the damaged file right before each valid one, on this thread
       cv::Mat rgb;

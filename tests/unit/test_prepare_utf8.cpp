@@ -96,7 +96,9 @@ TEST(PrepareNonUtf8, LabelIsQuarantinedOtherNamesAreKeptAndEscapedInJson) {
   // Every JSON output parses, and names the bytes it could not hold as \xNN.
   const fs::path out = data.dir / "shards";
   for (const auto& e : fs::directory_iterator(out))
-    if (e.path().extension() == ".json") EXPECT_NO_THROW(testing::read_json(e.path())) << e.path();
+    if (e.path().extension() == ".json") {
+      EXPECT_NO_THROW(testing::read_json(e.path())) << e.path();
+    }
   const auto dataset = testing::read_json(out / "dataset.json");
   EXPECT_EQ(dataset["metadata_fields"][0], "r\\xE9gion");
   EXPECT_EQ(dataset["metadata_vocabulary"][0][0], "M\\xFCnchen");

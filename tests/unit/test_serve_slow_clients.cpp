@@ -5,8 +5,15 @@
 // No tight wall-clock bounds: the deadlines under test are 1 s, the tests allow 30 s for them, and
 // without the deadlines the slow clients would hold on for 40 s or more.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <filesystem>
 
 #include <future>
+#include <memory>
+#include <vector>
 
 #include "serve_test_util.h"
 
@@ -25,6 +32,26 @@ serve::FrontendOptions deadlines(double header_ms, double body_ms, double idle_m
   o.body_timeout_ms = body_ms;
   o.idle_timeout_ms = idle_ms;
   return o;
+}
+
+// The backlog of this process's socket listening on `port` (Linux reports a listening socket's
+// backlog limit in tcpi_sacked); -1 when none is found.
+long listen_backlog_of(int port) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    sockaddr_in addr{};
+    socklen_t addr_len = sizeof addr;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening == 0) continue;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 || addr.sin_family != AF_INET ||
+        ntohs(addr.sin_port) != port)
+      continue;
+    tcp_info info{};
+    socklen_t info_len = sizeof info;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0) return info.tcpi_sacked;
+  }
+  return -1;
 }
 
 std::string slow_body_head(std::size_t length) {
@@ -51,6 +78,101 @@ TEST(ServeSlowClients, HealthzAnswersWhileSlowClientsHoldEveryHttpThread) {
   std::this_thread::sleep_for(milliseconds(300));  // both connections taken by the pool first
   RawConnection c(server.port());
   c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.read_reply(30).status, 200);
+}
+
+// Far more connections than threads, each holding half its headers, with deadlines of 10 minutes:
+// they wait off the pool (ConnectionParking), so /healthz is answered at once, not after them.
+TEST(ServeSlowClients, HealthzAnswersWhileFarMoreClientsThanThreadsHoldHalfSentHeaders) {
+  InProcessServer server(deadlines(600000, 600000, 600000, /*threads=*/2));
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 50; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(flood.back()->send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Half: "));
+  }
+  RawConnection c(server.port());
+  c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.read_reply(30).status, 200);
+  // And each flooder still gets its answer once it finishes its headers.
+  ASSERT_TRUE(flood.front()->send("1\r\n\r\n"));
+  EXPECT_EQ(flood.front()->read_reply(30).status, 200);
+}
+
+// The same with bodies: each client sent its headers and the start of a body of declared length.
+TEST(ServeSlowClients, HealthzAnswersWhileFarMoreClientsThanThreadsHoldHalfSentBodies) {
+  InProcessServer server(deadlines(600000, 600000, 600000, /*threads=*/2));
+  const std::size_t length = 100000;
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 50; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(flood.back()->send(slow_body_head(length)));
+  }
+  RawConnection c(server.port());
+  c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.read_reply(30).status, 200);
+  ASSERT_TRUE(flood.front()->send(std::string(length - fake_png().size(), 'x')));
+  EXPECT_EQ(flood.front()->read_reply(30).status, 200);
+}
+
+TEST(ServeSlowClients, HeadersThatWaitedOffThePoolPastTheirDeadlineGet408) {
+  InProcessServer server(deadlines(500, 600000, 600000, /*threads=*/2));
+  RawConnection c(server.port());
+  c.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a");
+  const RawReply reply = c.read_reply(30);
+  EXPECT_EQ(reply.status, 408);
+  EXPECT_NE(reply.body.find("--header-timeout-ms"), std::string::npos);
+}
+
+TEST(ServeSlowClients, ABodyThatWaitedOffThePoolPastItsDeadlineGets408) {
+  InProcessServer server(deadlines(600000, 500, 600000, /*threads=*/2));
+  RawConnection c(server.port());
+  c.send(slow_body_head(100000));
+  const RawReply reply = c.read_reply(30);
+  EXPECT_EQ(reply.status, 408);
+  EXPECT_NE(reply.body.find("--body-timeout-ms"), std::string::npos);
+}
+
+// Silent connections past --max-waiting-connections: the ones waiting longest are closed, so a
+// new client is never locked out by a flood of idle sockets.
+TEST(ServeSlowClients, SilentConnectionsPastTheWaitingLimitMakeRoomForNewClients) {
+  serve::FrontendOptions o = deadlines(600000, 600000, 600000, /*threads=*/2);
+  o.max_waiting_connections = 8;
+  InProcessServer server(o);
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 20; ++i) flood.push_back(std::make_unique<RawConnection>(server.port()));
+  RawConnection c(server.port());
+  c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.read_reply(30).status, 200);
+  EXPECT_TRUE(flood.front()->wait_closed_by_peer(30));
+  c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string metrics = c.read_reply(30).body;
+  const std::string name = "\nshoplens_serve_connections_evicted_total ";
+  const auto at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::atoi(metrics.c_str() + at + name.size()), 12);  // 21 arrived, 8 may wait, 1 answered
+}
+
+// A burst of clients connecting at once must not overflow the accept queue (cpp-httplib listens
+// with a backlog of 5: the kernel drops the SYNs past it and each such client waits a second).
+TEST(ServeSlowClients, TheAcceptQueueHoldsABurstOfNewConnections) {
+  InProcessServer server(deadlines(1000, 1000, 1000));
+  EXPECT_GE(listen_backlog_of(server.port()), 128);
+}
+
+// Requests sent back to back on one connection, and one after another: each answered in order
+// whether the next one's headers came with the last one's or later (through the parking).
+TEST(ServeSlowClients, KeptAliveAndPipelinedRequestsAreAllAnswered) {
+  InProcessServer server(deadlines(600000, 600000, 600000, /*threads=*/2));
+  RawConnection c(server.port());
+  const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string ready = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+  c.send(healthz + ready);
+  EXPECT_EQ(c.read_reply(30).status, 200);
+  const RawReply second = c.read_reply(30);
+  EXPECT_EQ(second.status, 200);
+  EXPECT_NE(second.body.find("ready"), std::string::npos);
+  std::this_thread::sleep_for(milliseconds(200));  // the connection is parked between requests
+  c.send(healthz);
   EXPECT_EQ(c.read_reply(30).status, 200);
 }
 

@@ -75,7 +75,9 @@ TEST(TextBatches, PadsToTheLongestRowLongestFirstWithMaskLengthsAndMetadata) {
     const std::int64_t len = lengths[r].item<std::int64_t>();
     EXPECT_EQ(len, source->length(index));
     EXPECT_EQ(b.input_ids[r][0].item<std::int64_t>(), 2 + static_cast<std::int64_t>(index) % 50);
-    if (len < b.input_ids.size(1)) EXPECT_EQ(b.input_ids[r][len].item<std::int64_t>(), 0) << "pad id after the row";
+    if (len < b.input_ids.size(1)) {
+      EXPECT_EQ(b.input_ids[r][len].item<std::int64_t>(), 0) << "pad id after the row";
+    }
     EXPECT_EQ(b.labels[r].item<std::int64_t>(), index % 5 == 0 ? 1 : 0);
     EXPECT_EQ(b.meta_categorical[r][0].item<std::int64_t>(),
               index % 7 == 0 ? 0 : 1 + static_cast<std::int64_t>(index) % 4);
@@ -165,7 +167,9 @@ TEST(TextBatches, TokenBudgetCutsEveryPieceWithinTheBudgetAndKeepsEveryRow) {
   for (const auto& p : pieces) {
     const std::int64_t longest = p.lengths.max().item<std::int64_t>();
     EXPECT_EQ(p.input_ids.size(1), longest) << "a piece keeps only the columns its longest row needs";
-    if (p.size() > 1) EXPECT_LE(p.size() * longest, budget);
+    if (p.size() > 1) {
+      EXPECT_LE(p.size() * longest, budget);
+    }
     EXPECT_TRUE(torch::equal(p.attention_mask.sum(1), p.lengths));
     ids.insert(ids.end(), p.sample_ids.begin(), p.sample_ids.end());
     real += p.real_tokens();

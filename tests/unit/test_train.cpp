@@ -306,7 +306,7 @@ TrainData tiny_data() {
 
 std::shared_ptr<Classifier> tiny_model(const Config& c) {
   torch::manual_seed(static_cast<std::uint64_t>(c.run.seed));
-  return make_model(ModelSpec{c.model.name, 3, c.augment.image_size, 0.0, false});
+  return make_model(testing::spec(c.model.name, 3, c.augment.image_size));
 }
 
 std::vector<double> train_losses(const std::filesystem::path& run_dir) {

@@ -53,6 +53,10 @@ class ServeCommand : public Command {
     app.add_option("--http-threads", o_.http_threads,
                    "connections served at once (0: --max-queue + 2 x --max-batch + 8, so a full queue answers 503)")
         ->check(thread_count());
+    app.add_option("--max-waiting-connections", o_.max_waiting_connections,
+                   "connections waiting for their request's headers (no thread each); beyond it the longest "
+                   "waiter is closed")
+        ->check(CLI::Range(1, 1000000));
     app.add_option("--warmup-reps", o_.warmup_reps, "timed passes per batch size when measuring the latency curve")
         ->check(positive());
     app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());

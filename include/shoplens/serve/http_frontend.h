@@ -26,8 +26,11 @@ struct FrontendOptions {
   int port = 8080;                         // 0: the system picks a free port
   std::filesystem::path image_root;        // empty: JSON {"path"} requests are refused
   std::size_t max_body_bytes = 16u << 20;  // larger bodies: 413
-  int http_threads = 64;                   // connections handled at once (each waits for its batch)
-  double request_timeout_ms = 2000;        // the batcher's timeout; the handler waits a little longer
+  int http_threads = 64;                   // requests handled at once (each waits for its batch)
+  // Connections waiting for a request of theirs to arrive (no thread each); more: the longest
+  // waiter is closed. Lowered to what the open-file limit leaves room for.
+  int max_waiting_connections = 1024;
+  double request_timeout_ms = 2000;  // the batcher's timeout; the handler waits a little longer
   // Whole-phase read deadlines (a per-read timeout never ends a client that sends a byte a second):
   double header_timeout_ms = 10000;  // a request's first byte to the end of its headers
   double body_timeout_ms = 60000;    // the end of the headers to the end of the body

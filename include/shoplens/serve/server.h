@@ -29,8 +29,9 @@ struct ServeOptions {
   double header_timeout_ms = 10000;  // read deadlines per request phase (FrontendOptions)
   double body_timeout_ms = 60000;
   double idle_timeout_ms = 5000;
-  int http_threads = 0;  // 0: max_queue + 2 * max_batch + 8 (see server_torch.cpp)
-  int warmup_reps = 7;   // timed passes per batch size for the latency curve
+  int http_threads = 0;                // 0: max_queue + 2 * max_batch + 8 (see server_torch.cpp)
+  int max_waiting_connections = 1024;  // FrontendOptions
+  int warmup_reps = 7;                 // timed passes per batch size for the latency curve
 };
 
 // Serves until SIGINT/SIGTERM, then stops accepting, answers every queued request and returns 0.
