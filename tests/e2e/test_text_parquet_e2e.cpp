@@ -112,7 +112,7 @@ TEST(E2eTextParquet, RowGroupsNullsBrokenRowsAndADamagedFile) {
 
   // Every row is written or rejected, the rejected ones with file, row and reason.
   const auto rejected = testing::read_text(out / "rejected.csv");
-  for (const std::string& line :
+  for (const char* line :
        {"part-0.parquet,row 5,missing label", "part-0.parquet,row 8,input_ids: None is not an integer",
         "part-1.parquet,row 2,input_ids has 3 positions but attention_mask 2",
         "part-1.parquet,row 4,label 7 is not 0 or 1"})

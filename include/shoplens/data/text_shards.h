@@ -162,9 +162,9 @@ void write_text_dataset_info(const std::filesystem::path& dir, const TextDataset
 class TextSource : public SampleSource {
  public:
   int num_classes() const override { return 2; }
-  virtual std::size_t size() const = 0;
-  virtual int label(std::size_t i) const = 0;  // 0 or 1
-  virtual std::uint64_t sample_id(std::size_t i) const = 0;
+  std::size_t size() const override = 0;
+  int label(std::size_t i) const override = 0;  // 0 or 1
+  std::uint64_t sample_id(std::size_t i) const override = 0;
   virtual std::uint32_t length(std::size_t i) const = 0;  // stored tokens (before any truncation)
   // Copies the first min(length, max_len) tokens as int64 into out; returns the count copied.
   virtual std::size_t copy_tokens(std::size_t i, std::int64_t* out, std::size_t max_len) const = 0;
