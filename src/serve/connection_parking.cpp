@@ -135,34 +135,24 @@ void ConnectionParking::stop() {
 void ConnectionParking::park(WaitingConnection connection) {
   if (!connection.received.empty() && connection.first_byte == ParkingClock::time_point{})
     connection.first_byte = ParkingClock::now();
-  Entry entry{std::move(connection), ParkingClock::now(), false};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stopped_ && started_) {
-      arrivals_.push_back(std::move(entry));
-      const std::uint64_t one = 1;
-      [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
-      return;
-    }
-  }
-  close_socket(entry.connection.fd);
+  const int fd = connection.fd;
+  if (!hand_to_thread(Entry{std::move(connection), ParkingClock::now(), false})) close_socket(fd);
 }
 
 void ConnectionParking::close_gracefully(int fd) {
   ::shutdown(fd, SHUT_WR);
   WaitingConnection connection;
   connection.fd = fd;
-  Entry entry{std::move(connection), ParkingClock::now(), true};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stopped_ && started_) {
-      arrivals_.push_back(std::move(entry));
-      const std::uint64_t one = 1;
-      [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
-      return;
-    }
-  }
-  ::close(fd);
+  if (!hand_to_thread(Entry{std::move(connection), ParkingClock::now(), true})) ::close(fd);
+}
+
+bool ConnectionParking::hand_to_thread(Entry entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_ || !started_) return false;
+  arrivals_.push_back(std::move(entry));
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+  return true;
 }
 
 void ConnectionParking::run() {

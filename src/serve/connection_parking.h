@@ -100,6 +100,8 @@ class ConnectionParking {
   };
   // After new bytes: true when the entry stays parked, false when it was handed over.
   bool keep_waiting(int fd, Entry& entry, std::size_t scan_from);
+  // Queues an arrival for the parking thread; false once stopped (the caller closes the socket).
+  bool hand_to_thread(Entry entry);
   void run();
   void take_arrivals();
   bool add(Entry entry);  // false: the socket could not be polled and was closed

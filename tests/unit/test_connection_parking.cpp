@@ -93,6 +93,19 @@ ParkingLimits limits(milliseconds idle, milliseconds header, std::size_t max_con
   return l;
 }
 
+// What the parking hands over after a client sends `sent` on a fresh connection (fd -1: nothing).
+WaitingConnection handed_over(const ParkingLimits& l, const std::string& sent) {
+  Parking parking(l);
+  Peer peer;
+  parking.park(peer.parked_end());
+  peer.send(sent);
+  WaitingConnection c = parking.next(milliseconds(10000));
+  EXPECT_EQ(c.fd, peer.parked_end());
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -2;  // closed: the tests read the record only
+  return c;
+}
+
 TEST(ConnectionParking, FindsTheBlankLineThatEndsTheHeaders) {
   EXPECT_TRUE(holds_complete_headers("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_TRUE(holds_complete_headers("GET / HTTP/1.1\nHost: x\n\n"));
@@ -129,12 +142,7 @@ TEST(ConnectionParking, ABodyOfDeclaredLengthWaitsHereUntilItIsAllIn) {
 TEST(ConnectionParking, ABodyLateIsHandedOverWithItsDeadlinePassed) {
   ParkingLimits l = limits(kLong, kLong);
   l.body = milliseconds(200);
-  Parking parking(l);
-  Peer peer;
-  parking.park(peer.parked_end());
-  peer.send("POST /v1/classify HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123");
-  const WaitingConnection c = parking.next(milliseconds(10000));
-  EXPECT_EQ(c.fd, peer.parked_end());
+  const WaitingConnection c = handed_over(l, "POST /v1/classify HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123");
   EXPECT_FALSE(c.header_deadline_passed);
   EXPECT_LE(c.body_deadline, ParkingClock::now());
 }
@@ -155,12 +163,8 @@ TEST(ConnectionParking, ChunkedAndOversizedBodiesGoToAWorkerWithTheirHeaders) {
 TEST(ConnectionParking, PastTheBufferBudgetABodyIsReadOnAWorkersThread) {
   ParkingLimits l = limits(kLong, kLong);
   l.max_buffered_bytes = 200;
-  Parking parking(l);
-  Peer peer;
-  parking.park(peer.parked_end());
-  peer.send("POST /v1/classify HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + std::string(300, 'b'));
-  const WaitingConnection c = parking.next(milliseconds(10000));
-  EXPECT_EQ(c.fd, peer.parked_end());
+  const WaitingConnection c =
+      handed_over(l, "POST /v1/classify HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + std::string(300, 'b'));
   EXPECT_LT(c.received.size(), 1000u);
 }
 
@@ -182,12 +186,7 @@ TEST(ConnectionParking, HandsOverOnceTheHeadersAreCompleteWithEveryByteRead) {
 }
 
 TEST(ConnectionParking, HeadersLateAreHandedOverMarkedLate) {
-  Parking parking(limits(kLong, milliseconds(200)));
-  Peer peer;
-  parking.park(peer.parked_end());
-  peer.send("GET /healthz HTTP/1.1\r\nX-Slow: ");
-  const WaitingConnection c = parking.next(milliseconds(10000));
-  EXPECT_EQ(c.fd, peer.parked_end());
+  const WaitingConnection c = handed_over(limits(kLong, milliseconds(200)), "GET /healthz HTTP/1.1\r\nX-Slow: ");
   EXPECT_TRUE(c.header_deadline_passed);
   EXPECT_EQ(c.received, "GET /healthz HTTP/1.1\r\nX-Slow: ");
 }
@@ -195,12 +194,7 @@ TEST(ConnectionParking, HeadersLateAreHandedOverMarkedLate) {
 TEST(ConnectionParking, HeadersPastTheSizeLimitAreHandedOverForTheServerToRefuse) {
   ParkingLimits l = limits(kLong, kLong);
   l.max_header_bytes = 1000;
-  Parking parking(l);
-  Peer peer;
-  parking.park(peer.parked_end());
-  peer.send("GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a'));
-  const WaitingConnection c = parking.next(milliseconds(10000));
-  EXPECT_EQ(c.fd, peer.parked_end());
+  const WaitingConnection c = handed_over(l, "GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a'));
   EXPECT_GE(c.received.size(), 1000u);
 }
 
