@@ -8,7 +8,10 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <fmt/format.h>
+
 #include "shoplens/core/errors.h"
+#include "shoplens/data/augment_preview.h"
 #include "shoplens/data/eval_transform.h"
 #include "trivial_augment.h"
 
@@ -564,6 +567,31 @@ bool Augmenter::mix_batch(float* images, int batch, const std::int64_t* labels, 
   }
   write_targets(labels, batch, num_classes, plan.lam, soft_targets);
   return plan.mode != MixMode::kNone;
+}
+
+std::string describe_augmentation(const AugmentConfig& config, std::uint64_t sample_seed) {
+  const AugmentConfig c = config.worst_case ? worst_case_augment(config) : config;
+  std::vector<std::string> parts;
+  if (c.auto_augment == "trivial") {
+    Rng rng(mix_seed(sample_seed, kAutoAugmentStream));
+    const detail::TrivialChoice choice = detail::draw_trivial_augment(rng);
+    // Ops without a magnitude (Identity, AutoContrast, Equalize) and bin 0 print the name alone.
+    parts.emplace_back(choice.magnitude == 0.0
+                           ? std::string(detail::trivial_op_name(choice.op))
+                           : fmt::format("{} {:g}", detail::trivial_op_name(choice.op), choice.magnitude));
+  }
+  Rng flip_rng(mix_seed(sample_seed, kFlipStream));
+  if (flip_rng.bernoulli(c.hflip)) parts.emplace_back("flip");
+  Rng jitter_rng(mix_seed(sample_seed, kJitterStream));
+  if (any_enabled(plan_jitter(c, jitter_rng))) parts.emplace_back("jitter");
+  if (c.random_erasing > 0) {
+    Rng erase_rng(mix_seed(sample_seed, kErasingStream));
+    if (erase_rng.bernoulli(c.random_erasing)) parts.emplace_back("erase");
+  }
+  if (parts.empty()) return c.pad_crop > 0 ? "pad-crop only" : "crop only";
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
 }
 
 }  // namespace shoplens

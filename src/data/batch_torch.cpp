@@ -38,8 +38,12 @@ Batch Batch::slice(std::int64_t start, std::int64_t count) const {
     piece.input_ids = input_ids.narrow(0, start, count).narrow(1, 0, width);
     piece.attention_mask = attention_mask.narrow(0, start, count).narrow(1, 0, width);
   }
-  const auto n = static_cast<std::int64_t>(sample_ids.size());
-  piece.sample_ids.assign(sample_ids.begin() + std::min(start, n), sample_ids.begin() + std::min(start + count, n));
+  const auto rows_of = [&](const std::vector<std::uint64_t>& all, std::vector<std::uint64_t>& part) {
+    const auto n = static_cast<std::int64_t>(all.size());
+    part.assign(all.begin() + std::min(start, n), all.begin() + std::min(start + count, n));
+  };
+  rows_of(sample_ids, piece.sample_ids);
+  rows_of(sample_seeds, piece.sample_seeds);
   return piece;
 }
 

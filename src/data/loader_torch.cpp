@@ -204,6 +204,7 @@ Batch ImageBatchBuilder::build(const std::vector<std::uint32_t>& indices, const 
   batch.images = acquire_images(n);
   batch.labels = torch::empty({n}, torch::kInt64);
   batch.sample_ids.resize(n);
+  batch.sample_seeds.resize(n);
   float* images = batch.images.data_ptr<float>();
   auto* labels = batch.labels.data_ptr<std::int64_t>();
   thread_local cv::Mat decoded;
@@ -222,6 +223,7 @@ Batch ImageBatchBuilder::build(const std::vector<std::uint32_t>& indices, const 
     }
     const std::uint64_t sample_seed = mix_seed(options_.seed, static_cast<std::uint64_t>(epoch), positions[k]);
     augmenter_.apply(rgb, sample_seed, images + k * augmenter_.floats_per_sample());
+    batch.sample_seeds[k] = sample_seed;
     labels[k] = s.label;
     batch.sample_ids[k] = s.sample_id;
   }

@@ -220,6 +220,13 @@ double trivial_magnitude(TrivialOp op, int bin) {
   }
 }
 
+const char* trivial_op_name(TrivialOp op) {
+  static constexpr const char* kNames[kTrivialOps] = {
+      "Identity", "ShearX",   "ShearY",    "TranslateX", "TranslateY", "Rotate",       "Brightness",
+      "Color",    "Contrast", "Sharpness", "Posterize",  "Solarize",   "AutoContrast", "Equalize"};
+  return kNames[static_cast<int>(op)];
+}
+
 TrivialChoice draw_trivial_augment(Rng& rng) {
   TrivialChoice choice;
   choice.op = static_cast<TrivialOp>(rng.uniform_int(kTrivialOps));

@@ -37,6 +37,9 @@ struct TrivialChoice {
   double magnitude = 0.0;  // signed where the op is; posterize: bits kept; solarize: threshold
 };
 
+// torchvision's name of the op ("Rotate", "Posterize", ...).
+const char* trivial_op_name(TrivialOp op);
+
 // The op and magnitude of one image: op uniform, bin uniform in [0, 31), then a fair sign.
 TrivialChoice draw_trivial_augment(Rng& rng);
 // The magnitude of `bin` for `op` before any sign (torchvision's table).

@@ -14,6 +14,7 @@
 #include "shoplens/core/progress.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/data/augment_preview.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/data/shards.h"
@@ -22,8 +23,6 @@
 namespace shoplens::cli {
 namespace {
 
-// Undoes normalisation of the first images of a batch and tiles them, so a person can see what
-// the augmentation does.
 struct SplitLoader {
   std::shared_ptr<const SampleSource> dataset;
   std::vector<std::string> class_names;
@@ -52,25 +51,6 @@ SplitLoader open_split_loader(const Config& config, Split split, bool verify, bo
     out.loader = std::make_unique<Loader>(images, config.augment, options);
   }
   return out;
-}
-
-void write_preview(const Batch& batch, const AugmentConfig& augment, const std::string& file) {
-  const auto images = batch.images.contiguous();
-  const int n = std::min<int>(16, static_cast<int>(images.size(0)));
-  const int s = static_cast<int>(images.size(2));
-  const int cols = 4, rows = (n + cols - 1) / cols;
-  cv::Mat grid(rows * s, cols * s, CV_8UC3, cv::Scalar(0, 0, 0));
-  const float* data = images.data_ptr<float>();
-  for (int i = 0; i < n; ++i) {
-    cv::Mat tile = grid(cv::Rect((i % cols) * s, (i / cols) * s, s, s));
-    for (int y = 0; y < s; ++y)
-      for (int x = 0; x < s; ++x)
-        for (int c = 0; c < 3; ++c) {
-          float v = data[((i * 3 + c) * s + y) * s + x] * augment.std[c] + augment.mean[c];
-          tile.at<cv::Vec3b>(y, x)[2 - c] = cv::saturate_cast<std::uint8_t>(v * 255.0f);
-        }
-  }
-  write_image_file(file, grid, ChannelOrder::kBgr);
 }
 
 class LoadCommand : public Command {
@@ -113,6 +93,7 @@ class LoadCommand : public Command {
 
     nlohmann::json epochs = nlohmann::json::array();
     std::vector<std::uint64_t> label_counts(dataset->num_classes(), 0);
+    preview_classes_ = class_names;
     for (int epoch = 0; epoch < epochs_; ++epoch)
       epochs.push_back(read_epoch(loader, *config, epoch, dataset->size(), text, label_counts));
     nlohmann::json labels = nlohmann::json::object();
@@ -136,7 +117,8 @@ class LoadCommand : public Command {
     Progress progress("load epoch " + std::to_string(epoch), loader.batches_per_epoch(), "batch");
     while (auto batch = loader.next()) {
       throw_if_interrupted();
-      if (epoch == 0 && batch->index == 0 && !preview_.empty()) write_preview(*batch, config.augment, preview_);
+      if (epoch == 0 && batch->index == 0 && !preview_.empty())
+        write_augment_preview(*batch, config.augment, !eval_, preview_classes_, preview_);
       for (auto id : batch->sample_ids) duplicates += !seen.insert(id).second;
       const auto* labels = batch->labels.data_ptr<std::int64_t>();
       for (std::int64_t k = 0; k < batch->labels.size(0); ++k) label_counts[labels[k]]++;
@@ -173,6 +155,7 @@ class LoadCommand : public Command {
   bool eval_ = false;
   bool verify_ = false;
   std::string preview_;
+  std::vector<std::string> preview_classes_;  // the split's class names, for the preview's captions
 };
 
 }  // namespace

@@ -20,6 +20,8 @@ struct Batch {
   at::Tensor labels;            // int64 [B]
   at::Tensor targets;           // float32 [B, C] soft targets when mixing is on, else undefined
   std::vector<std::uint64_t> sample_ids;
+  // Image tasks: the seed each sample's augmentation drew from (describe_augmentation says what it did).
+  std::vector<std::uint64_t> sample_seeds;
   bool mixed = false;
 
   std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
