@@ -113,10 +113,13 @@ TEST(E2ePipeline, MakeDataPrepareLoad) {
     EXPECT_EQ(epoch["not_delivered"], 0);
     EXPECT_GT(epoch["samples_per_second"].get<double>(), 0.0);
   }
-  // The preview is a PNG grid of the first batch: 8 tiles of 40 px, 4 to a row.
+  // The preview is a PNG grid of the first batch: 8 tiles of 40 px enlarged to 192, 4 to a row,
+  // each with a caption strip under it.
   const std::vector<std::uint8_t> preview = read_binary_file(dir / "preview.png");
   ASSERT_EQ(sniff_format(preview.data(), preview.size()), ImageFormat::kPng);
-  EXPECT_EQ(decode_image(preview.data(), preview.size()).rgb.size(), cv::Size(160, 80));
+  const cv::Size grid = decode_image(preview.data(), preview.size()).rgb.size();
+  EXPECT_EQ(grid.width, 4 * 192);
+  EXPECT_GT(grid.height, 2 * 192);
   EXPECT_TRUE(fs::exists(run / "config.json"));
 
   // A re-run reuses every shard.
