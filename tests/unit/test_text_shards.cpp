@@ -11,9 +11,11 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/data/open_dataset.h"
 #include "shoplens/data/shard_format.h"
 #include "shoplens/data/synth_text.h"
 #include "shoplens/data/text_shards.h"
+#include "shoplens/data/text_task.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -137,6 +139,19 @@ TEST_P(TextShardsDtype, RoundTripEverySplit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TextShards, TextShardsDtype, ::testing::Values(1000, 65536, 70000));
+
+// The one dataset opener tells text shards by their folder and opens them as text.
+TEST(OpenDataset, ATextFolderOpensAsTextWithItsSplitAndClassNames) {
+  testing::ScratchDir dir("open-dataset");
+  write_folder(dir.path(), 1000);
+  const OpenedSplit train = open_split(dir.path(), Split::kTrain, /*verify=*/true);
+  EXPECT_TRUE(train.text);
+  ASSERT_NE(train.source, nullptr);
+  EXPECT_EQ(train.source->size(), 3u);
+  EXPECT_EQ(train.class_names, text_class_names());
+  EXPECT_EQ(train.loader, nullptr);
+  EXPECT_EQ(open_split(dir.path(), Split::kVal).source->size(), 1u);
+}
 
 TEST(TextShards, InMemorySourceMatchesTheInterface) {
   InMemoryTextSource src(100, {2, 3}, 1);

@@ -16,42 +16,13 @@
 #include "shoplens/core/strings.h"
 #include "shoplens/data/augment_preview.h"
 #include "shoplens/data/image_io.h"
+#include "shoplens/data/open_dataset.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/data/shards.h"
 #include "shoplens/data/text_task.h"
 
 namespace shoplens::cli {
 namespace {
-
-struct SplitLoader {
-  std::shared_ptr<const SampleSource> dataset;
-  std::vector<std::string> class_names;
-  std::unique_ptr<Loader> loader;
-  bool text = false;
-};
-
-// The split's loader, image or text as the shards say.
-SplitLoader open_split_loader(const Config& config, Split split, bool verify, bool preview,
-                              const LoaderOptions& options) {
-  SplitLoader out;
-  out.text = is_text_dataset(config.data.shards);
-  if (out.text) {
-    if (preview) throw UsageError("load: --preview shows augmented images; " + config.data.shards + " holds text");
-    if (verify) verify_text_shards(config.data.shards);
-    const TextDatasetInfo info = read_text_dataset_info(config.data.shards);
-    auto split_source = open_text_split(config.data.shards, split);
-    out.dataset = split_source;
-    out.class_names = text_class_names();
-    out.loader = std::make_unique<Loader>(
-        out.dataset, std::make_shared<TextBatchBuilder>(split_source, text_batch_options(config, info)), options);
-  } else {
-    auto images = ShardDataset::open(config.data.shards, split, verify);
-    out.dataset = images;
-    out.class_names = images->info().classes;
-    out.loader = std::make_unique<Loader>(images, config.augment, options);
-  }
-  return out;
-}
 
 class LoadCommand : public Command {
  public:
@@ -78,9 +49,11 @@ class LoadCommand : public Command {
 
     const bool train = !eval_;
     const LoaderOptions options = loader_options_from_config(*config, train);
-    SplitLoader opened = open_split_loader(*config, *split, verify_, !preview_.empty(), options);
+    OpenedSplit opened = open_split_loader(*config, *split, verify_, options);
+    if (opened.text && !preview_.empty())
+      throw UsageError("load: --preview shows augmented images; " + config->data.shards + " holds text");
     const bool text = opened.text;
-    const auto& dataset = opened.dataset;
+    const auto& dataset = opened.source;
     const auto& class_names = opened.class_names;
     Loader& loader = *opened.loader;
     if (text)

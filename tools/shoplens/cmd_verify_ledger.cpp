@@ -7,8 +7,7 @@
 
 #include "command.h"
 #include "shoplens/core/logging.h"
-#include "shoplens/data/shards.h"
-#include "shoplens/data/text_task.h"
+#include "shoplens/data/open_dataset.h"
 #include "shoplens/dist/ledger.h"
 
 namespace shoplens::cli {
@@ -45,9 +44,7 @@ class VerifyLedgerCommand : public Command {
       }
     }
     // Image or text shards alike: the ledger speaks of sample ids only.
-    const std::shared_ptr<const SampleSource> train =
-        is_text_dataset(shards) ? std::shared_ptr<const SampleSource>(open_text_split(shards, Split::kTrain))
-                                : std::shared_ptr<const SampleSource>(ShardDataset::open(shards, Split::kTrain));
+    const std::shared_ptr<const SampleSource> train = open_split(shards, Split::kTrain).source;
     std::vector<std::uint64_t> ids;
     ids.reserve(train->size());
     for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample_id(i));
