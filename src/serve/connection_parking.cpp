@@ -22,16 +22,12 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPollSlice{50};
 constexpr int kEventsPerWait = 64;
 
-ParkingClock::time_point from_ticks(ParkingClock::rep ticks) {
-  return ParkingClock::time_point(ParkingClock::duration(ticks));
-}
+}  // namespace
 
 void close_socket(int fd) {
   ::shutdown(fd, SHUT_RDWR);
   ::close(fd);
 }
-
-}  // namespace
 
 std::size_t end_of_headers(const std::string& bytes, std::size_t from) {
   if (from >= bytes.size()) return std::string::npos;
@@ -225,16 +221,15 @@ void ConnectionParking::on_readable(int fd) {
   const auto it = entries_.find(fd);
   if (it == entries_.end()) return;
   Entry& entry = it->second;
-  std::array<char, 4096> chunk{};
   for (;;) {
-    const ssize_t got = ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+    const ssize_t got = ::recv(fd, chunk_.data(), chunk_.size(), MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (got <= 0) return drop(fd);  // the client closed (or the connection broke) between requests
     if (entry.lingering) continue;
     std::string& received = entry.connection.received;
     const std::size_t scan_from = received.size() >= 3 ? received.size() - 3 : 0;
     if (received.empty()) entry.connection.first_byte = ParkingClock::now();
-    received.append(chunk.data(), static_cast<std::size_t>(got));
+    received.append(chunk_.data(), static_cast<std::size_t>(got));
     buffered_bytes_ += static_cast<std::size_t>(got);
     if (!keep_waiting(fd, entry, scan_from)) return;
   }

@@ -16,6 +16,7 @@
 // not this file's business.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -30,6 +31,13 @@
 namespace shoplens::serve {
 
 using ParkingClock = std::chrono::steady_clock;
+
+// A steady_clock time kept in an atomic as its tick count (the drain cutoff), back as a time.
+inline ParkingClock::time_point from_ticks(ParkingClock::rep ticks) {
+  return ParkingClock::time_point(ParkingClock::duration(ticks));
+}
+// Shuts both directions of a connection and closes it.
+void close_socket(int fd);
 
 // A connection between requests, and what it has sent of the next one.
 struct WaitingConnection {
@@ -124,6 +132,7 @@ class ConnectionParking {
   bool stopped_ = false;         // guarded by mutex_
   bool started_ = false;
   std::unordered_map<int, Entry> entries_;  // the parking thread's only
+  std::array<char, 4096> chunk_;            // the parking thread's receive buffer
   std::size_t buffered_bytes_ = 0;          // the parking thread's only: sum of entries' received sizes
   std::atomic<std::size_t> waiting_{0};
   std::atomic<std::size_t> evicted_{0};

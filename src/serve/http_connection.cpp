@@ -25,8 +25,6 @@ constexpr milliseconds kWriteTimeout{5000};
 // bodies): past it, a body is read on a worker's thread, as before the parking.
 constexpr std::size_t kParkedBytesAtLeast = 64u << 20;
 
-Clock::time_point from_ticks(Clock::rep ticks) { return Clock::time_point(Clock::duration(ticks)); }
-
 void ip_and_port(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
   if (addr.ss_family == AF_INET)
     port = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
@@ -234,8 +232,7 @@ void DeadlineServer::serve(WaitingConnection connection) {
   }
   current = nullptr;
   if (state.close_after_response) return parking_.close_gracefully(fd);
-  ::shutdown(fd, SHUT_RDWR);
-  ::close(fd);
+  close_socket(fd);
 }
 
 }  // namespace shoplens::serve

@@ -15,11 +15,8 @@
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/augment_preview.h"
-#include "shoplens/data/image_io.h"
 #include "shoplens/data/open_dataset.h"
 #include "shoplens/data/loader.h"
-#include "shoplens/data/shards.h"
-#include "shoplens/data/text_task.h"
 
 namespace shoplens::cli {
 namespace {
