@@ -51,6 +51,28 @@ CommandResult run_shell(const std::string& command);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 
+// The data most end-to-end suites start from, built once per binary and shared by every test
+// process of a run (shared_fixture); tests only read it and write their outputs elsewhere.
+// `make-data` into folder/catalog and `prepare` into folder/shards:
+struct ImageData {
+  int num_images = 200;
+  std::string size_range = "40:60";  // --image-size-range
+  int seed = 8;
+  int storage_size = 36;
+  int records_per_shard = 0;  // 0: prepare's default
+  int threads = 2;
+};
+std::filesystem::path shared_image_data(const ImageData& data);
+// `make-data --task text` into the returned folder (its shards and text_dataset.json):
+struct TextData {
+  int num_examples = 200;
+  int max_length = 64;
+  int vocab_size = 1024;
+  int records_per_shard = 0;  // 0: make-data's default
+  int seed = 5;
+};
+std::filesystem::path shared_text_data(const TextData& data);
+
 // A trained and exported small CNN for the scoring and serving tests: make-data -> prepare ->
 // one epoch of train -> export, into dir/catalog, dir/shards, dir/run and dir/model. Returns the
 // output of the step that failed, or an empty string.

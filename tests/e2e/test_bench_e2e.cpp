@@ -42,35 +42,37 @@ class E2eBench : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-bench-rec");
-    auto made = run_shoplens("make-data --out " + (*dir_ / "cat").string() +
-                             " --num-images 64 --image-size-range 40:56 --seed 3");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (*dir_ / "cat/manifest.csv").string() + " --out " +
-                                 (*dir_ / "shards").string() + " --storage-size 24 --records-per-shard 64 --threads 1");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
-    // Small enough for a loaded 2-core machine: three scenarios, a few steps each.
-    const json config = {{"format", "shoplens-bench"},
-                         {"name", "e2e"},
-                         {"defaults",
-                          {{"model", "small_cnn"},
-                           {"image_size", 16},
-                           {"warmup_steps", 1},
-                           {"steps", 3},
-                           {"trials", 3},
-                           {"threads", 1},
-                           {"memory_budget", "32MiB"}}},
-                         {"matrix", {{"batch", {4, "auto"}}}},
-                         {"scenarios",
-                          {{{"name", "shards-b4"},
-                            {"batch", 4},
-                            {"data", "shards"},
-                            {"shards", (*dir_ / "shards").string()},
-                            {"loader_workers", 1}}}}};
-    testing::write_text(*dir_ / "bench.json", config.dump(2));
     // find-batch's cache goes to the scratch folder, not the user's (the children inherit it).
     if (const char* old = std::getenv("XDG_CACHE_HOME")) old_cache_ = new std::string(old);
     setenv("XDG_CACHE_HOME", (*dir_ / "cache").string().c_str(), 1);
-    first_ = new testing::CommandResult(run_shoplens(bench("--out " + out().string() + " 2>&1")));
+    shards_ = testing::shared_image_data({64, "40:56", 3, 24, 64, 1}) / "shards";
+    // The recorded run the tests compare against, made once for every test process.
+    recorded_ = testing::shared_fixture("bench-recorded", [](const fs::path& dir) {
+      testing::write_text(dir / "bench.json", config().dump(2));
+      auto r = run_shoplens("bench --config " + (dir / "bench.json").string() + " --out " + (dir / "out").string() +
+                            " 2>&1");
+      return r.exit_code == 0 ? std::string() : r.output;
+    });
+  }
+  // Small enough for a loaded 2-core machine: three scenarios, a few steps each.
+  static json config() {
+    return {{"format", "shoplens-bench"},
+            {"name", "e2e"},
+            {"defaults",
+             {{"model", "small_cnn"},
+              {"image_size", 16},
+              {"warmup_steps", 1},
+              {"steps", 3},
+              {"trials", 3},
+              {"threads", 1},
+              {"memory_budget", "32MiB"}}},
+            {"matrix", {{"batch", {4, "auto"}}}},
+            {"scenarios",
+             {{{"name", "shards-b4"},
+               {"batch", 4},
+               {"data", "shards"},
+               {"shards", shards_.string()},
+               {"loader_workers", 1}}}}};
   }
   static void TearDownTestSuite() {
     if (old_cache_)
@@ -78,23 +80,21 @@ class E2eBench : public ::testing::Test {
     else
       unsetenv("XDG_CACHE_HOME");
     delete old_cache_;
-    delete first_;
     delete dir_;
   }
-  static fs::path out() { return *dir_ / "out"; }
+  static fs::path out() { return recorded_ / "out"; }
   static std::string bench(const std::string& args) {
-    return "bench --config " + (*dir_ / "bench.json").string() + " " + args;
+    return "bench --config " + (recorded_ / "bench.json").string() + " " + args;
   }
   static testing::ScratchDir* dir_;
-  static testing::CommandResult* first_;
+  static fs::path shards_, recorded_;
   static std::string* old_cache_;
 };
 std::string* E2eBench::old_cache_ = nullptr;
 testing::ScratchDir* E2eBench::dir_ = nullptr;
-testing::CommandResult* E2eBench::first_ = nullptr;
+fs::path E2eBench::shards_, E2eBench::recorded_;
 
 TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
-  ASSERT_EQ(first_->exit_code, 0) << first_->output;
   const auto lines = read_jsonl(out() / "results.jsonl");
   ASSERT_EQ(lines.size(), 3u);
   for (const auto& j : lines) {
@@ -133,7 +133,6 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
 }
 
 TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheScenario) {
-  ASSERT_EQ(first_->exit_code, 0) << first_->output;
   // Against its own results: a generous threshold, since a loaded 2-core machine can be slower
   // on a second run; the gate's arithmetic is pinned by the unit tests (BenchGate.*).
   auto pass = run_shoplens(bench("--out " + (*dir_ / "pass").string() + " --baseline " +
@@ -167,7 +166,7 @@ TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheS
 // batch "auto" on shards with a budget that would allow more than the training split holds: the
 // search stops at the split's size and the scenario runs (it once found more, then refused to run).
 TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
-  const json report = json::parse(testing::read_text(*dir_ / "shards/report.json"));
+  const json report = json::parse(testing::read_text(shards_ / "report.json"));
   int train_samples = 0;
   for (const auto& [name, splits] : report["per_class"].items()) train_samples += splits["train"].get<int>();
   const json config = {{"format", "shoplens-bench"},
@@ -184,7 +183,7 @@ TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
                         {{{"name", "shards-auto"},
                           {"batch", "auto"},
                           {"data", "shards"},
-                          {"shards", (*dir_ / "shards").string()},
+                          {"shards", shards_.string()},
                           {"loader_workers", 1}}}}};
   testing::write_text(*dir_ / "capped.json", config.dump(2));
   auto r = run_shoplens("bench --config " + (*dir_ / "capped.json").string() + " --out " + (*dir_ / "capped").string() +
@@ -231,7 +230,7 @@ namespace {
 // HTML, and render in a real browser with labelled axes and nothing overlapping.
 TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   const fs::path study = *dir_ / "study";
-  auto r = run_shoplens("bench --study batch --shards " + (*dir_ / "shards").string() + " --out " + study.string() +
+  auto r = run_shoplens("bench --study batch --shards " + shards_.string() + " --out " + study.string() +
                         " --epochs 2 --seeds 2 --first-seed 7 --baseline-batch 4 --memory-budget 32MiB --threads 1"
                         " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16"
                         // the largest batch that fits, whatever its throughput here: a candidate unlike the baseline

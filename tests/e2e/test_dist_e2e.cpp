@@ -36,19 +36,13 @@ class E2eDist : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-dist");
-    const fs::path catalog = *dir_ / "catalog";
-    auto made =
-        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 shards().string() + " --storage-size 24 --records-per-shard 64 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    data_ = testing::shared_image_data({200, "40:56", 8, 24, 64});
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path shards() { return *dir_ / "shards"; }
+  static fs::path shards() { return data_ / "shards"; }
   static std::string bin() { return testing::shoplens_bin(); }
   static std::string launch(int nproc, const std::string& extra = "") {
     return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
@@ -64,8 +58,10 @@ class E2eDist : public ::testing::Test {
            (has("augment.image_size") ? "" : "--set augment.image_size=16 ") + extra;
   }
   static testing::ScratchDir* dir_;
+  static fs::path data_;
 };
 testing::ScratchDir* E2eDist::dir_ = nullptr;
+fs::path E2eDist::data_;
 
 // Parameters of a run's newest checkpoint as one flat vector.
 at::Tensor final_parameters(const fs::path& run, const std::string& model, int classes, int image_size) {

@@ -140,13 +140,7 @@ class TwoHosts : public ::testing::Test {
       return;
     }
     ASSERT_EQ(up.exit_code, 0) << up.output;
-    const fs::path catalog = *dir_ / "catalog";
-    auto made =
-        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:56 --seed 8");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 shards().string() + " --storage-size 24 --records-per-shard 64 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    data_ = testing::shared_image_data({200, "40:56", 8, 24, 64});
   }
   static void TearDownTestSuite() {
     run_shell("bash " + script("netns/two_hosts.sh") + " down " + id_);
@@ -157,7 +151,7 @@ class TwoHosts : public ::testing::Test {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
   }
 
-  static fs::path shards() { return *dir_ / "shards"; }
+  static fs::path shards() { return data_ / "shards"; }
   static std::string bin() { return testing::shoplens_bin(); }
   // `command` on node `n` (0: 10.77.0.1, 1: 10.77.0.2).
   static std::string on_node(int n, const std::string& command) {
@@ -182,9 +176,11 @@ class TwoHosts : public ::testing::Test {
                std::to_string(max_restarts) + " -- " + worker);
   }
   static testing::ScratchDir* dir_;
+  static fs::path data_;
   static std::string id_, skip_;
 };
 testing::ScratchDir* TwoHosts::dir_ = nullptr;
+fs::path TwoHosts::data_;
 std::string TwoHosts::id_, TwoHosts::skip_;
 
 // One rank per node, started by `shoplens launch`, by torchrun, or as a Kubeflow PyTorchJob's pod

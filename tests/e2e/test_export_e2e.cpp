@@ -21,25 +21,28 @@ class E2eExport : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-export");
-    const fs::path catalog = *dir_ / "catalog";
-    auto made =
-        run_shoplens("make-data --out " + catalog.string() + " --num-images 120 --image-size-range 40:60 --seed 9");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 (*dir_ / "shards").string() + " --storage-size 36 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
-    auto trained = run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + run().string() +
-                                " --model resnet18 --epochs 1 --batch-size 16 --threads 2 --set augment.image_size=32");
-    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    shards_ = testing::shared_image_data({120, "40:60", 9, 36}) / "shards";
+    // The trained run is shared too: export only reads it.
+    run_ = testing::shared_fixture(
+               "export-run",
+               [](const fs::path& dir) {
+                 auto trained = run_shoplens(
+                     "train --shards " + shards_.string() + " --out " + (dir / "run").string() +
+                     " --model resnet18 --epochs 1 --batch-size 16 --threads 2 --set augment.image_size=32");
+                 return trained.exit_code == 0 ? std::string() : trained.output;
+               }) /
+           "run";
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path run() { return *dir_ / "run"; }
+  static fs::path run() { return run_; }
   static testing::ScratchDir* dir_;
+  static fs::path shards_, run_;
 };
 testing::ScratchDir* E2eExport::dir_ = nullptr;
+fs::path E2eExport::shards_, E2eExport::run_;
 
 TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
   const fs::path model = *dir_ / "model";
@@ -91,7 +94,7 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
   EXPECT_THROW(load_exported_model(model), DataError);
   EXPECT_THROW(load_exported_model(model / "nope"), UsageError);
 
-  auto no_run = run_shoplens("export --run " + (*dir_ / "shards").string() + " --out " + (*dir_ / "m3").string());
+  auto no_run = run_shoplens("export --run " + shards_.string() + " --out " + (*dir_ / "m3").string());
   EXPECT_EQ(no_run.exit_code, 2) << no_run.output;
   EXPECT_NE(no_run.output.find("no checkpoints"), std::string::npos) << no_run.output;
   EXPECT_FALSE(fs::exists(*dir_ / "m3"));
@@ -104,7 +107,7 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
 TEST_F(E2eExport, ExportsTheEmaWeightsOfARunThatKeptThem) {
   const fs::path ema_run = *dir_ / "ema_run";
   auto trained =
-      run_shoplens("train --shards " + (*dir_ / "shards").string() + " --out " + ema_run.string() +
+      run_shoplens("train --shards " + shards_.string() + " --out " + ema_run.string() +
                    " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(trained.output.find("val (EMA weights)"), std::string::npos) << trained.output;

@@ -21,19 +21,13 @@ class E2eFindBatch : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-find-batch");
-    const fs::path catalog = *dir_ / "catalog";
-    auto made =
-        run_shoplens("make-data --out " + catalog.string() + " --num-images 200 --image-size-range 40:60 --seed 8");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 shards().string() + " --storage-size 36 --records-per-shard 64 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    data_ = testing::shared_image_data({200, "40:60", 8, 36, 64});
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path shards() { return *dir_ / "shards"; }
+  static fs::path shards() { return data_ / "shards"; }
   // The small CNN at 32 px under 40 MiB: a few dozen samples fit.
   static std::string job_args(const std::string& budget = "40MiB", const std::string& model = "small_cnn") {
     return " --shards " + shards().string() + " -m " + model + " --memory-budget " + budget +
@@ -53,8 +47,10 @@ class E2eFindBatch : public ::testing::Test {
     return n;
   }
   static testing::ScratchDir* dir_;
+  static fs::path data_;
 };
 testing::ScratchDir* E2eFindBatch::dir_ = nullptr;
+fs::path E2eFindBatch::data_;
 
 TEST_F(E2eFindBatch, FitFindsAVerifiedBatchInFewProbesAndCachesIt) {
   const json first = find_batch_json("--no-cache");
@@ -227,22 +223,22 @@ class E2eFindBatchText : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-find-batch-text");
-    auto made = run_shoplens("make-data --task text --out " + shards().string() +
-                             " --num-examples 200 --max-length 64 --vocab-size 1024 --seed 5");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
+    shards_ = testing::shared_text_data({200, 64, 1024, 0, 5});
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path shards() { return *dir_ / "text"; }
+  static fs::path shards() { return shards_; }
   static std::string common() {
     return " -m text_tiny --memory-budget 40MiB --threads 2 --set loader.workers=1 --set find_batch.cache_dir=" +
            (*dir_ / "cache").string();
   }
   static testing::ScratchDir* dir_;
+  static fs::path shards_;
 };
 testing::ScratchDir* E2eFindBatchText::dir_ = nullptr;
+fs::path E2eFindBatchText::shards_;
 
 TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
   auto r = run_shoplens("find-batch --json --no-cache --shards " + shards().string() + common() +

@@ -109,19 +109,22 @@ class E2eServe : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-serve");
-    const fs::path catalog = *dir_ / "catalog";
-    const std::string failed = testing::make_exported_model(dir_->path(), 60, 7);
-    ASSERT_TRUE(failed.empty()) << failed;
-
-    // `shoplens score` on the catalog's files is the reference for the server's answers.
-    std::ofstream manifest(*dir_ / "score.csv");
-    manifest << "id,path\n";
-    for (const auto& p : testing::catalog_image_paths(catalog)) manifest << p << "," << (catalog / p).string() << "\n";
-    manifest.close();
-    auto scored = run_shoplens("score --model " + model().string() + " --input " + (*dir_ / "score.csv").string() +
-                               " --out " + (*dir_ / "scores").string() + " -b 4 --workers 1 --threads 1");
-    ASSERT_EQ(scored.exit_code, 0) << scored.output;
-    const auto preds = parse_csv(testing::read_text(*dir_ / "scores" / "predictions.csv"));
+    // The model and `shoplens score`'s answers on the catalog's files (the reference for the
+    // server's), made once for every test process.
+    fixture_ = testing::shared_fixture("serve", [](const fs::path& dir) {
+      const std::string failed = testing::make_exported_model(dir, 60, 7);
+      if (!failed.empty()) return failed;
+      std::ofstream manifest(dir / "score.csv");
+      manifest << "id,path\n";
+      for (const auto& p : testing::catalog_image_paths(dir / "catalog"))
+        manifest << p << "," << (dir / "catalog" / p).string() << "\n";
+      manifest.close();
+      auto scored =
+          run_shoplens("score --model " + (dir / "model").string() + " --input " + (dir / "score.csv").string() +
+                       " --out " + (dir / "scores").string() + " -b 4 --workers 1 --threads 1");
+      return scored.exit_code == 0 ? std::string() : scored.output;
+    });
+    const auto preds = parse_csv(testing::read_text(fixture_ / "scores" / "predictions.csv"));
     for (std::size_t c = 0; c < preds[0].fields.size(); ++c)
       if (preds[0].fields[c].rfind("p_", 0) == 0) classes_.push_back(preds[0].fields[c].substr(2));
     for (std::size_t r = 1; r < preds.size(); ++r) {
@@ -135,7 +138,7 @@ class E2eServe : public ::testing::Test {
     ASSERT_GE(expected_.size(), 20u);
 
     server_ = new ServerProcess(
-        "--model " + model().string() + " --image-root " + catalog.string() +
+        "--model " + model().string() + " --image-root " + catalog().string() +
             " --max-batch 8 --max-queue-delay-ms 20 --max-body-bytes 200000 --threads 1 --warmup-reps 2",
         dir_->path(), "main");
     ASSERT_TRUE(server_->wait_ready()) << server_->log();
@@ -150,19 +153,21 @@ class E2eServe : public ::testing::Test {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path model() { return *dir_ / "model"; }
-  static fs::path catalog() { return *dir_ / "catalog"; }
+  static fs::path model() { return fixture_ / "model"; }
+  static fs::path catalog() { return fixture_ / "catalog"; }
 
   struct Expected {
     std::string label;
     std::vector<double> probs;
   };
   static testing::ScratchDir* dir_;
+  static fs::path fixture_;
   static ServerProcess* server_;
   static std::map<std::string, Expected> expected_;
   static std::vector<std::string> classes_;
 };
 testing::ScratchDir* E2eServe::dir_ = nullptr;
+fs::path E2eServe::fixture_;
 ServerProcess* E2eServe::server_ = nullptr;
 std::map<std::string, E2eServe::Expected> E2eServe::expected_;
 std::vector<std::string> E2eServe::classes_;

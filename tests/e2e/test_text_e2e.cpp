@@ -28,15 +28,13 @@ class E2eText : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-text");
-    auto made = run_shoplens("make-data --task text --out " + data().string() +
-                             " --num-examples 480 --max-length 64 --vocab-size 1024 --records-per-shard 100 --seed 3");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
+    data_ = testing::shared_text_data({480, 64, 1024, 100, 3});
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path data() { return *dir_ / "data"; }
+  static fs::path data() { return data_; }
   static std::string bin() { return testing::shoplens_bin(); }
   // text_tiny with SGD (see E2eDist: exact comparisons need it), the ledger on, ROC AUC as the
   // checkpoint metric and the positive class weighted.
@@ -53,8 +51,10 @@ class E2eText : public ::testing::Test {
            " -- " + bin() + " ";
   }
   static testing::ScratchDir* dir_;
+  static fs::path data_;
 };
 testing::ScratchDir* E2eText::dir_ = nullptr;
+fs::path E2eText::data_;
 
 // The newest checkpoint's parameters, rebuilt through the config it saved (no dataset needed).
 at::Tensor final_parameters(const fs::path& run) {

@@ -40,32 +40,28 @@ std::vector<std::pair<long, double>> train_losses(const fs::path& run) {
   return out;
 }
 
-// One catalog and its shards for every test in this file (make-data + prepare take seconds).
+// One catalog and its shards for every test in this file, built once (testing::shared_image_data).
 class E2eTrain : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::ScratchDir("e2e-train");
-    const fs::path catalog = *dir_ / "catalog";
-    auto made =
-        run_shoplens("make-data --out " + catalog.string() + " --num-images 240 --image-size-range 48:72 --seed 4");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    auto prepared = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " +
-                                 shards().string() + " --storage-size 40 --records-per-shard 64 --threads 2");
-    ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+    data_ = testing::shared_image_data({240, "48:72", 4, 40, 64});
   }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
   }
-  static fs::path shards() { return *dir_ / "shards"; }
+  static fs::path shards() { return data_ / "shards"; }
   static std::string train_args(const fs::path& run) {
     return "train --shards " + shards().string() + " --out " + run.string() +
            " --model small_cnn --epochs 3 --batch-size 16 --threads 2 --lr 0.003 --set augment.image_size=32"
            " --set train.log_every_steps=1 --set train.deterministic=true --set loader.workers=2";
   }
   static testing::ScratchDir* dir_;
+  static fs::path data_;
 };
 testing::ScratchDir* E2eTrain::dir_ = nullptr;
+fs::path E2eTrain::data_;
 
 TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
   const fs::path run = *dir_ / "run";

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -108,20 +109,62 @@ std::filesystem::path shared_fixture(const std::string& name,
   return dir;
 }
 
-std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
-  const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(),
-                    run = (dir / "run").string();
-  for (const std::string& args :
-       {"make-data --out " + catalog + " --num-images " + std::to_string(num_images) +
-            " --image-size-range 40:60 --seed " + std::to_string(seed),
-        "prepare --input " + catalog + "/manifest.csv --out " + shards + " --storage-size 36 --threads 2",
-        "train --shards " + shards + " --out " + run +
-            " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32",
-        "export --run " + run + " --out " + (dir / "model").string()}) {
+namespace {
+// Runs each `shoplens` command in turn; "" or the failing command and its output.
+std::string run_steps(const std::vector<std::string>& steps) {
+  for (const auto& args : steps) {
     auto r = run_shoplens(args);
     if (r.exit_code != 0) return "shoplens " + args + " -> exit " + std::to_string(r.exit_code) + "\n" + r.output;
   }
   return "";
+}
+}  // namespace
+
+std::filesystem::path shared_image_data(const ImageData& data) {
+  std::string range = data.size_range;
+  std::replace(range.begin(), range.end(), ':', '_');
+  const std::string name = "images-" + std::to_string(data.num_images) + "-" + range + "-s" +
+                           std::to_string(data.seed) + "-" + std::to_string(data.storage_size) + "px-r" +
+                           std::to_string(data.records_per_shard) + "-t" + std::to_string(data.threads);
+  return shared_fixture(name, [&](const std::filesystem::path& dir) {
+    const std::string catalog = (dir / "catalog").string();
+    return run_steps({"make-data --out " + catalog + " --num-images " + std::to_string(data.num_images) +
+                          " --image-size-range " + data.size_range + " --seed " + std::to_string(data.seed),
+                      "prepare --input " + catalog + "/manifest.csv --out " + (dir / "shards").string() +
+                          " --storage-size " + std::to_string(data.storage_size) +
+                          (data.records_per_shard > 0 ? " --records-per-shard " + std::to_string(data.records_per_shard)
+                                                      : std::string()) +
+                          " --threads " + std::to_string(data.threads)});
+  });
+}
+
+std::filesystem::path shared_text_data(const TextData& data) {
+  const std::string name = "text-" + std::to_string(data.num_examples) + "-l" + std::to_string(data.max_length) + "-v" +
+                           std::to_string(data.vocab_size) + "-r" + std::to_string(data.records_per_shard) + "-s" +
+                           std::to_string(data.seed);
+  return shared_fixture(
+             name,
+             [&](const std::filesystem::path& dir) {
+               return run_steps(
+                   {"make-data --task text --out " + (dir / "text").string() + " --num-examples " +
+                    std::to_string(data.num_examples) + " --max-length " + std::to_string(data.max_length) +
+                    " --vocab-size " + std::to_string(data.vocab_size) +
+                    (data.records_per_shard > 0 ? " --records-per-shard " + std::to_string(data.records_per_shard)
+                                                : std::string()) +
+                    " --seed " + std::to_string(data.seed)});
+             }) /
+         "text";
+}
+
+std::string make_exported_model(const std::filesystem::path& dir, int num_images, int seed) {
+  const std::string catalog = (dir / "catalog").string(), shards = (dir / "shards").string(),
+                    run = (dir / "run").string();
+  return run_steps({"make-data --out " + catalog + " --num-images " + std::to_string(num_images) +
+                        " --image-size-range 40:60 --seed " + std::to_string(seed),
+                    "prepare --input " + catalog + "/manifest.csv --out " + shards + " --storage-size 36 --threads 2",
+                    "train --shards " + shards + " --out " + run +
+                        " --model small_cnn --epochs 1 --batch-size 8 --threads 2 --set augment.image_size=32",
+                    "export --run " + run + " --out " + (dir / "model").string()});
 }
 
 std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalog) {
