@@ -124,6 +124,17 @@ TEST(BatchSearchFit, NonLinearMemoryFallsBackToBisectionWithAWarning) {
   EXPECT_FALSE(result.warnings.empty());
 }
 
+// A recorded curve, linear between its points (and past the last two).
+std::function<double(int)> recorded(std::vector<std::pair<int, double>> mib) {
+  return [mib](int b) {
+    std::size_t i = 1;
+    while (i + 1 < mib.size() && mib[i].first < b) ++i;
+    const auto& [b0, m0] = mib[i - 1];
+    const auto& [b1, m1] = mib[i];
+    return (m0 + (m1 - m0) * (b - b0) / (b1 - b0)) * kMiB;
+  };
+}
+
 // The peaks a real ResNet-18 (96 px, fp32, CPU, batch-norm and Adam) measured under a 768 MiB
 // budget, between them linear, and the refusal at 133: the search once took 11 probes here,
 // walking one bisection step at a time to the edge its own line already knew.
@@ -133,18 +144,60 @@ TEST(BatchSearchFit, ARecordedResNet18CurveIsFoundInAtMostFiveProbes) {
                                                         {129, 754.2}, {130, 758.8}};
   FakeDevice device;
   device.static_bytes = 170.7 * kMiB;  // what stayed live between steps
-  device.memory = [measured](int b) {
-    std::size_t i = 1;
-    while (i + 1 < measured.size() && measured[i].first < b) ++i;
-    const auto& [b0, m0] = measured[i - 1];
-    const auto& [b1, m1] = measured[i];
-    return (m0 + (m1 - m0) * (b - b0) / (b1 - b0)) * kMiB;
-  };
+  device.memory = recorded(measured);
   device.budget = 768 * kMiB;
   const auto result = search_batch(std::ref(device), options_for(device.budget));
   EXPECT_EQ(result.batch, 128);  // 749.6 MiB within 752.6 usable; 129 needs 754.2
   EXPECT_LE(device.calls, 5);
   EXPECT_FALSE(result.bisected);
+}
+
+// Text encoders (CPU, fp32, AdamW, 128 tokens, 768 MiB; docs/PERFORMANCE.md): the peak is flat
+// at small batches (the optimizer step's batch-independent peak) and linear above it, so the first
+// probes' line is far too shallow. The search once took 6 memory probes on text_tiny (a line
+// through 2 and 46 overshot to an OOM at 316, then bisected) and 12 on text_base, whose plateau
+// nearly fills the budget (a flat line said any batch fits).
+TEST(BatchSearchFit, RecordedTextEncoderCurvesAreFoundInAtMostFiveProbes) {
+  struct Case {
+    const char* model;
+    double baseline_mib;
+    std::vector<std::pair<int, double>> curve;
+    int answer;  // the largest within 752.6 MiB usable (768 less 2%)
+  };
+  const std::vector<Case> cases = {
+      {"text_tiny",
+       66.2,
+       {{1, 96.0},
+        {16, 96.1},
+        {32, 140.4},
+        {46, 180.0},
+        {64, 230.8},
+        {128, 411.7},
+        {181, 561.5},
+        {192, 592.6},
+        {224, 683.0},
+        {240, 728.3},
+        {248, 750.9},
+        {252, 762.2},
+        {254, 767.8},
+        {255, 770.7}},
+       248},
+      {"text_small",
+       168.9,
+       {{1, 228.6}, {8, 228.6}, {16, 282.3}, {19, 311.2}, {32, 436.5}, {59, 696.9}, {64, 745.1}, {66, 764.4}},
+       64},
+      {"text_base", 628.3, {{1, 747.6}, {7, 747.6}, {8, 774.4}, {16, 990.0}}, 7},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.model);
+    FakeDevice device;
+    device.static_bytes = c.baseline_mib * kMiB;
+    device.memory = recorded(c.curve);
+    device.budget = 768 * kMiB;
+    const auto result = search_batch(std::ref(device), options_for(device.budget));
+    EXPECT_EQ(result.batch, c.answer);
+    EXPECT_LE(device.calls, 5);
+  }
 }
 
 TEST(BatchSearchFit, StopsAtMaxBatch) {
