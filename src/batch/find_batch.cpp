@@ -253,6 +253,7 @@ std::string find_batch_fingerprint(const Config& c, int num_classes, const std::
   f.add(fb.strategy).add(std::to_string(fb.headroom)).add(static_cast<std::uint64_t>(fb.probe_steps));
   f.add(static_cast<std::uint64_t>(fb.verify_steps)).add(static_cast<std::uint64_t>(fb.first_batch));
   f.add(static_cast<std::uint64_t>(fb.max_batch)).add(static_cast<std::uint64_t>(fb.round_to));
+  f.add(static_cast<std::uint64_t>(fb.process_steps)).add(std::to_string(fb.process_headroom));
   // Text models: the probe's input shape and the model's size follow these.
   if (c.text.vocab_size > 0) {
     f.add(static_cast<std::uint64_t>(c.text.vocab_size)).add(static_cast<std::uint64_t>(c.text.max_length));

@@ -11,6 +11,7 @@
 #include "shoplens/batch/find_batch.h"
 #include "shoplens/batch/job_probe.h"
 #include "shoplens/batch/memory_probe.h"
+#include "shoplens/batch/process_fit.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
@@ -149,7 +150,7 @@ void describe_search(json& doc, const Config& config, int num_classes, const Mem
 
 // Probes, search, rounding and verification: the search document (cached under `fingerprint`).
 json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memory, std::int64_t budget, int round_to,
-                        const std::string& fingerprint, std::int64_t free_at_start) {
+                        const std::string& fingerprint, std::int64_t free_at_start, const ProcessProbeFn* process) {
   // The model is built before the cap so that a budget below its weights gets a clear message.
   JobProbe job(config, num_classes, memory);
   check_budget_covers_the_model(config, job, budget);
@@ -157,6 +158,15 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   SearchResult s = search_with_probes(config, job, budget);
   int micro = round_down(s.batch, round_to);
   if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
+  json process_fit;
+  if (process) {  // the whole process must fit too, measured in fresh processes
+    const auto usable = s.usable_bytes - static_cast<std::int64_t>(config.find_batch.process_headroom * budget);
+    const ProcessFit fit = fit_process(micro, usable, round_to, *process);
+    process_fit = process_fit_to_json(fit, usable);
+    process_fit["tensors_batch"] = micro;
+    process_fit["note"] = fit.note;
+    micro = fit.batch;
+  }
   if (config.find_batch.objective == "throughput") probe_throughput(job, s, micro, config);
   if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
     s.measured_peak_bytes = at->peak_bytes;
@@ -172,6 +182,7 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
       rungs.push_back({{"batch", ladder[i]}, {"images_per_second", rates[i]}});
     doc["throughput_ladder"] = rungs;  // the step's rates; each use caps them by its loader's rate
   }
+  if (!process_fit.is_null()) doc["process_fit"] = process_fit;
   doc["round_to"] = round_to;
   doc["device_free_bytes"] = free_at_start;
   describe_search(doc, config, num_classes, memory, job);
@@ -207,7 +218,25 @@ ThroughputChoice choose_throughput_batch(const json& search, const FindBatchConf
 
 }  // namespace
 
-FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second) {
+ProcessProbe probe_this_process(const Config& config, int num_classes, int batch) {
+  auto memory = make_memory_probe(/*cuda=*/false);
+  const std::int64_t budget = resolve_budget(config, *memory);
+  JobProbe job(config, num_classes, *memory);
+  memory->set_budget(budget);
+  const ProbeResult r = job.run(batch, config.find_batch.process_steps);
+  if (r.outcome == ProbeResult::Outcome::kFailed)
+    throw Error(fmt::format("the probe at batch {} failed, and not for lack of memory: {}", batch, r.error));
+  ProcessProbe p;
+  p.batch = batch;
+  p.ran = r.outcome == ProbeResult::Outcome::kRan;
+  p.tensors_peak_bytes = r.peak_bytes;
+  p.process_peak_bytes = r.process_peak_bytes;
+  p.seconds = r.seconds;
+  return p;
+}
+
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second,
+                           const ProcessProbeFn& process_probe) {
   const auto start = std::chrono::steady_clock::now();
   const auto& fb = config.find_batch;
   const Precision precision = parse_precision(config.train.precision);
@@ -219,8 +248,11 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     spdlog::warn("find-batch: the budget {} exceeds {}'s memory {}", format_bytes(static_cast<double>(budget)),
                  memory->device_name(), format_bytes(static_cast<double>(memory->device_total_bytes())));
   const int round_to = fb.round_to > 0 ? fb.round_to : (cuda && precision != Precision::kFp32 ? 8 : 1);
+  // CPU with an explicit budget: the process must fit it too (checked where a prober is given).
+  const bool check_process = process_probe && !cuda && !config.train.memory_budget.empty() && fb.process_check;
   const std::string fingerprint =
-      find_batch_fingerprint(config, num_classes, memory->device_name(), memory->device_total_bytes(), budget);
+      find_batch_fingerprint(config, num_classes, memory->device_name(), memory->device_total_bytes(), budget) +
+      (check_process ? "-process" : "");
 
   FindBatchResult result;
   if (use_cache && fb.cache) {
@@ -233,7 +265,8 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
     }
   }
   if (!result.from_cache) {
-    result.search = search_micro_batch(config, num_classes, *memory, budget, round_to, fingerprint, free_at_start);
+    result.search = search_micro_batch(config, num_classes, *memory, budget, round_to, fingerprint, free_at_start,
+                                       check_process ? &process_probe : nullptr);
     if (fb.cache) write_cached_search(config, fingerprint, result.search);
   }
 
@@ -247,6 +280,8 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   const bool by_throughput = fb.objective == "throughput" && result.throughput_batch > 0;
   result.plan = plan_batch(by_throughput ? result.throughput_batch : result.micro_batch, fb.target_global_batch,
                            world_size_from_env(), config);
+  if (const auto fit = result.search.find("process_fit"); fit != result.search.end() && !fit->value("note", "").empty())
+    result.plan.notes.push_back(fit->at("note").get<std::string>());
   // The speed-up was measured for one micro-batch per step; an accumulation target changes the step.
   if (by_throughput && fb.target_global_batch <= 0) budget_epochs_by_time(result.plan, choice.speedup, config);
   if (by_throughput && input_images_per_second > 0)

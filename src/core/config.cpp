@@ -522,6 +522,16 @@ void add_find_batch_fields(std::vector<Field>& f) {
   f.push_back(field(&C::find_batch, "find_batch", &FB::cache, "cache", "reuse a result with the same fingerprint"));
   f.push_back(field(&C::find_batch, "find_batch", &FB::cache_dir, "cache_dir",
                     "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)"));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::process_check, "process_check",
+                    "CPU with train.memory_budget: probe the answer again in a fresh process and lower it until the "
+                    "whole process fits the budget, not only its tensors"));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::process_steps, "process_steps",
+                    "training steps of each fresh-process probe (the allocator's free blocks settle over steps)",
+                    in_range(1, 1000)));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::process_headroom, "process_headroom",
+                    "fraction of the budget the process check keeps free beyond the tensors' headroom, for what a "
+                    "real epoch adds to a probe (data loading, evaluation, checkpoints)",
+                    in_range(0.0, 0.5)));
 }
 
 void add_dist_fields(std::vector<Field>& f) {

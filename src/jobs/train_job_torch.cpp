@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <iostream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "shoplens/core/logging.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/core/subprocess.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/shards.h"
 #include "shoplens/data/text_batches.h"
@@ -109,7 +111,37 @@ void check_job(const TrainJob& job) {
 
 // loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
 // Returns find-batch's record for the run directory.
-nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env) {
+// The search in a child `find-batch` with this job's config: a CPU process keeps the oneDNN
+// primitives of every batch shape it ran, and a search runs many, so the training process would hold
+// them beside its own and outgrow a budget its batch was chosen to fit. The child's log is passed on.
+nlohmann::json find_the_batch_in_a_child(Config& config, const fs::path& program) {
+  const ProbeFolder folder;
+  const fs::path config_file = folder.path() / "config.json", out = folder.path() / "find_batch.json",
+                 log = folder.path() / "find_batch.log";
+  write_file_atomic(config_file, config_to_json(config).dump(2) + "\n");
+  const ProcessExit exit =
+      run_process({program.string(), "find-batch", "--config", config_file.string(), "-o", out.string()}, log);
+  std::cerr << read_file(log) << std::flush;  // its probes, its table and its notes
+  if (exit.interrupted()) throw InterruptedError();
+  if (!exit.ok()) throw Error("train: the batch search (a child find-batch) failed: " + exit.describe());
+  nlohmann::json found = nlohmann::json::parse(read_file(out));
+  nlohmann::json merged = config_to_json(config);
+  merged.merge_patch(found.at("config_patch"));
+  config = config_from_json(merged, "find-batch's plan");
+  spdlog::info(
+      "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
+      "({} probes, searched in a child process{})",
+      config.loader.batch_size, config.train.accumulation_steps, found.at("micro_batch").get<int>(), config.optim.lr,
+      found.at("probes").size(), found.value("from_cache", false) ? ", cached" : "");
+  for (const auto& note : found.value("notes", nlohmann::json::array()))
+    spdlog::info("train: find-batch: {}", note.get<std::string>());
+  return found;
+}
+
+nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env, const fs::path& program) {
+  const bool in_a_child = !program.empty() && !env.distributed() && !wants_cuda(config.train.device) &&
+                          !config.train.memory_budget.empty() && config.find_batch.process_check;
+  if (in_a_child) return find_the_batch_in_a_child(config, program);
   const FindBatchResult found = find_batch(config, static_cast<int>(data.class_names.size()), /*use_cache=*/true,
                                            plan_input_rate(config, data, env));
   apply_plan(config, found.plan);
@@ -223,7 +255,7 @@ TrainJobResult run_train_job(TrainJob job) {
   std::optional<nlohmann::json> found_batch;
   if (config.loader.auto_batch) {
     cap_batch_search_at_samples(config, data.train->size(), job.env.world_size, "train");
-    found_batch = find_the_batch(config, data, job.env);
+    found_batch = find_the_batch(config, data, job.env, job.program);
   }
   std::string segment = segment_name(job.env);
   std::shared_ptr<ProcessGroup> group;

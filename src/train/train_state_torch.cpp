@@ -95,6 +95,19 @@ json state_to_json(const TrainState& s, const Config& config, const Classifier& 
           {"config", config_to_json(config)}};
 }
 
+namespace {
+
+// Weights, buffers, gradient-free optimizer state (AdamW: two moments per weight), the EMA copy,
+// and room for the archive's own records.
+std::size_t serialized_size_estimate(const Classifier& model, bool with_ema) {
+  std::size_t bytes = std::size_t{1} << 20;
+  for (const auto& p : model.parameters()) bytes += p.nbytes() * (with_ema ? 4 : 3);
+  for (const auto& b : model.buffers()) bytes += b.nbytes() * (with_ema ? 2 : 1);
+  return bytes;
+}
+
+}  // namespace
+
 std::string serialize_tensors(const Classifier& model, const torch::optim::Optimizer& optimizer,
                               const WeightsEma* ema) {
   torch::serialize::OutputArchive archive;
@@ -108,7 +121,11 @@ std::string serialize_tensors(const Classifier& model, const torch::optim::Optim
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("rng.cpu", gen.get_state());
   }
+  // Reserved up front: grown by doubling, the buffer would be copied on the way and a CPU job's
+  // resident peak would carry up to twice the checkpoint beside the training's own memory. Pages
+  // reserved and never written are not resident, so a generous estimate costs nothing.
   std::string out;
+  out.reserve(serialized_size_estimate(model, ema != nullptr));
   archive.save_to([&out](const void* data, size_t size) {
     out.append(static_cast<const char*>(data), size);
     return size;

@@ -40,6 +40,8 @@ class FindBatchCommand : public Command {
     app.add_flag("--json", json_, "print the result as JSON (for machines) instead of the table");
     app.add_flag("--no-cache", no_cache_, "search again even when a cached answer exists (the new one is cached)");
     app.add_option("-o,--out", out_, "also write the JSON result to this file");
+    // Internal: the fresh process of find_batch.process_check (one probe, its JSON to --out).
+    app.add_option("--probe-process-at", probe_process_at_)->group("")->check(CLI::Range(1, 1 << 20));
   }
 
   int run() override {
@@ -62,8 +64,19 @@ class FindBatchCommand : public Command {
           " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
     if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
 
+    if (probe_process_at_ > 0) {
+      const auto probe = process_probe_to_json(probe_this_process(*config, classes, probe_process_at_));
+      if (out_.empty())
+        std::cout << probe.dump() << std::endl;
+      else
+        write_file_atomic(out_, probe.dump() + "\n");
+      return 0;
+    }
     const double input_rate = data ? plan_input_rate(*config, *data, DistEnv{}) : 0.0;
-    const FindBatchResult result = find_batch(*config, classes, !no_cache_, input_rate);
+    const ProbeFolder folder;
+    const FindBatchResult result = find_batch(
+        *config, classes, !no_cache_, input_rate,
+        spawn_process_probe(std::filesystem::read_symlink("/proc/self/exe"), *config, classes, folder.path()));
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
     if (json_)
@@ -79,6 +92,7 @@ class FindBatchCommand : public Command {
   CLI::Option* classes_option_ = nullptr;
   bool json_ = false;
   bool no_cache_ = false;
+  int probe_process_at_ = 0;
   std::string out_;
 };
 

@@ -61,6 +61,7 @@ class TrainCommand : public Command {
       config = fresh_start_of_resumed_run(*config);
     }
     job.config = std::move(*config);
+    job.program = std::filesystem::read_symlink("/proc/self/exe");
     const int rank = job.env.rank;
     const TrainJobResult result = run_train_job(std::move(job));
     if (rank == 0)

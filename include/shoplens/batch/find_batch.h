@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/batch/batch_search.h"
+#include "shoplens/batch/process_fit.h"
 #include "shoplens/core/config.h"
 
 namespace shoplens {
@@ -87,6 +88,9 @@ void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int 
 // `num_classes` sizes the head; the data itself is not read (inputs are synthetic, worst case).
 // `input_images_per_second` > 0 (measure_input_rate on the job's data): with objective throughput
 // the plan counts no batch's images/s above it, since training cannot outrun its loader.
-FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second = 0);
+// `process_probe` (spawn_process_probe): on CPU with train.memory_budget and
+// find_batch.process_check, the answer is lowered until a fresh process at it fits the budget.
+FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache, double input_images_per_second = 0,
+                           const ProcessProbeFn& process_probe = {});
 
 }  // namespace shoplens

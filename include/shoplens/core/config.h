@@ -149,6 +149,11 @@ struct FindBatchConfig {
   std::int64_t reference_batch = 0;  // global batch optim.lr was tuned for (0: loader.batch_size x accumulation)
   bool cache = true;
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/shoplens, else ~/.cache/shoplens
+  // CPU with train.memory_budget: the answer is probed again in a fresh process and lowered until
+  // the whole process fits the budget, not only its tensors (docs/FIND_BATCH.md, "The process").
+  bool process_check = true;
+  int process_steps = 10;          // steps of each fresh-process probe (the heap's free blocks settle over steps)
+  double process_headroom = 0.15;  // fraction of the budget kept for what a real epoch adds to a probe's process
 };
 
 // Data-parallel training (docs/DISTRIBUTED.md). The process group itself comes from the

@@ -21,6 +21,10 @@ struct TrainJob {
   Config config;                         // resolved
   std::optional<Checkpoint> checkpoint;  // resume from it (its weights, optimizer and position)
   DistEnv env;                           // this process's place in a data-parallel run (one process: the default)
+  // The shoplens program (`/proc/self/exe` of the CLI). Given, `loader.batch_size: auto` on CPU with
+  // a memory budget searches in a child `find-batch` (process_check): the probes' cached
+  // primitives then stay out of the training process. Empty: the search runs in this process.
+  std::filesystem::path program;
 };
 
 struct TrainJobResult {

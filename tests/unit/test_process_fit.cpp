@@ -1,0 +1,104 @@
+// find_batch.process_check's step (batch/process_fit.h) on fake processes: the whole process must
+// fit, the tensors' answer is lowered in few fresh-process probes, and what cannot fit says so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "shoplens/batch/process_fit.h"
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// A process whose memory beside the tensors grows with the batch too: tensors 178 MiB + 4.6 MiB a
+// sample (resnet18 at 96 px), and beside them `fixed` MiB + `extra_per_sample` MiB a sample.
+struct FakeProcess {
+  double fixed = 60, extra_per_sample = 2.0;
+  std::vector<int> probed;
+
+  ProcessProbe operator()(int batch) {
+    probed.push_back(batch);
+    ProcessProbe p;
+    p.batch = batch;
+    p.ran = true;
+    p.tensors_peak_bytes = static_cast<std::int64_t>((178 + 4.6 * batch) * kMiB);
+    p.process_peak_bytes = p.tensors_peak_bytes + static_cast<std::int64_t>((fixed + extra_per_sample * batch) * kMiB);
+    return p;
+  }
+  double process_mib(int batch) const { return 178 + 4.6 * batch + fixed + extra_per_sample * batch; }
+};
+
+TEST(ProcessFit, AProcessThatFitsCostsOneProbe) {
+  FakeProcess process;
+  const auto fit = fit_process(60, static_cast<std::int64_t>(676 * kMiB), 1, std::ref(process));
+  EXPECT_EQ(fit.batch, 60);  // 178 + 276 + 60 + 120 = 634 MiB
+  EXPECT_EQ(process.probed, std::vector<int>{60});
+  EXPECT_TRUE(fit.note.empty());
+}
+
+TEST(ProcessFit, TheTensorsAnswerIsLoweredUntilTheWholeProcessFitsNearTheEdge) {
+  FakeProcess process;
+  const auto usable = static_cast<std::int64_t>(676 * kMiB);
+  const auto fit = fit_process(125, usable, 1, std::ref(process));
+  EXPECT_LE(process.probed.size(), 4u);
+  EXPECT_LE(process.process_mib(fit.batch), 676);
+  // The edge is 66 (60 + 178 + 6.6 x 66 = 673.6 MiB): the line through two probes finds it.
+  EXPECT_GE(fit.batch, 64);
+  EXPECT_NE(fit.note.find("batch 125's tensors fit"), std::string::npos) << fit.note;
+  EXPECT_EQ(process_fit_to_json(fit, usable)["probes"].size(), process.probed.size());
+}
+
+TEST(ProcessFit, RoundsToTheMultipleTheTensorsAnswerUses) {
+  FakeProcess process;
+  const auto fit = fit_process(120, static_cast<std::int64_t>(676 * kMiB), 8, std::ref(process));
+  EXPECT_EQ(fit.batch % 8, 0);
+  EXPECT_LE(process.process_mib(fit.batch), 676);
+}
+
+TEST(ProcessFit, AProcessThatNeverFitsIsAnErrorNamingWhatItHeld) {
+  FakeProcess process;
+  process.fixed = 2000;  // beside the tensors alone, more than the budget
+  try {
+    fit_process(40, static_cast<std::int64_t>(676 * kMiB), 1, std::ref(process));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("does not fit the budget"), std::string::npos) << message;
+    EXPECT_NE(message.find("find_batch.process_check=false"), std::string::npos) << message;
+  }
+  EXPECT_LE(process.probed.size(), 4u);
+}
+
+TEST(ProcessFit, AMachineThatCannotMeasureAProcessKeepsTheTensorsAnswer) {
+  auto unmeasured = [](int batch) {
+    ProcessProbe p;
+    p.batch = batch;
+    p.ran = true;
+    p.tensors_peak_bytes = 100;
+    return p;  // process_peak_bytes 0: no /proc/self/clear_refs
+  };
+  const auto fit = fit_process(50, 1000, 1, unmeasured);
+  EXPECT_EQ(fit.batch, 50);
+  EXPECT_FALSE(fit.measured);
+  EXPECT_NE(fit.note.find("clear_refs"), std::string::npos);
+}
+
+TEST(ProcessFit, TheChildsJsonRoundTrips) {
+  ProcessProbe p;
+  p.batch = 71;
+  p.ran = true;
+  p.tensors_peak_bytes = 520000000;
+  p.process_peak_bytes = 661000000;
+  p.seconds = 5.5;
+  const ProcessProbe back = process_probe_from_json(process_probe_to_json(p));
+  EXPECT_EQ(back.batch, 71);
+  EXPECT_EQ(back.tensors_peak_bytes, p.tensors_peak_bytes);
+  EXPECT_EQ(back.process_peak_bytes, p.process_peak_bytes);
+  EXPECT_DOUBLE_EQ(back.seconds, 5.5);
+}
+
+}  // namespace
+}  // namespace shoplens
