@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Time-to-accuracy of recipe.sh's baseline against its Python peer (scripts/bench/recipe_peer.py:
+# torchvision transforms, a timm-style loop, the same samples and recipe), seed by seed, the two
+# runs of a seed back to back so that both see the same machine. Prints a Markdown table: best
+# validation macro-F1, test macro-F1 of the best weights, train seconds, and the train seconds
+# until validation macro-F1 first reached the target (0.9 x the lower of the two sides' mean best).
+#
+# Usage: scripts/bench/recipe_vs_python.sh [--dir DIR] [--bin PATH] [--python PATH] [--seeds "1 2 3"] [--threads 1]
+#   --dir     recipe.sh's working folder (default bench-recipe/); its catalog and shards are made first
+#   --python  the interpreter whose torch the binary links (default $SHOPLENS_PYTHON, else /usr/bin/python3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
+python=${SHOPLENS_PYTHON:-/usr/bin/python3}
+dir=bench-recipe seeds="1 2 3" threads=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dir) dir=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+# recipe.sh makes the catalog, the shards and base.json; its baseline runs are ours for each seed.
+SHOPLENS_BIN=$bin bash scripts/bench/recipe.sh --dir "$dir" --seeds "$seeds" baseline > "$dir/recipe_baseline.md"
+mkdir -p "$dir/peer"
+for seed in $seeds; do
+  "$python" scripts/bench/recipe_peer.py --catalog "$dir/catalog" --shards "$dir/shards" --seed "$seed" \
+    --threads "$threads" > "$dir/peer/seed-$seed.json"
+done
+"$python" - "$dir" "$seeds" <<'PY'
+import json, statistics, sys
+d, seeds = sys.argv[1], sys.argv[2].split()
+def ours(seed):
+    run = f"{d}/runs/baseline-s{seed}"
+    summary = json.load(open(f"{run}/summary.json"))
+    evals = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"phase":"val"' in l.replace(" ", "")]
+    return {"best": summary["best"]["value"], "test": summary["test_macro_f1"], "seconds": summary["train_seconds"],
+            "curve": [(e["train_seconds"], e["macro_f1"]) for e in evals]}
+def peer(seed):
+    r = json.load(open(f"{d}/peer/seed-{seed}.json"))
+    return {"best": r["best_val_macro_f1"], "test": r["test_macro_f1"], "seconds": r["train_seconds"],
+            "curve": [(e["train_seconds"], e["val_macro_f1"]) for e in r["epochs"]]}
+rows = {s: (ours(s), peer(s)) for s in seeds}
+target = 0.9 * min(statistics.mean(r[0]["best"] for r in rows.values()), statistics.mean(r[1]["best"] for r in rows.values()))
+def reach(curve):
+    return next((f"{t:.1f}" for t, f in curve if f >= target), "never")
+print(f"target validation macro-F1: {target:.3f}\n")
+print("| seed | side | best val macro-F1 | test macro-F1 | train s | train s to target |")
+print("|---|---|---:|---:|---:|---:|")
+for s, (a, b) in rows.items():
+    for name, r in (("shoplens", a), ("torchvision peer", b)):
+        print(f"| {s} | {name} | {r['best']:.3f} | {r['test']:.3f} | {r['seconds']:.1f} | {reach(r['curve'])} |")
+for i, name in enumerate(("shoplens", "torchvision peer")):
+    side = [r[i] for r in rows.values()]
+    print(f"| mean | {name} | {statistics.mean(x['best'] for x in side):.3f} | {statistics.mean(x['test'] for x in side):.3f} | "
+          f"{statistics.mean(x['seconds'] for x in side):.1f} | |")
+PY
