@@ -24,10 +24,10 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-# recipe.sh makes the catalog, the shards and base.json; its baseline runs are ours for each seed.
-SHOPLENS_BIN=$bin bash scripts/bench/recipe.sh --dir "$dir" --seeds "$seeds" baseline > "$dir/recipe_baseline.md"
+# recipe.sh makes the catalog, the shards and base.json; its baseline run is ours for each seed.
 mkdir -p "$dir/peer"
 for seed in $seeds; do
+  SHOPLENS_BIN=$bin bash scripts/bench/recipe.sh --dir "$dir" --seeds "$seed" baseline > "$dir/recipe_baseline.md"
   "$python" scripts/bench/recipe_peer.py --catalog "$dir/catalog" --shards "$dir/shards" --seed "$seed" \
     --threads "$threads" > "$dir/peer/seed-$seed.json"
 done
