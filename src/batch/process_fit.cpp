@@ -33,6 +33,7 @@ int round_down_to(int batch, int round_to) {
 // whole, aimed a tenth short (its memory beside the tensors grows with the batch too, and not
 // smoothly: oneDNN picks other kernels and scratch sizes at other shapes).
 int step_below(const ProcessProbe& over, std::int64_t usable) {
+  if (over.process_peak_bytes <= 0) return std::max(1, over.batch / 2);  // an OOM probe: no process figure
   const double scaled = over.batch * static_cast<double>(usable) / static_cast<double>(over.process_peak_bytes);
   return std::clamp(static_cast<int>(std::floor(0.9 * scaled)), 1, over.batch - 1);
 }

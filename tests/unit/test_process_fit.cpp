@@ -72,6 +72,25 @@ TEST(ProcessFit, AProcessThatNeverFitsIsAnErrorNamingWhatItHeld) {
   EXPECT_LE(process.probed.size(), 4u);
 }
 
+// The fresh process runs more steps than the search's verification: should its tensors run out of
+// their budget there, the batch is halved (an out-of-memory probe has no process figure to scale).
+TEST(ProcessFit, AFreshProcessWhoseTensorsRunOutOfMemoryHalvesTheBatch) {
+  FakeProcess process;
+  auto probe = [&process](int batch) {
+    ProcessProbe p = process(batch);
+    if (batch > 60) {
+      p.ran = false;
+      p.process_peak_bytes = 0;
+    }
+    return p;
+  };
+  const auto fit = fit_process(100, static_cast<std::int64_t>(676 * kMiB), 1, probe);
+  EXPECT_EQ(process.probed.front(), 100);
+  EXPECT_EQ(process.probed.at(1), 50);
+  EXPECT_LE(fit.batch, 60);
+  EXPECT_LE(process.process_mib(fit.batch), 676);
+}
+
 TEST(ProcessFit, AMachineThatCannotMeasureAProcessKeepsTheTensorsAnswer) {
   auto unmeasured = [](int batch) {
     ProcessProbe p;
