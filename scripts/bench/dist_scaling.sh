@@ -6,30 +6,24 @@
 #
 # Usage: scripts/bench/dist_scaling.sh [--trials N] [--out FILE] [--bucket-mb MB] [CASE ...]
 #   CASE = model:global_batch:image_size   (default: small_cnn:64:64 resnet18:32:64)
+#   --trials     alternating trials per case (default 3)
+#   --out        JSON-lines records (default dist_scaling.jsonl)
+#   --bucket-mb  bench-train --bucket-mb, the all-reduce bucket size (default 25)
+# Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
+# (default /usr/bin/python3).
 # Then: scripts/bench/dist_projection.py turns the measured figures into 8- and 32-GPU estimates.
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-trials=3
-out=dist_scaling.jsonl
-bucket=25
-cases=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --trials) trials=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --bucket-mb) bucket=$2; shift 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+trials=3 out=dist_scaling.jsonl bucket=25 cases=()
+parse_options 'trials= out= bucket-mb=bucket @cases' "$@"
 [[ ${#cases[@]} -eq 0 ]] && cases=(small_cnn:64:64 resnet18:32:64)
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+require_bin
 cores=$(nproc)
 half=$(( cores / 2 > 0 ? cores / 2 : 1 ))
 : > "$out"
 
-field() { "$python" -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 printf '%-22s %10s %10s %10s %8s %9s %9s %8s\n' case "1 rank/s" "2 ranks/s" "no-ovl/s" speedup "wait ms" "no-ovl ms" hidden
 for c in "${cases[@]}"; do
   IFS=: read -r model global size <<< "$c"

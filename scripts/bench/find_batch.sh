@@ -36,34 +36,16 @@
 # oom_retries = 0 in the epoch. Takes about 40 minutes on a (busy) 2-core machine, most of it in
 # binsearch and exact, whose probes sit near the maximum.
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
 budget=2GiB threads=2 precision=fp32 device=auto images=3000 storage=128 dir=bench-find-batch out="" epoch=1 vocab=30522
 strategies=fit,binsearch,exact
 cases=() sets=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --budget) budget=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --precision) precision=$2; shift 2 ;;
-    --device) device=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    --images) images=$2; shift 2 ;;
-    --vocab) vocab=$2; shift 2 ;;
-    --storage-size) storage=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;;
-    --no-epoch) epoch=0; shift ;;
-    --strategies) strategies=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+parse_options 'budget= threads= precision= device= set+sets images= vocab= storage-size=storage dir= out= bin=
+               no-epoch!epoch=0 strategies= @cases' "$@"
 [[ ${#cases[@]} -eq 0 ]] && cases=(small_cnn:64 resnet18:96)
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first, or pass --bin" >&2; exit 2; }
+require_bin
 mkdir -p "$dir/logs"
 out=${out:-$dir/find_batch_bench.jsonl}
 : > "$out"
@@ -159,20 +141,14 @@ done
 [[ $epoch -eq 1 ]] || { echo "records: $out"; exit 0; }
 
 # One epoch + validation (+ test) at the batch fit found, worst-case augmentation, the same budget.
-if [[ ! -f $dir/catalog/manifest.csv ]]; then
-  "$bin" make-data --out "$dir/catalog" --num-images "$images" --image-size-range 160:400 --seed 11 --threads "$threads" \
-    > "$dir/logs/make-data.log" 2>&1
-fi
-if [[ ! -f $dir/shards/dataset.json ]]; then
-  "$bin" prepare --input "$dir/catalog/manifest.csv" --out "$dir/shards" --storage-size "$storage" --threads "$threads" \
-    > "$dir/logs/prepare.log" 2>&1
-fi
+catalog_and_shards --logs "$dir/logs" "$dir" --num-images "$images" --image-size-range 160:400 --seed 11 --threads "$threads" \
+  -- --storage-size "$storage" --threads "$threads"
 echo
 printf '%-10s %5s %6s %9s %11s %9s %9s %9s %9s\n' model image batch effective oom_retries "step img/s" "train s" "wall s" "val F1"
 for c in "${cases[@]}"; do
   IFS=: read -r model size <<< "$c"
   if [[ $size == tokens=* ]]; then echo "$model: a text case, no epoch on the image catalog"; continue; fi
-  batch=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["micro_batch"])' "$dir/$model-$size-fit.json")
+  batch=$(field micro_batch < "$dir/$model-$size-fit.json")
   rm -rf "$dir/run-$model-$size"
   cmd=("$bin" train --shards "$dir/shards" --out "$dir/run-$model-$size" -m "$model" --epochs 1 -b "$batch"
        --memory-budget "$budget" --threads "$threads" --precision "$precision" --device "$device"

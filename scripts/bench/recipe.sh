@@ -9,22 +9,16 @@
 #             applies to ViTs only and is not measured here (small_cnn rejects it).
 #   --dir     working folder (default bench-recipe/): catalog, shards and runs, made once and reused
 #   --bin     the shoplens binary (default $SHOPLENS_BIN, else build/release/bin/shoplens)
+#   --epochs  epochs per run (default 8)
+#   --seeds   the seeds, one run each per variant (default "1 2 3")
 # Each run is well under a minute on one quiet core; run it on a quiet machine (`nice` when sharing one).
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
 dir=bench-recipe epochs=8 seeds="1 2 3"
 variants=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --dir) dir=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --seeds) seeds=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) variants+=("$1"); shift ;;
-  esac
-done
+parse_options 'dir= bin= epochs= seeds= @variants' "$@"
 [ ${#variants[@]} -gt 0 ] || variants=(baseline pad_crop trivial erasing one_cycle ema)
 
 # The option each variant switches on; everything else is the baseline below.
@@ -36,10 +30,12 @@ variant_sets() {
     erasing) echo "--set augment.random_erasing=0.25" ;;
     one_cycle) echo "--set schedule.name=one_cycle" ;;
     ema) echo "--set train.ema_decay=0.95" ;;
-    *) echo "unknown variant $1" >&2; exit 2 ;;
+    *) options_usage_error "unknown variant $1" ;;
   esac
 }
 
+for variant in "${variants[@]}"; do variant_sets "$variant" > /dev/null; done  # an unknown one stops here
+require_bin
 mkdir -p "$dir/runs"
 cat > "$dir/base.json" <<JSON
 {
@@ -52,9 +48,7 @@ cat > "$dir/base.json" <<JSON
   "train": {"epochs": $epochs, "class_balance": "weighted_loss", "keep_last": 1, "tensorboard": false}
 }
 JSON
-[ -f "$dir/catalog/manifest.csv" ] || "$bin" make-data --out "$dir/catalog" --num-images 1200 --seed 5 --threads 1 >/dev/null
-[ -f "$dir/shards/dataset.json" ] || "$bin" prepare --config "$dir/base.json" --input "$dir/catalog/manifest.csv" \
-  --out "$dir/shards" --threads 1 >/dev/null
+catalog_and_shards "$dir" --num-images 1200 --seed 5 --threads 1 -- --config "$dir/base.json" --threads 1 >/dev/null
 
 for variant in "${variants[@]}"; do
   for seed in $seeds; do

@@ -6,24 +6,18 @@
 # until validation macro-F1 first reached the target (0.9 x the lower of the two sides' mean best).
 #
 # Usage: scripts/bench/recipe_vs_python.sh [--dir DIR] [--bin PATH] [--python PATH] [--seeds "1 2 3"] [--threads 1]
-#   --dir     recipe.sh's working folder (default bench-recipe/); its catalog and shards are made first
-#   --python  the interpreter whose torch the binary links (default $SHOPLENS_PYTHON, else /usr/bin/python3)
+#   --dir      recipe.sh's working folder (default bench-recipe/); its catalog and shards are made first
+#   --bin      the shoplens binary (default $SHOPLENS_BIN, else build/release/bin/shoplens)
+#   --python   the interpreter whose torch the binary links (default $SHOPLENS_PYTHON, else /usr/bin/python3)
+#   --seeds    the seeds, one run of each side per seed (default "1 2 3")
+#   --threads  the Python peer's threads (default 1; recipe.sh's runs use one)
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
 dir=bench-recipe seeds="1 2 3" threads=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --dir) dir=$2; shift 2 ;;
-    --bin) bin=$2; shift 2 ;;
-    --python) python=$2; shift 2 ;;
-    --seeds) seeds=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
-  esac
-done
+parse_options 'dir= bin= python= seeds= threads=' "$@"
+require_bin
 # recipe.sh makes the catalog, the shards and base.json; its baseline run is ours for each seed.
 mkdir -p "$dir/peer"
 for seed in $seeds; do

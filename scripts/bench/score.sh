@@ -14,30 +14,15 @@
 # Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
 # (default /usr/bin/python3).
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
 trials=3 images=1000 dir=bench-score out=score_bench.jsonl cases=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --trials) trials=$2; shift 2 ;;
-    --images) images=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+parse_options 'trials= images= dir= out= @cases' "$@"
 [[ ${#cases[@]} -eq 0 ]] && cases=(small_cnn:64:64:1:2 resnet18:224:32:1:2)
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+require_bin
 mkdir -p "$dir"
-if [[ ! -f $dir/catalog/manifest.csv ]]; then
-  "$bin" make-data --out "$dir/catalog" --num-images "$images" --image-size-range 300:800 --seed 17 >/dev/null
-fi
-if [[ ! -f $dir/shards/dataset.json ]]; then
-  "$bin" prepare --input "$dir/catalog/manifest.csv" --out "$dir/shards" --storage-size 64 >/dev/null
-fi
+catalog_and_shards "$dir" --num-images "$images" --image-size-range 300:800 --seed 17 -- --storage-size 64 >/dev/null
 : > "$out"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 printf '%-26s %10s %10s %6s %10s %10s %6s %8s %8s %7s\n' "case (model:size:b:w:t...)" "ours e2e" "py e2e" "ratio" \

@@ -8,35 +8,30 @@
 # Usage: scripts/bench/serve.sh [--model M] [--size S] [--rates "5 10 20"] [--requests N]
 #                               [--slo-ms 100] [--threads T] [--dir DIR] [--out FILE] [CONFIG ...]
 #   CONFIG = label=serve flags, e.g. 'b1=--max-batch 1' 'p95=--max-batch 32 --p95-target-ms 100'
+#            (default: b1=--max-batch 1 --max-queue-delay-ms 0, fixed=--max-batch 16
+#            --max-queue-delay-ms 5, p95=--max-batch 32 --p95-target-ms SLO)
+#   --model     the model served, trained one step and exported (default resnet18)
+#   --size      its image size (default 64)
+#   --rates     the request rates per second swept (default "25 50 75 100 150")
+#   --requests  requests per rate and configuration (default 400)
+#   --slo-ms    the latency SLO of goodput (default 100)
+#   --threads   the server's compute threads (default 1)
+#   --dir       catalog, shards, model and server logs, made once and reused (default bench-serve/)
+#   --out       JSON-lines records (default serve_bench.jsonl)
+# Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
+# (default /usr/bin/python3).
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
 model=resnet18 size=64 rates="25 50 75 100 150" requests=400 slo=100 threads=1 dir=bench-serve out=serve_bench.jsonl
 configs=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --model) model=$2; shift 2 ;;
-    --size) size=$2; shift 2 ;;
-    --rates) rates=$2; shift 2 ;;
-    --requests) requests=$2; shift 2 ;;
-    --slo-ms) slo=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    *) configs+=("$1"); shift ;;
-  esac
-done
+parse_options 'model= size= rates= requests= slo-ms=slo threads= dir= out= @configs' "$@"
 [[ ${#configs[@]} -eq 0 ]] && configs=("b1=--max-batch 1 --max-queue-delay-ms 0" \
   "fixed=--max-batch 16 --max-queue-delay-ms 5" "p95=--max-batch 32 --p95-target-ms $slo")
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+require_bin
 mkdir -p "$dir"
-if [[ ! -f $dir/catalog/manifest.csv ]]; then
-  "$bin" make-data --out "$dir/catalog" --num-images 200 --image-size-range 300:800 --seed 17 >/dev/null
-fi
-if [[ ! -f $dir/shards/dataset.json ]]; then
-  "$bin" prepare --input "$dir/catalog/manifest.csv" --out "$dir/shards" --storage-size 64 >/dev/null
-fi
+catalog_and_shards "$dir" --num-images 200 --image-size-range 300:800 --seed 17 -- --storage-size 64 >/dev/null
 model_dir=$dir/model-$model-$size
 if [[ ! -f $model_dir/model_card.json ]]; then  # weights do not matter for speed: one training step
   rm -rf "$dir/run-$model-$size"

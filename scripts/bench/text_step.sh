@@ -10,28 +10,23 @@
 #
 # Usage: scripts/bench/text_step.sh [--trials N] [--out FILE] [--same-malloc] [CASE ...]
 #   CASE = model:batch:seq_len:threads   default cases: text_tiny:16:256:2 text_tiny:32:128:2
+#   --trials       alternating trials per side (default 3)
+#   --out          JSON-lines records (default text_step_bench.jsonl)
+#   --same-malloc  the Python peer runs with shoplens's malloc settings (default: glibc's)
+# Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
+# (default /usr/bin/python3).
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-trials=3
-out=text_step_bench.jsonl
-peer_env=()
-cases=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --trials) trials=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --same-malloc) peer_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2147483647); shift ;;
-    -*) echo "text_step.sh: unknown option $1" >&2; exit 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+trials=3 out=text_step_bench.jsonl same_malloc=0 cases=()
+parse_options 'trials= out= same-malloc! @cases' "$@"
 [[ ${#cases[@]} -eq 0 ]] && cases=(text_tiny:16:256:2 text_tiny:32:128:2)
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+peer_env=()
+[[ $same_malloc -eq 1 ]] && peer_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2147483647)
+require_bin
 : > "$out"
 
-field() { "$python" -c "import json,sys; print(json.load(sys.stdin)[sys.argv[1]])" "$1"; }
 printf '%-30s %14s %14s %8s %14s\n' "case (model:batch:len:thr)" "shoplens ms" "pytorch ms" "ratio" "shoplens tok/s"
 for c in "${cases[@]}"; do
   IFS=: read -r model batch len threads <<< "$c"

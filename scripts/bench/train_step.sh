@@ -12,25 +12,13 @@
 # Binary and Python from $SHOPLENS_BIN (default build/release/bin/shoplens) and $SHOPLENS_PYTHON
 # (default /usr/bin/python3). Both run on the GPU when there is one (bench-train's rule).
 set -euo pipefail
+# shellcheck source=lib/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-bin=${SHOPLENS_BIN:-build/release/bin/shoplens}
-python=${SHOPLENS_PYTHON:-/usr/bin/python3}
-trials=3 warmup=3 steps=10
-out=train_step_bench.jsonl
-cases=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --trials) trials=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+trials=3 warmup=3 steps=10 out=train_step_bench.jsonl cases=()
+parse_options 'trials= warmup= steps= out= @cases' "$@"
 [[ ${#cases[@]} -eq 0 ]] && cases=(small_cnn:32:64:2 small_cnn:64:64:1 resnet18:16:112:2)
-[[ -x $bin ]] || { echo "no $bin: run scripts/build.sh first" >&2; exit 2; }
+require_bin
 : > "$out"
 
 printf '%-34s %12s %12s %7s\n' "case (model:batch:size:threads)" "shoplens/s" "pytorch/s" "ratio"
@@ -44,10 +32,10 @@ for c in "${cases[@]}"; do
   for ((t = 0; t < trials; t++)); do
     line=$("$bin" bench-train "${flags[@]}" --format json 2>/dev/null)
     echo "$line" >> "$out"
-    ours+=("$(echo "$line" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["images_per_second"])')")
+    ours+=("$(echo "$line" | field images_per_second)")
     line=$("$python" scripts/bench/train_step_peer.py "${flags[@]}")
     echo "$line" >> "$out"
-    theirs+=("$(echo "$line" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["images_per_second"])')")
+    theirs+=("$(echo "$line" | field images_per_second)")
   done
   "$python" - "$c" "${ours[*]}" "${theirs[*]}" <<'PY'
 import statistics, sys
