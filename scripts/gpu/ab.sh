@@ -17,22 +17,11 @@
 #   --set      more settings for both arms (repeatable)
 #   --loader   time the loader alone (shoplens load), not training
 set -euo pipefail
+# shellcheck source=../bench/lib/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib/options.sh"
 cd "$(dirname "$0")/../.."
 kit=gpu-kit out=${OUT:-ab-out} work=/tmp/shoplens-study repeats=2 name="" positional=() common=() verb=train
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --kit) kit=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --work) work=$2; shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
-    --name) name=$2; shift 2 ;;
-    --set) common+=(--set "$2"); shift 2 ;;
-    --loader) verb=load; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "ab.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
-    *) positional+=("$1"); shift ;;
-  esac
-done
+parse_options 'kit= out= work= repeats= name= set+common loader!verb=load @positional' "$@"
 [[ ${#positional[@]} -eq 3 ]] || { echo "ab.sh: give MODEL:PX:EPOCHS:BATCH KEY=A KEY=B (try --help)" >&2; exit 2; }
 [[ -f $kit/env.sh ]] || { echo "ab.sh: no GPU kit at $kit (scripts/gpu/pack.sh)" >&2; exit 2; }
 [[ -f $work/shards/dataset.json ]] || { echo "ab.sh: no shards in $work (run scripts/gpu/study.sh first)" >&2; exit 2; }

@@ -1,4 +1,6 @@
-# Shared by the scripts of scripts/gpu (sourced, not run).
+# shellcheck shell=bash
+# Shared by the scripts of scripts/gpu (sourced, not run); their option parser is
+# scripts/bench/lib/options.sh.
 
 # replace_dir DIR MARKER: empties DIR for a fresh run, refusing a folder this tooling did not make
 # (one that holds files but not MARKER), so that a mistyped --out or --work never deletes data.

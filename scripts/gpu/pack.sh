@@ -22,21 +22,13 @@
 #             calls no OpenCV function that uses them. system: whatever ldd finds (OpenBLAS here).
 # Prints the kit's size and the time the pack took; both go into OUT/manifest.json.
 set -euo pipefail
+# shellcheck source=../bench/lib/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib/options.sh"
 cd "$(dirname "$0")/../.."
 # shellcheck source=common.sh
 source scripts/gpu/common.sh
 mode=binary build=build/torch2 out=gpu-kit python="" blas=reference
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --mode) mode=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --python) python=$2; shift 2 ;;
-    --blas) blas=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "pack.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
-  esac
-done
+parse_options 'mode= build= out= python= blas=' "$@"
 [[ $mode == binary || $mode == debs ]] || { echo "pack.sh: --mode is binary or debs, not '$mode'" >&2; exit 2; }
 [[ $blas == reference || $blas == system ]] || { echo "pack.sh: --blas is reference or system, not '$blas'" >&2; exit 2; }
 for b in shoplens shoplens_tests; do

@@ -44,27 +44,15 @@
 # e.g. a regression found by the gate, is in the table), 1 when a step failed, timed out or was
 # skipped or a table lists problems (a failed gpu test, OOM retries, ...), 2 on a usage error.
 set -euo pipefail
+# shellcheck source=../bench/lib/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib/options.sh"
 cd "$(dirname "$0")/../.."
 repo=$PWD
 # shellcheck source=common.sh
 source scripts/gpu/common.sh
 call="" cpu=0 kit=gpu-kit build="" out=${OUT:-prove-out} work=/tmp/shoplens-prove python=${SHOPLENS_PYTHON:-python3}
 threads="" call_seconds=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --call) call=$2; shift 2 ;;
-    --cpu) cpu=1; shift ;;
-    --kit) kit=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --work) work=$2; shift 2 ;;
-    --python) python=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --call-seconds) call_seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "prove.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
-  esac
-done
+parse_options 'call= cpu! kit= build= out= work= python= threads= call-seconds=' "$@"
 case "$call" in 1|2|3) calls=("$call") ;; all) calls=(1 2 3) ;;
   *) echo "prove.sh: --call 1, 2, 3 or all is required (try --help)" >&2; exit 2 ;; esac
 command -v "$python" >/dev/null || { echo "prove.sh: no Python '$python' (pass --python)" >&2; exit 2; }
@@ -157,6 +145,7 @@ step() {
 }
 
 # The catalog and shards of calls 2 and 3, made once per machine.
+# shellcheck disable=SC2317  # make_data, device_info and kit_check run through step
 make_data() {
   local d=$work/data want="make-data --num-images $data_images --image-size-range $data_range --seed 11; prepare --storage-size $data_storage"
   if [[ -f $d/shards/dataset.json && $(cat "$d/made-with" 2>/dev/null) == "$want" ]]; then
@@ -171,6 +160,7 @@ make_data() {
   echo "$want" > "$d/made-with"
 }
 
+# shellcheck disable=SC2317
 device_info() {  # every call: the card, the software, the settings that move the figures
   "$python" - "$raw/device.json" "$SHOPLENS_BIN" <<'PY'
 import json, os, subprocess, sys, torch, torchvision
@@ -199,6 +189,7 @@ PY
   nvidia-smi 2>&1 || true
 }
 
+# shellcheck disable=SC2317
 kit_check() {  # call 1: the kit resolves its libraries here, and what it is
   [[ -n $kit ]] || { echo "no kit (--build): nothing to check"; return 0; }
   "$python" "$src/scripts/gpu/kit_libs.py" check --kit "$kit" "$kit/libexec/shoplens" "$kit/libexec/shoplens_tests"

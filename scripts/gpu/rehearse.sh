@@ -12,19 +12,13 @@
 # Exit status: 0 passed, 1 failed, 77 skipped (the Python has no pytorch_lightning or its torch is
 # not the build's: the Debian 1.13 build), 2 usage error.
 set -euo pipefail
+# shellcheck source=../bench/lib/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib/options.sh"
 cd "$(dirname "$0")/../.."
 # shellcheck source=common.sh
 source scripts/gpu/common.sh
 build=build/torch2 python=${SHOPLENS_PYTHON:-} dir=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --python) python=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "rehearse.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
-  esac
-done
+parse_options 'build= python= dir=' "$@"
 [[ -n $python ]] || python=$(bash scripts/venv.sh | tail -n 1)/bin/python
 dir=${dir:-$build/gpu-rehearsal}
 if ! "$python" -c 'import pytorch_lightning, torchvision' 2>/dev/null; then

@@ -5,7 +5,8 @@
 # usable core for threads and loader workers. Results: OUT/study-MODEL-PX/study.json, report.html
 # and the runs' logs; OUT/study.md gathers each case's summary.
 #
-# Usage: scripts/gpu/study.sh [--kit DIR] [--out DIR] [--work DIR] [--seeds N] [--case-seconds N] CASE...
+# Usage: scripts/gpu/study.sh [--kit DIR] [--out DIR] [--work DIR] [--images N] [--seeds N]
+#                             [--case-seconds N] CASE...
 #   --kit           the GPU kit (default gpu-kit)
 #   --out           results (default $OUT when set, else study-out)
 #   --work          scratch data (default /tmp/shoplens-study)
@@ -14,21 +15,11 @@
 #   --case-seconds  the limit of each case (default 240)
 #   CASE            MODEL:PX:EPOCHS, e.g. resnet18:128:5 resnet50:224:3
 set -euo pipefail
+# shellcheck source=../bench/lib/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib/options.sh"
 cd "$(dirname "$0")/../.."
 kit=gpu-kit out=${OUT:-study-out} work=/tmp/shoplens-study images=6000 seeds=3 case_seconds=240 cases=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --kit) kit=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --work) work=$2; shift 2 ;;
-    --images) images=$2; shift 2 ;;
-    --seeds) seeds=$2; shift 2 ;;
-    --case-seconds) case_seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "study.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
-    *) cases+=("$1"); shift ;;
-  esac
-done
+parse_options 'kit= out= work= images= seeds= case-seconds= @cases' "$@"
 [[ ${#cases[@]} -gt 0 ]] || { echo "study.sh: give at least one MODEL:PX:EPOCHS case (try --help)" >&2; exit 2; }
 [[ -f $kit/env.sh ]] || { echo "study.sh: no GPU kit at $kit (scripts/gpu/pack.sh)" >&2; exit 2; }
 # shellcheck disable=SC1091
