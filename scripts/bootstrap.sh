@@ -17,7 +17,7 @@ PACKAGES=(
   # HTTP server for `shoplens serve` (header-only)
   libcpp-httplib-dev
   # libFuzzer targets; format and static checks (scripts/check_code.sh, scripts/tidy.sh)
-  clang libclang-rt-14-dev clang-format clang-tidy
+  clang libclang-rt-14-dev clang-format clang-tidy shellcheck
   # the Python peer for side-by-side benchmarks and weight-compatibility fixtures
   python3 python3-venv python3-torch python3-torchvision python3-pil python3-numpy
   # scikit-learn: the reference the binary metrics (ROC AUC, average precision) are checked against

@@ -6,6 +6,8 @@
 #   so does an entry that is no longer needed (delete its line).
 #   format: every tracked C++ file is as clang-format (.clang-format) writes it; fix with
 #   `git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i`.
+#   shell: every tracked shell script is shellcheck clean (sourced files followed from the script's
+#   own folder).
 # Usage: scripts/check_code.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +39,10 @@ PY
 unformatted=$(git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --style=file --dry-run 2>&1 | grep -oE '^[^:]+\.(cpp|h|cu):' | sort -u | tr -d ':' || true)
 if [[ -n $unformatted ]]; then
   echo "check_code: not as clang-format writes them (git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i):"
-  echo "$unformatted" | sed 's/^/  /'
+  echo "${unformatted//$'\n'/$'\n'  }" | sed '1s/^/  /'
   exit 1
 fi
 echo "check_code: every C++ file is clang-format clean"
+mapfile -t scripts < <(git ls-files '*.sh')
+shellcheck -x -P SCRIPTDIR "${scripts[@]}"
+echo "check_code: ${#scripts[@]} shell scripts shellcheck clean"

@@ -5,10 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <string>
 
 #include "shoplens/data/loader.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/train/checkpoint.h"
+#include "shoplens/train/train_state.h"
 
 namespace shoplens::testing {
 
@@ -57,6 +60,20 @@ inline void expect_close(const at::Tensor& a, const at::Tensor& b, const std::st
   const double scale = b.abs().max().item<double>();
   const double diff = (a - b).abs().max().item<double>();
   EXPECT_LE(diff, 1e-5 * scale) << what << ": max difference " << diff << " (scale " << scale << ")";
+}
+
+// The parameters of a run's newest valid checkpoint as one flat vector, the model rebuilt through
+// the config the checkpoint saved (no dataset needed): what "the same training" compares.
+inline at::Tensor final_parameters(const std::filesystem::path& run, int num_classes) {
+  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
+  EXPECT_TRUE(found.has_value()) << run;
+  if (!found) return at::Tensor();
+  const Config config = config_from_json(found->state.at("config"), "checkpoint");
+  auto model = make_model(model_spec_from_config(config, num_classes));
+  restore_model_weights(*model, found->tensors);
+  std::vector<at::Tensor> flat;
+  for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten());
+  return torch::cat(flat);
 }
 
 }  // namespace shoplens::testing

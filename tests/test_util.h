@@ -82,6 +82,8 @@ std::vector<std::string> catalog_image_paths(const std::filesystem::path& catalo
 std::string read_text(const std::filesystem::path& path);
 // A JSON file's content (throws on a parse error, which the test reports).
 nlohmann::json read_json(const std::filesystem::path& path);
+// Step records in a training run's ledger so far (every rank's file): how far a run has come.
+std::size_t ledger_steps(const std::filesystem::path& run);
 
 // Renders an HTML report in headless Chromium (Debian's `chromium`, installed by scripts/bootstrap.sh;
 // SHOPLENS_TEST_CHROMIUM overrides) with tests/e2e/html_layout_check.js injected into a copy.

@@ -1,5 +1,5 @@
 """The Python peers' step timing: warm-up steps, then timed ones; the same protocol as
-`shoplens bench-train` (median of the timed steps)."""
+`shoplens bench-train` (median of the timed steps), and the percentiles the latency figures use."""
 import time
 
 
@@ -15,3 +15,15 @@ def time_steps(step, warmup, steps):
     s = sorted(times)
     median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
     return times, median
+
+
+def percentile(values, q):
+    """The q-quantile of `values` (0 <= q <= 1), interpolated linearly between the two nearest ranks
+    (numpy's default); None for no values."""
+    if not values:
+        return None
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)

@@ -30,6 +30,7 @@ from torchvision import transforms
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from load_shoplens_model import load  # noqa: E402
+from peer_timing import percentile  # noqa: E402
 
 
 class Rows(Dataset):
@@ -49,14 +50,6 @@ class Rows(Dataset):
         except Exception:  # an error row, like shoplens: never a failed job
             size = self.transform.transforms[1].size
             return torch.zeros(3, size[0], size[1]), False
-
-
-def pct(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def main():
@@ -124,7 +117,7 @@ def main():
                       "batch_size": a.batch_size, "workers": a.workers, "threads": a.threads, "images": images,
                       "device": device.type, "precision": a.precision,
                       "images_per_second": images / wall, "compute_images_per_second": compute,
-                      "p50_ms": pct(latencies, 0.5), "p95_ms": pct(latencies, 0.95), "p99_ms": pct(latencies, 0.99)}))
+                      "p50_ms": percentile(latencies, 0.5), "p95_ms": percentile(latencies, 0.95), "p99_ms": percentile(latencies, 0.99)}))
 
 
 if __name__ == "__main__":

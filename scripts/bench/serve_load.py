@@ -17,15 +17,7 @@ import random
 import threading
 import time
 
-
-def percentile(values, q):
-    if not values:
-        return None
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+from peer_timing import percentile
 
 
 def main():

@@ -117,13 +117,10 @@ void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config
       plan.micro_batch, plan.speedup, plan.reference_batch, epochs, config.train.epochs, config.train.epochs));
 }
 
-void apply_plan(Config& config, const BatchPlan& plan) {
-  if (plan.epochs > 0) config.train.epochs = plan.epochs;
-  config.loader.batch_size = plan.micro_batch;
-  config.loader.auto_batch = false;
-  config.train.accumulation_steps = plan.accumulation_steps;
-  config.optim.lr = plan.lr;
-  config.schedule.warmup_epochs = plan.warmup_epochs;
+void apply_config_patch(Config& config, const json& patch) {
+  json merged = config_to_json(config);
+  merged.merge_patch(patch);
+  config = config_from_json(merged, "find-batch's plan");
 }
 
 json search_to_json(const SearchResult& s) {

@@ -286,9 +286,9 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   if (by_throughput && fb.target_global_batch <= 0) budget_epochs_by_time(result.plan, choice.speedup, config);
   if (by_throughput && input_images_per_second > 0)
     result.plan.notes.push_back(fmt::format(
-        "the input pipeline delivered {:.0f} images/s (loader.workers {}, this config's augmentation): the step's "
-        "images/s count only up to that rate",
-        input_images_per_second, config.loader.workers));
+        "the input pipeline delivers about {:.0f} images/s beside training (loader.workers {}, this config's "
+        "augmentation, find_batch.input_rate_share {:g}): the step's images/s count only up to that rate",
+        input_images_per_second, config.loader.workers, config.find_batch.input_rate_share));
   if (by_throughput && result.throughput_batch < result.micro_batch)
     result.plan.notes.push_back(fmt::format(
         "batch {} fits, but doubling beyond {} added less than {:.0f}% images/s: a larger batch would mostly cost "

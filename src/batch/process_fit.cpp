@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <algorithm>
 #include <cmath>
@@ -127,30 +128,30 @@ json process_fit_to_json(const ProcessFit& fit, std::int64_t usable) {
   return {{"batch", fit.batch}, {"measured", fit.measured}, {"usable_bytes", usable}, {"probes", probes}};
 }
 
-ProbeFolder::ProbeFolder() {
+const fs::path& ProbeFolder::path() {
+  if (!path_.empty()) return path_;
   std::string pattern = (fs::temp_directory_path() / "shoplens-probe-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr)
     throw IoError("cannot create a folder for the fresh-process probes under " + fs::temp_directory_path().string() +
                   ": " + std::strerror(errno));
   path_ = pattern;
+  return path_;
 }
 
 ProbeFolder::~ProbeFolder() {
   std::error_code ec;
-  fs::remove_all(path_, ec);
+  if (!path_.empty()) fs::remove_all(path_, ec);
 }
 
-ProcessProbeFn spawn_process_probe(const fs::path& exe, const Config& config, int num_classes,
-                                   const fs::path& scratch) {
-  Config probe_config = config;
-  probe_config.data.shards.clear();  // the probe's inputs are synthetic: no dataset to open
-  probe_config.find_batch.cache = false;
-  fs::create_directories(scratch);
-  const fs::path config_file = scratch / "probe_config.json";
-  write_file_atomic(config_file, config_to_json(probe_config).dump(2) + "\n");
-  return [exe, config_file, num_classes, scratch](int batch) {
-    const fs::path out = scratch / fmt::format("process-{}.json", batch);
-    const fs::path log = scratch / fmt::format("process-{}.log", batch);
+ProcessProbeFn spawn_process_probe(const fs::path& exe, const Config& config, int num_classes, ProbeFolder& folder) {
+  auto probe_config = std::make_shared<Config>(config);
+  probe_config->data.shards.clear();  // the probe's inputs are synthetic: no dataset to open
+  probe_config->find_batch.cache = false;
+  return [exe, probe_config, num_classes, &folder](int batch) {
+    const fs::path config_file = folder.path() / "probe_config.json";
+    if (!fs::exists(config_file)) write_file_atomic(config_file, config_to_json(*probe_config).dump(2) + "\n");
+    const fs::path out = folder.path() / fmt::format("process-{}.json", batch);
+    const fs::path log = folder.path() / fmt::format("process-{}.log", batch);
     const ProcessExit exit =
         run_process({exe.string(), "find-batch", "--config", config_file.string(), "--classes",
                      std::to_string(num_classes), "--probe-process-at", std::to_string(batch), "-o", out.string()},

@@ -10,6 +10,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
+#include "shoplens/core/json_lines.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/models/model_facts.h"
@@ -534,26 +535,12 @@ std::string results_junit(const std::vector<ScenarioResult>& results, const std:
 
 std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const std::string& origin) {
   std::map<std::string, BaselineEntry> out;
-  std::size_t line_no = 0;
-  for (const auto& raw : split(text, '\n')) {
-    ++line_no;
-    const std::string line(trim(raw));
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = fmt::format("{}:{}", origin, line_no);
-    if (json_nesting_exceeds(line))
-      throw ConfigError(where + ": nests deeper than " + std::to_string(kMaxJsonNesting) + " levels");
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw ConfigError(where + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object()) throw ConfigError(where + ": expected one JSON object per line");
+  for_each_json_line<ConfigError>(text, origin, [&](const json& j, const std::string& where) {
     // The recorder's own scenario name is "name"; a plain recommend record only has "scenario".
     const json& key = j.contains("name") ? j["name"] : j.contains("scenario") ? j["scenario"] : json();
     if (!key.is_string() || key.get<std::string>().empty())
       throw ConfigError(where + ": missing \"name\" or \"scenario\"");
-    if (j.value("status", "ok") != "ok") continue;  // a failed scenario has no figure to compare against
+    if (j.value("status", "ok") != "ok") return;  // a failed scenario has no figure to compare against
     if (!j.contains("images_per_second") || !j["images_per_second"].is_number() ||
         !(j["images_per_second"].get<double>() > 0))
       throw ConfigError(where + ": \"images_per_second\" must be a number > 0");
@@ -569,7 +556,7 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
       }
     }
     out[key.get<std::string>()] = e;
-  }
+  });
   return out;
 }
 

@@ -202,16 +202,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   memory->reset_peak();
 
   seed_torch(s.seed);
-  SyntheticJobOptions job_options;
-  job_options.model = s.model;
-  job_options.num_classes = s.num_classes;
-  job_options.image_size = s.image_size;
-  job_options.channels_last = s.channels_last;
-  job_options.optimizer = s.optimizer;
-  job_options.precision = s.precision;
-  job_options.cuda = cuda;
-  job_options.vocab_size = s.vocab_size;
-  job_options.seq_len = s.seq_len;
+  SyntheticJobOptions job_options{s, cuda};
   if (text) job_options.text = &text->config.text;
   const SyntheticJob job(job_options);
   TrainStep& step = *job.step;

@@ -10,6 +10,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_lines.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -29,26 +30,14 @@ std::string hours_text(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 
 
 std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const std::string& origin) {
   std::vector<ThroughputRecord> out;
-  std::size_t line_no = 0;
-  for (const auto& raw : split(text, '\n')) {
-    ++line_no;
-    const std::string line(trim(raw));
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = fmt::format("{}:{}", origin, line_no);
+  for_each_json_line<DataError>(text, origin, [&](const json& j, const std::string& where) {
     auto fail = [&](const std::string& what) { throw DataError(where + ": " + what); };
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      fail(std::string("not valid JSON: ") + e.what());
-    }
-    if (!j.is_object()) fail("expected one JSON object per line");
     for (const auto& [key, value] : j.items())
       if (std::find(kRecordKeys.begin(), kRecordKeys.end(), key) == kRecordKeys.end() &&
           std::find(recorder_record_keys().begin(), recorder_record_keys().end(), key) == recorder_record_keys().end())
         fail("unknown field '" + key + "'" + did_you_mean(key, kRecordKeys));
     // `shoplens bench` writes failed scenarios too (no throughput): nothing to plan with.
-    if (j.contains("status") && j["status"] == "failed") continue;
+    if (j.contains("status") && j["status"] == "failed") return;
     auto text_field = [&](const char* key, bool required) {
       if (!j.contains(key)) {
         if (required) fail(std::string("missing \"") + key + "\"");
@@ -89,7 +78,7 @@ std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const s
       r.estimate = j["estimate"].get<bool>();
     }
     out.push_back(std::move(r));
-  }
+  });
   return out;
 }
 

@@ -38,16 +38,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   std::unique_ptr<SyntheticJob> job;  // declared first: the reducer's hooks go before the model
   std::shared_ptr<ProcessGroup> group;
   std::unique_ptr<GradientReducer> reducer;
-  SyntheticJobOptions job_options;
-  job_options.model = o.model;
-  job_options.num_classes = o.num_classes;
-  job_options.image_size = o.image_size;
-  job_options.channels_last = o.channels_last;
-  job_options.optimizer = o.optimizer;
-  job_options.precision = o.precision;
-  job_options.cuda = cuda;
-  job_options.vocab_size = o.vocab_size;
-  job_options.seq_len = o.seq_len;
+  SyntheticJobOptions job_options{o, cuda};
   job = std::make_unique<SyntheticJob>(job_options, [&](Classifier& model, TrainStepOptions& step_options) {
     if (!env.distributed()) return;
     GroupOptions group_options;

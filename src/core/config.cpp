@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -76,38 +77,23 @@ void read_value(const json& v, std::map<std::string, std::string>& out, const st
 }
 
 template <class T>
-const char* type_name();
-template <>
-const char* type_name<bool>() {
-  return "boolean";
-}
-template <>
-const char* type_name<int>() {
-  return "integer";
-}
-template <>
-const char* type_name<std::int64_t>() {
-  return "integer";
-}
-template <>
-const char* type_name<double>() {
-  return "number";
-}
-template <>
-const char* type_name<std::string>() {
-  return "string";
-}
-template <>
-const char* type_name<std::vector<double>>() {
-  return "list of numbers";
-}
-template <>
-const char* type_name<std::vector<std::string>>() {
-  return "list of strings";
-}
-template <>
-const char* type_name<std::map<std::string, std::string>>() {
-  return "object of strings";
+constexpr const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "number";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "string";
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return "list of numbers";
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return "list of strings";
+  else {
+    static_assert(std::is_same_v<T, std::map<std::string, std::string>>, "a config field of an unknown type");
+    return "object of strings";
+  }
 }
 
 // ---- the schema: one row per field, bound to its struct member ----
@@ -522,6 +508,10 @@ void add_find_batch_fields(std::vector<Field>& f) {
   f.push_back(field(&C::find_batch, "find_batch", &FB::cache, "cache", "reuse a result with the same fingerprint"));
   f.push_back(field(&C::find_batch, "find_batch", &FB::cache_dir, "cache_dir",
                     "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)"));
+  f.push_back(field(&C::find_batch, "find_batch", &FB::input_rate_share, "input_rate_share",
+                    "objective throughput: share of the loader's samples/s, timed alone before training, that the "
+                    "plan counts on while the training process shares the machine's cores",
+                    in_range(0.05, 1.0)));
   f.push_back(field(&C::find_batch, "find_batch", &FB::process_check, "process_check",
                     "CPU with train.memory_budget: probe the answer again in a fresh process and lower it until the "
                     "whole process fits the budget, not only its tensors"));

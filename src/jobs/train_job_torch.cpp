@@ -109,13 +109,11 @@ void check_job(const TrainJob& job) {
                      "or choose another --out");
 }
 
-// loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
-// Returns find-batch's record for the run directory.
 // The search in a child `find-batch` with this job's config: a CPU process keeps the oneDNN
 // primitives of every batch shape it ran, and a search runs many, so the training process would hold
 // them beside its own and outgrow a budget its batch was chosen to fit. The child's log is passed on.
-nlohmann::json find_the_batch_in_a_child(Config& config, const fs::path& program) {
-  const ProbeFolder folder;
+nlohmann::json find_the_batch_in_a_child(const Config& config, const fs::path& program) {
+  ProbeFolder folder;
   const fs::path config_file = folder.path() / "config.json", out = folder.path() / "find_batch.json",
                  log = folder.path() / "find_batch.log";
   write_file_atomic(config_file, config_to_json(config).dump(2) + "\n");
@@ -124,34 +122,33 @@ nlohmann::json find_the_batch_in_a_child(Config& config, const fs::path& program
   std::cerr << read_file(log) << std::flush;  // its probes, its table and its notes
   if (exit.interrupted()) throw InterruptedError();
   if (!exit.ok()) throw Error("train: the batch search (a child find-batch) failed: " + exit.describe());
-  nlohmann::json found = nlohmann::json::parse(read_file(out));
-  nlohmann::json merged = config_to_json(config);
-  merged.merge_patch(found.at("config_patch"));
-  config = config_from_json(merged, "find-batch's plan");
-  spdlog::info(
-      "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
-      "({} probes, searched in a child process{})",
-      config.loader.batch_size, config.train.accumulation_steps, found.at("micro_batch").get<int>(), config.optim.lr,
-      found.at("probes").size(), found.value("from_cache", false) ? ", cached" : "");
-  for (const auto& note : found.value("notes", nlohmann::json::array()))
-    spdlog::info("train: find-batch: {}", note.get<std::string>());
-  return found;
+  return nlohmann::json::parse(read_file(out));
 }
 
+// Runs the job with find-batch's plan (its JSON, from either process) and says so.
+void apply_found_batch(Config& config, const nlohmann::json& found, bool in_a_child) {
+  apply_config_patch(config, found.at("config_patch"));
+  spdlog::info(
+      "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
+      "({} probes{}{})",
+      config.loader.batch_size, config.train.accumulation_steps, found.at("micro_batch").get<int>(), config.optim.lr,
+      found.at("probes").size(), in_a_child ? ", searched in a child process" : "",
+      found.value("from_cache", false) ? ", cached" : "");
+  for (const auto& note : found.value("notes", nlohmann::json::array()))
+    spdlog::info("train: find-batch: {}", note.get<std::string>());
+}
+
+// loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
+// Returns find-batch's record for the run directory.
 nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env, const fs::path& program) {
   const bool in_a_child = !program.empty() && !env.distributed() && !wants_cuda(config.train.device) &&
                           !config.train.memory_budget.empty() && config.find_batch.process_check;
-  if (in_a_child) return find_the_batch_in_a_child(config, program);
-  const FindBatchResult found = find_batch(config, static_cast<int>(data.class_names.size()), /*use_cache=*/true,
-                                           plan_input_rate(config, data, env));
-  apply_plan(config, found.plan);
-  spdlog::info(
-      "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
-      "({} probes{})",
-      found.plan.micro_batch, found.plan.accumulation_steps, found.micro_batch, found.plan.lr,
-      found.search.at("probes").size(), found.from_cache ? ", cached" : "");
-  for (const auto& note : found.plan.notes) spdlog::info("train: find-batch: {}", note);
-  return found.to_json();
+  const nlohmann::json found = in_a_child ? find_the_batch_in_a_child(config, program)
+                                          : find_batch(config, static_cast<int>(data.class_names.size()),
+                                                       /*use_cache=*/true, plan_input_rate(config, data, env))
+                                                .to_json();
+  apply_found_batch(config, found, in_a_child);
+  return found;
 }
 
 // Joins the data-parallel group: every rank must run the same job from the same checkpoint, and
@@ -204,12 +201,18 @@ std::string segment_name(const DistEnv& env) {
 
 double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env) {
   if (config.find_batch.objective != "throughput" || env.distributed()) return 0;
-  const double rate = measure_input_rate(data, config, kInputRateSeconds);
-  if (rate > 0)
-    spdlog::info("train: the loader delivers {:.0f} samples/s; find-batch's plan counts no batch faster", rate);
-  else
+  const InputRate rate = measure_input_rate(data, config, kInputRateSeconds);
+  if (rate.samples_per_second <= 0) {
     spdlog::info("train: the training split is too short to time its loader; find-batch plans on the step's rates");
-  return rate;
+    return 0;
+  }
+  const double share = config.find_batch.input_rate_share;
+  spdlog::info(
+      "train: the loader delivers {:.0f} samples/s alone ({:.1f} s over {} epoch{}); find-batch's plan counts no "
+      "batch faster than {:.0f} (find_batch.input_rate_share {:g}: training shares the cores)",
+      rate.samples_per_second, rate.seconds, rate.epochs, rate.epochs == 1 ? "" : "s", rate.samples_per_second * share,
+      share);
+  return rate.samples_per_second * share;
 }
 
 TrainData open_train_data(Config& config) {

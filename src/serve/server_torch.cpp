@@ -85,56 +85,29 @@ class ModelRunner {
   DecodeOptions decode_;
 };
 
-InferenceOptions inference_options(const ServeOptions& o) {
-  InferenceOptions inference;
-  inference.precision = o.precision;
-  inference.device = o.device;
-  inference.exact_decode = !o.fast_decode;
-  return inference;
-}
-
-BatcherOptions batcher_options(const ServeOptions& o) {
-  BatcherOptions bo;
-  bo.max_batch = o.max_batch;
-  bo.max_queue_delay_ms = o.max_queue_delay_ms;
-  bo.max_queue = o.max_queue;
-  bo.timeout_ms = o.request_timeout_ms;
-  bo.p95_target_ms = o.p95_target_ms;
-  return bo;
-}
-
 FrontendOptions frontend_options(const ServeOptions& o) {
-  FrontendOptions fo;
-  fo.host = o.host;
-  fo.port = o.port;
-  fo.image_root = o.image_root;
-  fo.max_body_bytes = o.max_body_bytes;
-  fo.header_timeout_ms = o.header_timeout_ms;
-  fo.body_timeout_ms = o.body_timeout_ms;
-  fo.idle_timeout_ms = o.idle_timeout_ms;
+  FrontendOptions fo = o.frontend;
   // Each request waiting for its batch holds an HTTP thread. With fewer threads than the queue can
   // hold, excess requests would wait unseen in the threads' own queue (latency, never a 503):
   // enough threads for a full queue, the batch running and a few quick requests (/metrics, /healthz).
-  fo.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + 2 * o.max_batch + 8;
-  fo.request_timeout_ms = o.request_timeout_ms;
-  fo.max_waiting_connections = o.max_waiting_connections;
+  if (fo.http_threads <= 0) fo.http_threads = o.batcher.max_queue + 2 * o.batcher.max_batch + 8;
+  fo.request_timeout_ms = o.batcher.timeout_ms;
   return fo;
 }
 
 }  // namespace
 
 int run_server(const ServeOptions& o) {
-  if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1")
-    spdlog::warn("serve: listening on {} (not loopback): anyone who can reach it can use the model", o.host);
+  if (o.frontend.host != "127.0.0.1" && o.frontend.host != "localhost" && o.frontend.host != "::1")
+    spdlog::warn("serve: listening on {} (not loopback): anyone who can reach it can use the model", o.frontend.host);
   // A client that hangs up mid-response must not kill the server: write errors become EPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 
-  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference_options(o));
+  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), o.inference);
   ModelRunner runner(session);
-  ServeMetrics metrics(o.max_batch);
+  ServeMetrics metrics(o.batcher.max_batch);
   MicroBatcher batcher(
-      batcher_options(o), [&](const auto& inputs, auto& outputs) { return runner.run(inputs, outputs); }, steady_now,
-      &metrics);
+      o.batcher, [&](const auto& inputs, auto& outputs) { return runner.run(inputs, outputs); }, steady_now, &metrics);
   metrics.set_queue_length_source([&] { return batcher.queue_length(); });
 
   HttpFrontend frontend(
@@ -142,29 +115,29 @@ int run_server(const ServeOptions& o) {
       [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); }, runner.class_names());
   const int port = frontend.start();
   if (!o.port_file.empty()) write_file_atomic(o.port_file, std::to_string(port) + "\n");
-  std::cout << "listening on http://" << o.host << ":" << port << std::endl;
+  std::cout << "listening on http://" << o.frontend.host << ":" << port << std::endl;
 
   // /healthz answers from here on; /readyz only once the curve is measured.
-  const LatencyCurve curve = runner.measure(o.max_batch, o.warmup_reps);
+  const LatencyCurve curve = runner.measure(o.batcher.max_batch, o.warmup_reps);
   std::vector<std::pair<int, double>> curve_ms;
   for (const auto& p : curve.points()) curve_ms.emplace_back(p.batch, p.p95_ms);
   metrics.set_latency_curve(curve_ms);
   batcher.set_curve(curve);
-  if (o.p95_target_ms > 0) {
-    const int cap = curve.largest_within(o.p95_target_ms, o.max_batch);
-    spdlog::info("p95 target {} ms: batches up to {} (model p95 {:.1f} ms at that size)", o.p95_target_ms, cap,
+  if (o.batcher.p95_target_ms > 0) {
+    const int cap = curve.largest_within(o.batcher.p95_target_ms, o.batcher.max_batch);
+    spdlog::info("p95 target {} ms: batches up to {} (model p95 {:.1f} ms at that size)", o.batcher.p95_target_ms, cap,
                  curve.p95_ms(cap));
-    if (curve.p95_ms(1) > o.p95_target_ms)
+    if (curve.p95_ms(1) > o.batcher.p95_target_ms)
       spdlog::warn("the model alone needs {:.1f} ms at batch 1: the p95 target of {} ms cannot be met", curve.p95_ms(1),
-                   o.p95_target_ms);
+                   o.batcher.p95_target_ms);
   }
   batcher.start();
   if (!interrupt_requested()) {
     frontend.set_ready(true);
-    spdlog::info("ready: max batch {}, {}, queue {}, timeout {} ms", o.max_batch,
-                 o.p95_target_ms > 0 ? fmt::format("p95 target {} ms", o.p95_target_ms)
-                                     : fmt::format("queue delay {} ms", o.max_queue_delay_ms),
-                 o.max_queue, o.request_timeout_ms);
+    spdlog::info("ready: max batch {}, {}, queue {}, timeout {} ms", o.batcher.max_batch,
+                 o.batcher.p95_target_ms > 0 ? fmt::format("p95 target {} ms", o.batcher.p95_target_ms)
+                                             : fmt::format("queue delay {} ms", o.batcher.max_queue_delay_ms),
+                 o.batcher.max_queue, o.batcher.timeout_ms);
   }
 
   while (!interrupt_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -63,18 +63,6 @@ class E2eDist : public ::testing::Test {
 testing::ScratchDir* E2eDist::dir_ = nullptr;
 fs::path E2eDist::data_;
 
-// Parameters of a run's newest checkpoint as one flat vector.
-at::Tensor final_parameters(const fs::path& run, const std::string& model, int classes, int image_size) {
-  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
-  EXPECT_TRUE(found.has_value()) << run;
-  if (!found) return at::Tensor();
-  auto m = make_model(testing::spec(model, classes, image_size));
-  restore_model_weights(*m, found->tensors);
-  std::vector<at::Tensor> flat;
-  for (const auto& p : m->parameters()) flat.push_back(p.detach().flatten());
-  return torch::cat(flat);
-}
-
 std::string ledger_check(const fs::path& run) {
   auto r = run_shoplens("verify-ledger " + run.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -102,15 +90,15 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
   auto d = run_shoplens(train(single_acc, "--batch-size 4 --accumulation 2" + common));
   ASSERT_EQ(d.exit_code, 0) << d.output;
 
-  const auto reference = final_parameters(single, "vit_tiny", 12, 16);
-  expect_close(final_parameters(ranks, "vit_tiny", 12, 16), reference, "2 ranks x 4 vs 1 x 8");
-  expect_close(final_parameters(ranks_acc, "vit_tiny", 12, 16), reference, "2 ranks x 2 x 2 accumulation vs 1 x 8");
-  expect_close(final_parameters(single_acc, "vit_tiny", 12, 16), reference, "1 rank x 4 x 2 accumulation vs 1 x 8");
+  const auto reference = testing::final_parameters(single, 12);
+  expect_close(testing::final_parameters(ranks, 12), reference, "2 ranks x 4 vs 1 x 8");
+  expect_close(testing::final_parameters(ranks_acc, 12), reference, "2 ranks x 2 x 2 accumulation vs 1 x 8");
+  expect_close(testing::final_parameters(single_acc, 12), reference, "1 rank x 4 x 2 accumulation vs 1 x 8");
   // The comparison can fail: half the batch (other samples, other gradients) ends elsewhere.
   const fs::path half = *dir_ / "eq-half";
   auto e = run_shoplens(train(half, "--batch-size 4" + common));
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  const auto other = final_parameters(half, "vit_tiny", 12, 16);
+  const auto other = testing::final_parameters(half, 12);
   EXPECT_GT((other - reference).abs().max().item<double>(), 1e-3 * reference.abs().max().item<double>());
 
   // The test split is scored in two strided halves and summed: the same metrics as one process.
@@ -196,17 +184,7 @@ TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
   }
   // Wait until training is under way (rank 0's ledger has steps), then preempt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  auto steps_logged = [&] {
-    std::size_t n = 0;
-    if (!fs::is_directory(run / "ledger")) return n;
-    for (const auto& e : fs::directory_iterator(run / "ledger")) {
-      std::ifstream in(e.path());
-      std::string line;
-      while (std::getline(in, line)) n += line.find("\"type\":\"step\"") != std::string::npos;
-    }
-    return n;
-  };
-  while (steps_logged() < 6 && std::chrono::steady_clock::now() < deadline)
+  while (testing::ledger_steps(run) < 6 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ::kill(pid, SIGTERM);
   int status = 0;

@@ -78,28 +78,6 @@ bool eventually(const std::function<bool()>& done) {
   return true;
 }
 
-std::size_t steps_logged(const fs::path& run) {
-  std::size_t n = 0;
-  if (!fs::is_directory(run / "ledger")) return n;
-  for (const auto& e : fs::directory_iterator(run / "ledger")) {
-    std::ifstream in(e.path());
-    std::string line;
-    while (std::getline(in, line)) n += line.find("\"type\":\"step\"") != std::string::npos;
-  }
-  return n;
-}
-
-at::Tensor final_parameters(const fs::path& run) {
-  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
-  EXPECT_TRUE(found.has_value()) << run;
-  if (!found) return at::Tensor();
-  auto m = make_model(testing::spec("vit_tiny", 12, 16));
-  restore_model_weights(*m, found->tensors);
-  std::vector<at::Tensor> flat;
-  for (const auto& p : m->parameters()) flat.push_back(p.detach().flatten());
-  return torch::cat(flat);
-}
-
 std::string exact_ledger(const fs::path& run) {
   auto r = run_shoplens("verify-ledger " + run.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -223,7 +201,8 @@ TEST_P(OverALink, MatchOneProcessWithTheWholeBatchAndTheLedgerIsExact) {
   ASSERT_EQ(node0.exit_code, 0) << node0.output;
   ASSERT_EQ(node1.wait(), 0) << node1.output();
 
-  testing::expect_close(final_parameters(nodes), final_parameters(single), "2 nodes x 4 vs 1 process x 8");
+  testing::expect_close(testing::final_parameters(nodes, 12), testing::final_parameters(single, 12),
+                        "2 nodes x 4 vs 1 process x 8");
   const auto summary = read_json(nodes / "summary.json");
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_EQ(summary["global_batch"], 8);
@@ -247,7 +226,7 @@ TEST_P(ALauncher, AKilledNodeIsReplacedAndTheLedgerStaysExact) {
   const std::string worker = train(run, "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4");
   Background node0(launch(0, worker, 2), *dir_ / ("kill-node0-" + GetParam()));
   auto node1 = std::make_unique<Background>(launch(1, worker, 2), *dir_ / ("kill-node1-" + GetParam()));
-  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 12; })) << node0.output();
+  ASSERT_TRUE(eventually([&] { return testing::ledger_steps(run) >= 12; })) << node0.output();
   ASSERT_EQ(run_shell("bash " + script("netns/two_hosts.sh") + " kill " + id_ + " 1").exit_code, 0);
   EXPECT_EQ(node1->wait(), 128 + SIGKILL);
   if (GetParam() == "shoplens") {
@@ -281,7 +260,7 @@ TEST_F(E2eNetworkFault, ALinkDownPastTheTimeoutNamesThePeerAndTheGroupRestarts) 
       train(run, "--batch-size 4 --epochs 2 --set train.checkpoint_every_steps=4 --set dist.timeout_seconds=10");
   Background node0(shoplens_launch(0, worker, 3), *dir_ / "link-node0");
   Background node1(shoplens_launch(1, worker, 3), *dir_ / "link-node1");
-  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 8; })) << node0.output();
+  ASSERT_TRUE(eventually([&] { return testing::ledger_steps(run) >= 8; })) << node0.output();
   const std::string link = "bash " + script("netns/two_hosts.sh") + " link " + id_;
   ASSERT_EQ(run_shell(link + " down").exit_code, 0);
   // Down until both ranks gave up on their peer: longer than the timeout, whatever it is.
@@ -375,7 +354,8 @@ TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string eq = submit(ranks, "--batch-size 4" + std::string(kEquivalence));
   ASSERT_EQ(finished(eq), "COMPLETED") << read_text(*dir_ / ("slurm-" + eq + ".out"));
-  testing::expect_close(final_parameters(ranks), final_parameters(single), "srun 2 nodes x 4 vs 1 process x 8");
+  testing::expect_close(testing::final_parameters(ranks, 12), testing::final_parameters(single, 12),
+                        "srun 2 nodes x 4 vs 1 process x 8");
   EXPECT_EQ(read_json(ranks / "summary.json")["world_size"], 2);
   exact_ledger(ranks);
 
@@ -383,7 +363,7 @@ TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
   // SLURM_RESTART_COUNT=1 and resumes.
   const fs::path run = *dir_ / "slurm-requeued";
   const std::string job = submit(run, "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4");
-  ASSERT_TRUE(eventually([&] { return steps_logged(run) >= 12; })) << job_state(job);
+  ASSERT_TRUE(eventually([&] { return testing::ledger_steps(run) >= 12; })) << job_state(job);
   ASSERT_EQ(run_shell(cluster("run") + " scontrol requeue " + job).exit_code, 0);
   // A requeued job waits two minutes before it is eligible again; release it now.
   ASSERT_TRUE(eventually([&] { return job_state(job) == "PENDING"; })) << job_state(job);

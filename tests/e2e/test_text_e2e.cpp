@@ -56,19 +56,6 @@ class E2eText : public ::testing::Test {
 testing::ScratchDir* E2eText::dir_ = nullptr;
 fs::path E2eText::data_;
 
-// The newest checkpoint's parameters, rebuilt through the config it saved (no dataset needed).
-at::Tensor final_parameters(const fs::path& run) {
-  auto found = CheckpointStore(run / "checkpoints", 100).newest_valid();
-  EXPECT_TRUE(found.has_value()) << run;
-  if (!found) return at::Tensor();
-  const Config config = config_from_json(found->state.at("config"), "checkpoint");
-  auto model = make_model(model_spec_from_config(config, 2));
-  restore_model_weights(*model, found->tensors);
-  std::vector<at::Tensor> flat;
-  for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten());
-  return torch::cat(flat);
-}
-
 TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   const fs::path whole = *dir_ / "whole", split = *dir_ / "split";
   auto a = run_shoplens(train(whole, "--batch-size 16"));
@@ -82,7 +69,8 @@ TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   auto b2 = run_shoplens("train --out " + split.string() + " --resume auto");
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
-  expect_close(final_parameters(split), final_parameters(whole), "stopped at 7 + resumed vs uninterrupted");
+  expect_close(testing::final_parameters(split, 2), testing::final_parameters(whole, 2),
+               "stopped at 7 + resumed vs uninterrupted");
 
   const auto summary = read_json(whole / "summary.json");
   EXPECT_EQ(summary["status"], "completed");
@@ -122,7 +110,8 @@ TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExac
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("killed by signal 9"), std::string::npos) << b.output;
   EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
-  expect_close(final_parameters(ranks), final_parameters(single), "2 ranks x 8 (token budget, killed) vs 1 x 16");
+  expect_close(testing::final_parameters(ranks, 2), testing::final_parameters(single, 2),
+               "2 ranks x 8 (token budget, killed) vs 1 x 16");
 
   const auto summary = read_json(ranks / "summary.json");
   EXPECT_EQ(summary["world_size"], 2);

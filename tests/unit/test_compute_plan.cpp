@@ -66,6 +66,9 @@ TEST(BenchRecords, ParseSkipsCommentsAndNamesTheLineOfAnError) {
   EXPECT_NE(error(R"({"scenario":"s","device":"gpu","hardware":"x","images_per_sec":5,"source":"m","date":"d"})")
                 .find("did you mean 'images_per_second'"),
             std::string::npos);
+  // Nesting is refused before the value is walked, as in every other JSON read from outside.
+  const std::string deep = R"({"scenario":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_NE(error(deep).find("b.jsonl:2: nests deeper than"), std::string::npos);
 }
 
 TEST(ScalingModel, InterpolatesOnLog2AndValidatesOverrides) {

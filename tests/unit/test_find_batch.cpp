@@ -272,7 +272,7 @@ TEST(PlanBatch, ATimeBudgetTurnsTheMeasuredSpeedupIntoEpochs) {
   EXPECT_FALSE(plan.notes.empty());
   EXPECT_EQ(config_patch(plan, 64)["train"]["epochs"], 10);
   Config applied = c;
-  apply_plan(applied, plan);
+  apply_config_patch(applied, config_patch(plan, 64));
   EXPECT_EQ(applied.train.epochs, 10);
   EXPECT_EQ(applied.loader.batch_size, 64);
 
@@ -281,7 +281,7 @@ TEST(PlanBatch, ATimeBudgetTurnsTheMeasuredSpeedupIntoEpochs) {
   EXPECT_EQ(barely.epochs, 0);
   EXPECT_FALSE(config_patch(barely, 64)["train"].contains("epochs"));
   Config same = c;
-  apply_plan(same, barely);
+  apply_config_patch(same, config_patch(barely, 64));
   EXPECT_EQ(same.train.epochs, 5);
 
   c.find_batch.train_budget = "epochs";
@@ -298,13 +298,15 @@ TEST(PlanBatch, ThePatchAppliesToAConfig) {
   EXPECT_EQ(patch["loader"]["batch_size"], 48);
   EXPECT_EQ(patch["train"]["accumulation_steps"], 2);
   EXPECT_EQ(patch["train"]["eval_batch_size"], 48);
-  auto doc = config_to_json(c);
-  for (auto sec = patch.begin(); sec != patch.end(); ++sec)
-    for (auto kv = sec.value().begin(); kv != sec.value().end(); ++kv) doc[sec.key()][kv.key()] = kv.value();
-  const Config patched = config_from_json(doc, "patch");
+  Config patched = c;
+  patched.loader.auto_batch = true;
+  apply_config_patch(patched, patch);
   EXPECT_EQ(patched.loader.batch_size, 48);
+  EXPECT_FALSE(patched.loader.auto_batch);
   EXPECT_EQ(patched.train.accumulation_steps, 2);
+  EXPECT_EQ(patched.train.eval_batch_size, 48);
   EXPECT_DOUBLE_EQ(patched.optim.lr, plan.lr);
+  EXPECT_DOUBLE_EQ(patched.schedule.warmup_epochs, plan.warmup_epochs);
 }
 
 TEST(FindBatchCache, FingerprintFollowsWhatDecidesTheAnswer) {

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 #include "shoplens/batch/process_fit.h"
 #include "shoplens/core/errors.h"
+#include "test_util.h"
 
 namespace shoplens {
 namespace {
@@ -117,6 +120,31 @@ TEST(ProcessFit, TheChildsJsonRoundTrips) {
   EXPECT_EQ(back.tensors_peak_bytes, p.tensors_peak_bytes);
   EXPECT_EQ(back.process_peak_bytes, p.process_peak_bytes);
   EXPECT_DOUBLE_EQ(back.seconds, 5.5);
+}
+
+// A search that runs no fresh-process probe (CUDA, no budget) leaves nothing behind and makes nothing.
+TEST(ProbeFolder, IsMadeOnFirstUseAndRemovedWithIt) {
+  namespace fs = std::filesystem;
+  const testing::ScratchDir tmp("probe-folder");
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string restore = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);  // temp_directory_path() reads it: a folder no other test uses
+  fs::path made;
+  {
+    ProbeFolder unused;
+    ProbeFolder used;
+    EXPECT_TRUE(fs::is_empty(tmp.path()));
+    made = used.path();
+    EXPECT_TRUE(fs::is_directory(made));
+    EXPECT_EQ(made.parent_path(), tmp.path());
+    EXPECT_EQ(used.path(), made);  // one folder however often it is asked
+  }
+  EXPECT_FALSE(fs::exists(made));
+  EXPECT_TRUE(fs::is_empty(tmp.path()));
+  if (old_tmpdir)
+    ::setenv("TMPDIR", restore.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
 }
 
 }  // namespace

@@ -385,11 +385,27 @@ TEST(InputRate, IsBoundedByWhatTheLoaderCanDeliver) {
   config.loader.prefetch_batches = 2;
   TrainData data = tiny_data();
   data.train = std::make_shared<SlowImageSource>(tiny_source(80, 3, 0), std::chrono::milliseconds(10));
-  const double rate = measure_input_rate(data, config, 0.3);
+  const double rate = measure_input_rate(data, config, 0.3).samples_per_second;
   EXPECT_GT(rate, 0);
   EXPECT_LE(rate, 100.0 * 1.05);
   data.train = tiny_source(8, 3, 0);  // two batches of 4: all of them warm-up
-  EXPECT_EQ(measure_input_rate(data, config, 0.3), 0);
+  EXPECT_EQ(measure_input_rate(data, config, 0.3).samples_per_second, 0);
+}
+
+// A split the loader reads faster than the window is timed over several epochs, not cut at the
+// first epoch's end (one-epoch windows of a fast loader were too short to trust).
+TEST(InputRate, TimesTheWholeWindowOverSeveralEpochs) {
+  Config config = tiny_config("unused");
+  config.loader.workers = 1;
+  config.loader.prefetch_batches = 1;
+  TrainData data = tiny_data();
+  // 24 samples, batches of 4, 5 ms a sample: an epoch takes about 0.12 s.
+  data.train = std::make_shared<SlowImageSource>(tiny_source(24, 3, 0), std::chrono::milliseconds(5));
+  const InputRate rate = measure_input_rate(data, config, 0.5);
+  EXPECT_GE(rate.seconds, 0.5);
+  EXPECT_GE(rate.epochs, 3);
+  EXPECT_GT(rate.samples_per_second, 0);
+  EXPECT_LE(rate.samples_per_second, 200.0 * 1.05);
 }
 
 // The EMA weights of a checkpoint, loaded into a fresh model.

@@ -75,6 +75,18 @@ std::string read_text(const std::filesystem::path& path) {
 
 nlohmann::json read_json(const std::filesystem::path& path) { return nlohmann::json::parse(read_text(path)); }
 
+std::size_t ledger_steps(const std::filesystem::path& run) {
+  std::size_t n = 0;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(run / "ledger", ec)) return n;
+  for (const auto& e : std::filesystem::directory_iterator(run / "ledger")) {
+    std::ifstream in(e.path());
+    std::string line;
+    while (std::getline(in, line)) n += line.find("\"type\":\"step\"") != std::string::npos;
+  }
+  return n;
+}
+
 std::filesystem::path shared_fixture(const std::string& name,
                                      const std::function<std::string(const std::filesystem::path&)>& build) {
   namespace fs = std::filesystem;

@@ -14,7 +14,7 @@ namespace {
 class EvaluateCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    flags_.add_to(app);
+    flags_.add_to(app, o_);
     app.add_option("-i,--input", o_.input,
                    "labelled images: a class-folder tree, a CSV with path and label columns, or prepared shards")
         ->required();
@@ -24,13 +24,7 @@ class EvaluateCommand : public Command {
   }
 
   int run() override {
-    flags_.apply_runtime();
-    o_.model = flags_.model_source();
-    o_.root = flags_.root;
-    o_.split = flags_.split;
-    o_.batch_size = flags_.batch_size;
-    o_.workers = flags_.workers;
-    o_.inference = flags_.inference();
+    flags_.apply(o_);
     const auto m = run_evaluate(o_);
     std::cout << fmt::format("accuracy {:.4f}  top-{} {:.4f}  macro-F1 {:.4f}  ECE {:.4f}  ({} samples)\n",
                              m["accuracy"].get<double>(), m["top_k"].get<int>(), m["top5_accuracy"].get<double>(),

@@ -73,10 +73,10 @@ class FindBatchCommand : public Command {
       return 0;
     }
     const double input_rate = data ? plan_input_rate(*config, *data, DistEnv{}) : 0.0;
-    const ProbeFolder folder;
-    const FindBatchResult result = find_batch(
-        *config, classes, !no_cache_, input_rate,
-        spawn_process_probe(std::filesystem::read_symlink("/proc/self/exe"), *config, classes, folder.path()));
+    ProbeFolder folder;
+    const FindBatchResult result =
+        find_batch(*config, classes, !no_cache_, input_rate,
+                   spawn_process_probe(std::filesystem::read_symlink("/proc/self/exe"), *config, classes, folder));
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
     if (json_)

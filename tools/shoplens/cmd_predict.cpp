@@ -11,7 +11,7 @@ namespace {
 class PredictCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    flags_.add_to(app);
+    flags_.add_to(app, o_);
     app.add_option("-i,--input", o_.input,
                    "a folder tree of images, a CSV (column path), a list file (.txt, one path per line), one image, "
                    "or prepared shards")
@@ -24,13 +24,7 @@ class PredictCommand : public Command {
   }
 
   int run() override {
-    flags_.apply_runtime();
-    o_.model = flags_.model_source();
-    o_.root = flags_.root;
-    o_.split = flags_.split;
-    o_.batch_size = flags_.batch_size;
-    o_.workers = flags_.workers;
-    o_.inference = flags_.inference();
+    flags_.apply(o_);
     const auto summary = run_predict(o_);
     std::cout << "predictions: " << summary["out"].get<std::string>() << " (" << summary["rows"] << " rows, "
               << summary["rows_error"] << " unreadable)" << std::endl;

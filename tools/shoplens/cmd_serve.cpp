@@ -15,45 +15,47 @@ class ServeCommand : public Command {
   void setup(CLI::App& app) override {
     app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
-    app.add_option("--device", o_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
+    app.add_option("--device", o_.inference.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("--precision", o_.inference.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-    app.add_flag("--fast-decode", o_.fast_decode,
-                 "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
-    app.add_option("--host", o_.host,
+    app.add_flag_callback(
+        "--fast-decode", [this] { o_.inference.exact_decode = false; },
+        "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
+    app.add_option("--host", o_.frontend.host,
                    "address to listen on (loopback by default; anything else is reachable by others)");
-    app.add_option("-p,--port", o_.port, "TCP port (0: any free port; see --port-file)")->check(CLI::Range(0, 65535));
+    app.add_option("-p,--port", o_.frontend.port, "TCP port (0: any free port; see --port-file)")
+        ->check(CLI::Range(0, 65535));
     app.add_option("--port-file", o_.port_file, "write the bound port to this file once listening (empty: none)");
-    app.add_option("--image-root", o_.image_root,
+    app.add_option("--image-root", o_.frontend.image_root,
                    "folder that JSON {\"path\": ...} requests may read from (empty: path requests refused)");
-    app.add_option("--max-batch", o_.max_batch, "largest micro-batch")->check(positive());
-    app.add_option("--max-queue-delay-ms", o_.max_queue_delay_ms,
+    app.add_option("--max-batch", o_.batcher.max_batch, "largest micro-batch")->check(positive());
+    app.add_option("--max-queue-delay-ms", o_.batcher.max_queue_delay_ms,
                    "longest a request waits for company before its batch runs (without --p95-target-ms)")
         ->check(non_negative());
-    app.add_option("--max-queue", o_.max_queue, "requests waiting at most; more are refused at once with 503")
+    app.add_option("--max-queue", o_.batcher.max_queue, "requests waiting at most; more are refused at once with 503")
         ->check(positive());
-    app.add_option("--p95-target-ms", o_.p95_target_ms,
+    app.add_option("--p95-target-ms", o_.batcher.p95_target_ms,
                    "latency target: choose batch and wait from the measured batch->latency curve (0: off)")
         ->check(non_negative());
-    app.add_option("--request-timeout-ms", o_.request_timeout_ms, "a request still queued after this gets 504")
+    app.add_option("--request-timeout-ms", o_.batcher.timeout_ms, "a request still queued after this gets 504")
         ->check(positive());
-    app.add_option("--max-body-bytes", o_.max_body_bytes, "largest request body; larger ones get 413")
+    app.add_option("--max-body-bytes", o_.frontend.max_body_bytes, "largest request body; larger ones get 413")
         ->check(positive());
     app.add_option(
-           "--header-timeout-ms", o_.header_timeout_ms,
+           "--header-timeout-ms", o_.frontend.header_timeout_ms,
            "a request's headers must arrive within this from its first byte, else 408 and the connection closes")
         ->check(finite_between(1, serve::kMaxTimeoutMs));
     app.add_option(
-           "--body-timeout-ms", o_.body_timeout_ms,
+           "--body-timeout-ms", o_.frontend.body_timeout_ms,
            "a request's body must arrive within this from the end of its headers, else 408 and the connection closes")
         ->check(finite_between(1, serve::kMaxTimeoutMs));
-    app.add_option("--idle-timeout-ms", o_.idle_timeout_ms,
+    app.add_option("--idle-timeout-ms", o_.frontend.idle_timeout_ms,
                    "a kept-alive connection with no new request for this long is closed")
         ->check(finite_between(1, serve::kMaxTimeoutMs));
-    app.add_option("--http-threads", o_.http_threads,
+    app.add_option("--http-threads", o_.frontend.http_threads,
                    "connections served at once (0: --max-queue + 2 x --max-batch + 8, so a full queue answers 503)")
         ->check(thread_count());
-    app.add_option("--max-waiting-connections", o_.max_waiting_connections,
+    app.add_option("--max-waiting-connections", o_.frontend.max_waiting_connections,
                    "connections waiting for their request's headers (no thread each); beyond it the longest "
                    "waiter is closed")
         ->check(CLI::Range(1, 1000000));

@@ -1,5 +1,8 @@
 #include "inference_flags.h"
 
+#include <string>
+#include <vector>
+
 #include "shoplens/core/atomic_file.h"
 #include "command.h"
 #include "shoplens/core/errors.h"
@@ -9,49 +12,49 @@
 
 namespace shoplens::cli {
 
-void InferenceFlags::add_to(CLI::App& app) {
-  app.add_option("-m,--model", source_.path,
+void InferenceFlags::add_to(CLI::App& app, ModelInputOptions& options) {
+  ModelSource& source = options.model;
+  InferenceOptions& inference = options.inference;
+  app.add_option("-m,--model", source.path,
                  "an exported model folder, a training run, a checkpoint (.ckpt), or a weights file "
                  "(.safetensors, .pth, .pt: name its --arch)")
       ->required();
-  app.add_option("--arch", source_.arch, "weights files: the architecture (resnet18, resnet50, vit_small, ...)");
+  app.add_option("--arch", source.arch, "weights files: the architecture (resnet18, resnet50, vit_small, ...)");
   app.add_option("--classes", classes_,
                  "weights files: class names, comma-separated, in output order (empty: 0, 1, ...)");
   app.add_option("--classes-file", classes_file_, "weights files: class names, one per line, in output order")
       ->check(CLI::ExistingFile);
-  app.add_option("--image-size", source_.image_size, "weights files: input side in pixels")->check(CLI::Range(8, 4096));
-  app.add_option("--crop-pct", source_.crop_pct,
+  app.add_option("--image-size", source.image_size, "weights files: input side in pixels")->check(CLI::Range(8, 4096));
+  app.add_option("--crop-pct", source.crop_pct,
                  "weights files: resize the short side to floor(size / crop-pct), then center crop")
       ->check(CLI::Range(0.05, 1.0));
-  app.add_option("--variant", source_.variant, "model folders: weights file to load (fp32, bf16, fp16)");
-  app.add_option("--checkpoint", source_.checkpoint, "runs: best or last");
-  app.add_option("--precision", inference_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
+  app.add_option("--variant", source.variant, "model folders: weights file to load (fp32, bf16, fp16)");
+  app.add_option("--checkpoint", source.checkpoint, "runs: best or last");
+  app.add_option("--precision", inference.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  app.add_option("--device", inference_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--device", inference.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--fast-decode", fast_decode_,
                "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
-  app.add_option("--root", root, "CSV or list input: folder relative paths start from (empty: the file's folder)");
-  app.add_option("--split", split, "shards input: all, train, val or test");
-  app.add_option("-b,--batch-size", batch_size, "images per forward pass")->check(positive());
-  app.add_option("--workers", workers, "decode threads (0: usable cores)")->check(thread_count());
+  app.add_option("--root", options.root,
+                 "CSV or list input: folder relative paths start from (empty: the file's folder)");
+  app.add_option("--split", options.split, "shards input: all, train, val or test");
+  app.add_option("-b,--batch-size", options.batch_size, "images per forward pass")->check(positive());
+  app.add_option("--workers", options.workers, "decode threads (0: usable cores)")->check(thread_count());
   app.add_option("--threads", threads_, "compute threads (0: usable cores)")->check(thread_count());
   app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
 }
 
-void InferenceFlags::apply_runtime() const {
+void InferenceFlags::apply(ModelInputOptions& options) const {
   set_log_level(log_level_);
   set_compute_threads(threads_);
-}
-
-ModelSource InferenceFlags::model_source() const {
   if (!classes_.empty() && !classes_file_.empty()) throw UsageError("give --classes or --classes-file, not both");
-  ModelSource s = source_;
+  std::vector<std::string>& names = options.model.class_names;
   if (!classes_.empty())
-    for (const auto& c : shoplens::split(classes_, ',')) s.class_names.emplace_back(trim(c));
+    for (const auto& c : shoplens::split(classes_, ',')) names.emplace_back(trim(c));
   if (!classes_file_.empty())
     for (const auto& line : shoplens::split(read_file(classes_file_), '\n'))
-      if (!trim(line).empty()) s.class_names.emplace_back(trim(line));
-  return s;
+      if (!trim(line).empty()) names.emplace_back(trim(line));
+  options.inference.exact_decode = !fast_decode_;
 }
 
 }  // namespace shoplens::cli

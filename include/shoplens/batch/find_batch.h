@@ -49,8 +49,9 @@ nlohmann::json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t 
 // have taken: a larger batch at equal epochs takes fewer optimizer steps and loses accuracy (the
 // GPU study: -2 to -8 points of macro-F1 at 2x images/s). Notes what it did.
 void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config);
-// Applies the plan to a config (what `train` does with batch_size "auto").
-void apply_plan(Config& config, const BatchPlan& plan);
+// Applies a config patch of find-batch's (its JSON's `config_patch`) to a config: what `train`
+// does with batch_size "auto", whether the search ran in its process or in a child find-batch.
+void apply_config_patch(Config& config, const nlohmann::json& patch);
 
 nlohmann::json search_to_json(const SearchResult& search);
 

@@ -42,24 +42,26 @@ ProcessFit fit_process(int start, std::int64_t usable_bytes, int round_to, const
 
 nlohmann::json process_fit_to_json(const ProcessFit& fit, std::int64_t usable_bytes);
 
-// A folder of its own under the temp dir for the probes' config, results and logs, removed with it.
+// A folder of its own under the temp dir for the probes' config, results and logs, made on the
+// first call of path() (a search that runs no process probe makes none) and removed with it.
 class ProbeFolder {
  public:
-  ProbeFolder();
+  ProbeFolder() = default;
   ~ProbeFolder();
   ProbeFolder(const ProbeFolder&) = delete;
   ProbeFolder& operator=(const ProbeFolder&) = delete;
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path();
 
  private:
   std::filesystem::path path_;
 };
 
 // A ProcessProbeFn that runs `exe find-batch --probe-process-at N` (exe must be the shoplens
-// program: tests' binaries are not) with `config` (written to `scratch`, without data.shards: the
-// probe reads no data) and `num_classes`, and reads the child's JSON.
+// program: tests' binaries are not) with `config` (written into `folder` at the first probe, without
+// data.shards: the probe reads no data) and `num_classes`, and reads the child's JSON. `folder` must
+// outlive the function.
 ProcessProbeFn spawn_process_probe(const std::filesystem::path& exe, const Config& config, int num_classes,
-                                   const std::filesystem::path& scratch);
+                                   ProbeFolder& folder);
 // The child's side: one probe at `batch`, `find_batch.process_steps` steps and an evaluation, in
 // this process, which must not have probed anything before (find_batch_torch.cpp).
 ProcessProbe probe_this_process(const Config& config, int num_classes, int batch);

@@ -13,15 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shoplens/core/config.h"
+#include "shoplens/bench/synthetic_workload.h"
 
 namespace shoplens {
 
-// One cell of the matrix: what to run.
-struct BenchScenario {
-  std::string name;  // unique; generated from the cell unless given
-  std::string model = "small_cnn";
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA)
+// One cell of the matrix: what to run (the workload) and how to run and measure it.
+struct BenchScenario : SyntheticWorkload {
+  std::string name;                // unique; generated from the cell unless given
   int batch = 32;                  // 0 with batch_auto
   bool batch_auto = false;         // "auto": find_batch() under memory_budget
   std::string device = "cpu";      // cpu | cuda
@@ -29,15 +27,6 @@ struct BenchScenario {
   std::string data = "synthetic";  // synthetic | shards
   std::string shards;              // folder of prepared shards (data = shards)
   int loader_workers = 0;          // 0: threads
-  int image_size = 64;
-  int num_classes = 12;
-  // Text models (text_*): synthetic sequences of seq_len tokens, every one real, ids below
-  // vocab_size; on shards, seq_len is text.max_length (longer examples are truncated) and the
-  // vocabulary is the dataset's.
-  int seq_len = 256;
-  int vocab_size = 8192;
-  std::string optimizer = OptimConfig{}.name;  // train's default: one default for every verb
-  bool channels_last = false;
   int warmup_steps = 3;
   int steps = 10;  // measured steps per trial
   int trials = 3;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "shoplens/bench/synthetic_workload.h"
 #include "shoplens/core/config.h"
 #include "shoplens/data/batch.h"
 #include "shoplens/models/classifier.h"
@@ -18,19 +19,10 @@ namespace shoplens {
 
 class OptimizerSetup;
 
-struct SyntheticJobOptions {
-  std::string model = "small_cnn";
-  int num_classes = 12;
-  int image_size = 64;
-  bool channels_last = false;
-  std::string optimizer = OptimConfig{}.name;  // train's default
-  std::string precision = "fp32";
+struct SyntheticJobOptions : SyntheticWorkload {
   bool cuda = false;
-  // Text models: synthetic token ids in [2, vocab_size), sequences of seq_len (the model's
-  // max_length), no metadata fields.
-  int vocab_size = 8192;
-  int seq_len = 256;
-  // Text models over a real dataset: its shape (text.* resolved from text_dataset.json) instead.
+  // Text models over a real dataset: its shape (text.* resolved from text_dataset.json) instead of
+  // vocab_size; no metadata fields otherwise.
   const TextConfig* text = nullptr;
 };
 

@@ -9,22 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "shoplens/core/config.h"
+#include "shoplens/bench/synthetic_workload.h"
 
 namespace shoplens {
 
-struct TrainBenchOptions {
-  std::string model = "small_cnn";
+struct TrainBenchOptions : SyntheticWorkload {
   int batch_size = 32;
-  int image_size = 64;
-  int num_classes = 12;
-  // Text models: batches of seq_len tokens, every one real (the worst case), ids in [2, vocab_size).
-  int seq_len = 256;
-  int vocab_size = 8192;
-  std::string precision = "fp32";
-  bool channels_last = false;
-  std::string optimizer = OptimConfig{}.name;  // train's default
-  int threads = 0;                             // 0: all usable cores
+  int threads = 0;  // 0: all usable cores
   int warmup_steps = 3;
   int steps = 10;
   std::uint64_t seed = 1;

@@ -144,6 +144,9 @@ struct FindBatchConfig {
   std::string lr_scaling = "auto";       // auto (sqrt for adamw, linear for sgd) | linear | sqrt | none
   std::string objective = "throughput";  // the plan's micro-batch: throughput (knee of images/s) | memory (largest)
   double min_throughput_gain = 0.2;      // objective throughput: images/s a batch doubling must add to be taken
+  // objective throughput: the share of the loader's rate measured alone that the plan counts on
+  // beside training (an H100 run kept 0.77-0.88 of it with as many workers as cores).
+  double input_rate_share = 0.8;
   std::string train_budget =
       "time";  // time: epochs x the plan's measured speed-up (the reference batch's wall time) | epochs
   std::int64_t reference_batch = 0;  // global batch optim.lr was tuned for (0: loader.batch_size x accumulation)

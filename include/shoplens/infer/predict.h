@@ -13,33 +13,30 @@
 
 namespace shoplens {
 
-struct PredictOptions {
+// What both verbs read: the model, how it computes, and the images and how they are batched.
+struct ModelInputOptions {
   ModelSource model;
   InferenceOptions inference;
-  std::filesystem::path input;
+  std::filesystem::path input;  // what open_score_rows reads (evaluate: it must carry labels)
   std::filesystem::path root;   // CSV or list input: base of relative paths
   std::string split = "all";    // shards input
+  int batch_size = 32;
+  int workers = 0;  // decode threads (0: usable cores)
+};
+
+struct PredictOptions : ModelInputOptions {
   std::filesystem::path out;    // predictions file, written atomically
   std::string format = "auto";  // csv | jsonl | auto (from the extension of `out`; csv otherwise)
   int top_k = 5;
   bool logits = false;  // also write the raw logits of every class
-  int batch_size = 32;
-  int workers = 0;  // decode threads (0: usable cores)
 };
 
 // Writes one line per input row (errors included, with their reason); returns a summary
 // {rows, rows_ok, rows_error, out, format, model, input, images_per_second}.
 nlohmann::json run_predict(const PredictOptions& options);
 
-struct EvaluateOptions {
-  ModelSource model;
-  InferenceOptions inference;
-  std::filesystem::path input;  // labelled: a class-folder tree, a CSV with `label`, or shards
-  std::filesystem::path root;
-  std::string split = "all";
+struct EvaluateOptions : ModelInputOptions {
   std::filesystem::path out_dir;  // metrics.json, report.html, predictions.csv
-  int batch_size = 32;
-  int workers = 0;
   int calibration_bins = 15;
 };
 

@@ -39,8 +39,9 @@ TrainJobResult run_train_job(TrainJob job);
 // config.text with its shape). DataError when the train split is empty.
 TrainData open_train_data(Config& config);
 
-// How fast the job's training loader delivers samples, for find-batch's throughput plan
-// (find_batch's input_images_per_second; about 3 s of reading). 0 when the plan does not use it:
+// How fast the job's training loader delivers samples beside training, for find-batch's throughput
+// plan (find_batch's input_images_per_second): about 3 s of reading alone, times
+// find_batch.input_rate_share. 0 when the plan does not use it:
 // find_batch.objective memory, or a distributed run (ranks measure apart and could plan
 // different batches from noisy rates, so they plan on the step's rates alone).
 double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env);

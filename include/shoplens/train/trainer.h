@@ -53,9 +53,16 @@ std::unique_ptr<Loader> make_split_loader(const TrainData& data, const std::shar
 
 // Images (or rows) per second the training loader delivers with this config (workers,
 // augmentation, batch size) when nothing consumes slower: read for about `seconds` once the
-// workers have started and the prefetch ring has been drained, at most one epoch (0 when the epoch
-// ends first). The ceiling on any training step's images/s.
-double measure_input_rate(const TrainData& data, const Config& config, double seconds);
+// workers have started and the prefetch ring has been drained, over as many epochs as that takes
+// (at most kMaxInputRateEpochs). 0 samples/s when the first epoch is all warm-up. The ceiling on
+// any training step's images/s.
+struct InputRate {
+  double samples_per_second = 0;
+  double seconds = 0;  // the timed window
+  int epochs = 0;      // epochs the window touched
+};
+constexpr int kMaxInputRateEpochs = 64;
+InputRate measure_input_rate(const TrainData& data, const Config& config, double seconds);
 
 class Trainer {
  public:
