@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -20,101 +22,100 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::vector<std::string> kScenarioKeys = {"name",
-                                                "model",
-                                                "precision",
-                                                "batch",
-                                                "device",
-                                                "threads",
-                                                "data",
-                                                "shards",
-                                                "loader_workers",
-                                                "image_size",
-                                                "num_classes",
-                                                "optimizer",
-                                                "channels_last",
-                                                "warmup_steps",
-                                                "steps",
-                                                "trials",
-                                                "memory_budget",
-                                                "hardware",
-                                                "recommend_scenario",
-                                                "seed",
-                                                "seq_len",
-                                                "vocab_size"};
 const std::vector<std::string> kTopKeys = {"format",   "format_version", "name",     "note",
                                            "defaults", "matrix",         "scenarios"};
 
-// Applies one key of a scenario object; `where` is the JSON path for messages.
-void apply_key(BenchScenario& s, const std::string& key, const json& v, const std::string& where) {
-  auto fail = [&](const std::string& what) { throw ConfigError(where + ": " + what); };
-  auto str = [&]() {
-    if (!v.is_string()) fail("expected a string");
-    return v.get<std::string>();
-  };
-  auto integer = [&](int lo) {
-    if (!v.is_number_integer() || v.get<long>() < lo) fail(fmt::format("expected a whole number >= {}", lo));
-    return static_cast<int>(v.get<long>());
-  };
-  auto one_of = [&](const std::string& value, const std::vector<std::string>& allowed) {
+// How one key of a scenario object sets its field; `where` is the JSON path for messages.
+using KeySetter = std::function<void(BenchScenario&, const json&, const std::string& where)>;
+
+[[noreturn]] void key_error(const std::string& where, const std::string& what) {
+  throw ConfigError(where + ": " + what);
+}
+
+std::string text_value(const json& v, const std::string& where) {
+  if (!v.is_string()) key_error(where, "expected a string");
+  return v.get<std::string>();
+}
+
+int whole_number(const json& v, int lo, const std::string& where) {
+  if (!v.is_number_integer() || v.get<long>() < lo) key_error(where, fmt::format("expected a whole number >= {}", lo));
+  return static_cast<int>(v.get<long>());
+}
+
+template <class C>
+KeySetter text_key(std::string C::*field) {
+  return [field](BenchScenario& s, const json& v, const std::string& where) { s.*field = text_value(v, where); };
+}
+
+template <class C>
+KeySetter choice_key(std::string C::*field, std::vector<std::string> allowed) {
+  return [field, allowed = std::move(allowed)](BenchScenario& s, const json& v, const std::string& where) {
+    const std::string value = text_value(v, where);
     if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-      fail("'" + value + "': expected one of " + join(allowed, ", "));
-    return value;
+      key_error(where, "'" + value + "': expected one of " + join(allowed, ", "));
+    s.*field = value;
   };
-  if (key == "name")
-    s.name = str();
-  else if (key == "model")
-    s.model = str();
-  else if (key == "precision")
-    s.precision = one_of(str(), {"fp32", "bf16", "fp16"});
-  else if (key == "batch") {
-    if (v.is_string()) {
-      if (v.get<std::string>() != "auto") fail("expected a whole number >= 1 or \"auto\"");
-      s.batch_auto = true;
-      s.batch = 0;
-    } else {
-      s.batch = integer(1);
-      s.batch_auto = false;
-    }
-  } else if (key == "device")
-    s.device = one_of(str(), {"cpu", "cuda"});
-  else if (key == "threads")
-    s.threads = integer(0);
-  else if (key == "data")
-    s.data = one_of(str(), {"synthetic", "shards"});
-  else if (key == "shards")
-    s.shards = str();
-  else if (key == "loader_workers")
-    s.loader_workers = integer(0);
-  else if (key == "image_size")
-    s.image_size = integer(8);
-  else if (key == "num_classes")
-    s.num_classes = integer(2);
-  else if (key == "optimizer")
-    s.optimizer = one_of(str(), {"adamw", "sgd"});
-  else if (key == "channels_last") {
-    if (!v.is_boolean()) fail("expected true or false");
-    s.channels_last = v.get<bool>();
-  } else if (key == "warmup_steps")
-    s.warmup_steps = integer(0);
-  else if (key == "steps")
-    s.steps = integer(1);
-  else if (key == "trials")
-    s.trials = integer(1);
-  else if (key == "memory_budget")
-    s.memory_budget = str();
-  else if (key == "hardware")
-    s.hardware = str();
-  else if (key == "recommend_scenario")
-    s.recommend_scenario = str();
-  else if (key == "seq_len")
-    s.seq_len = integer(1);
-  else if (key == "vocab_size")
-    s.vocab_size = integer(3);
-  else if (key == "seed")
-    s.seed = static_cast<std::uint64_t>(integer(0));
-  else
-    fail("unknown key '" + key + "'" + did_you_mean(key, kScenarioKeys));
+}
+
+template <class C>
+KeySetter count_key(int C::*field, int lo) {
+  return
+      [field, lo](BenchScenario& s, const json& v, const std::string& where) { s.*field = whole_number(v, lo, where); };
+}
+
+void set_batch(BenchScenario& s, const json& v, const std::string& where) {
+  if (v.is_string()) {
+    if (v.get<std::string>() != "auto") key_error(where, "expected a whole number >= 1 or \"auto\"");
+    s.batch_auto = true;
+    s.batch = 0;
+  } else {
+    s.batch = whole_number(v, 1, where);
+    s.batch_auto = false;
+  }
+}
+
+// Every key a scenario (or "defaults", or a matrix axis) may set, in the order docs/BENCH.md lists them.
+const std::vector<std::pair<std::string, KeySetter>>& scenario_keys() {
+  static const std::vector<std::pair<std::string, KeySetter>> keys = {
+      {"name", text_key(&BenchScenario::name)},
+      {"model", text_key(&BenchScenario::model)},
+      {"precision", choice_key(&BenchScenario::precision, {"fp32", "bf16", "fp16"})},
+      {"batch", set_batch},
+      {"device", choice_key(&BenchScenario::device, {"cpu", "cuda"})},
+      {"threads", count_key(&BenchScenario::threads, 0)},
+      {"data", choice_key(&BenchScenario::data, {"synthetic", "shards"})},
+      {"shards", text_key(&BenchScenario::shards)},
+      {"loader_workers", count_key(&BenchScenario::loader_workers, 0)},
+      {"image_size", count_key(&BenchScenario::image_size, 8)},
+      {"num_classes", count_key(&BenchScenario::num_classes, 2)},
+      {"optimizer", choice_key(&BenchScenario::optimizer, {"adamw", "sgd"})},
+      {"channels_last",
+       [](BenchScenario& s, const json& v, const std::string& where) {
+         if (!v.is_boolean()) key_error(where, "expected true or false");
+         s.channels_last = v.get<bool>();
+       }},
+      {"warmup_steps", count_key(&BenchScenario::warmup_steps, 0)},
+      {"steps", count_key(&BenchScenario::steps, 1)},
+      {"trials", count_key(&BenchScenario::trials, 1)},
+      {"memory_budget", text_key(&BenchScenario::memory_budget)},
+      {"hardware", text_key(&BenchScenario::hardware)},
+      {"recommend_scenario", text_key(&BenchScenario::recommend_scenario)},
+      {"seed", [](BenchScenario& s, const json& v,
+                  const std::string& where) { s.seed = static_cast<std::uint64_t>(whole_number(v, 0, where)); }},
+      {"seq_len", count_key(&BenchScenario::seq_len, 1)},
+      {"vocab_size", count_key(&BenchScenario::vocab_size, 3)},
+  };
+  return keys;
+}
+
+void apply_key(BenchScenario& s, const std::string& key, const json& v, const std::string& where) {
+  const auto& keys = scenario_keys();
+  for (const auto& [name, set] : keys)
+    if (name == key) return set(s, v, where);
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const auto& row : keys) names.push_back(row.first);
+  key_error(where, "unknown key '" + key + "'" + did_you_mean(key, names));
 }
 
 void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
@@ -167,6 +168,61 @@ std::string data_cell(const ScenarioResult& r) {
 
 }  // namespace
 
+namespace {
+
+// The matrix's cross product: keys in alphabetical order (nlohmann::json's object order), each list
+// in the file's order; a scalar is a list of one. Names are generated.
+std::vector<BenchScenario> matrix_scenarios(const json& m, const BenchScenario& defaults, const std::string& where) {
+  if (!m.is_object() || m.empty()) throw ConfigError(where + ": expected an object of lists");
+  std::vector<BenchScenario> cells{defaults};
+  for (const auto& [k, v] : m.items()) {
+    if (k == "name") throw ConfigError(where + ".name: names are generated for matrix cells");
+    const json values = v.is_array() ? v : json::array({v});
+    if (values.empty()) throw ConfigError(where + "." + k + ": empty list");
+    std::vector<BenchScenario> next;
+    next.reserve(cells.size() * values.size());
+    for (const auto& cell : cells)
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        BenchScenario s = cell;
+        apply_key(s, k, values[i], fmt::format("{}.{}[{}]", where, k, i));
+        next.push_back(s);
+      }
+    cells = std::move(next);
+  }
+  for (auto& s : cells) s.name = cell_name(s);
+  return cells;
+}
+
+std::vector<BenchScenario> listed_scenarios(const json& list, const BenchScenario& defaults,
+                                            const std::string& origin) {
+  if (!list.is_array()) throw ConfigError(origin + ": scenarios: expected a list");
+  std::vector<BenchScenario> out;
+  out.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    BenchScenario s = defaults;
+    apply_object(s, list[i], fmt::format("{}: scenarios[{}]", origin, i));
+    if (s.name.empty()) s.name = cell_name(s);
+    out.push_back(s);
+  }
+  return out;
+}
+
+// What no single key can say: unique names, shards where data is "shards", fp16 only on CUDA.
+void check_scenarios(const BenchConfig& config, const std::string& origin) {
+  if (config.scenarios.empty()) throw ConfigError(origin + ": no scenarios (give \"matrix\" or \"scenarios\")");
+  std::set<std::string> names;
+  for (const auto& s : config.scenarios) {
+    if (!names.insert(s.name).second) throw ConfigError(origin + ": duplicate scenario name '" + s.name + "'");
+    if (s.data == "shards" && s.shards.empty())
+      throw ConfigError(origin + ": scenario '" + s.name +
+                        "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
+    if (s.precision == "fp16" && s.device != "cuda")
+      throw ConfigError(origin + ": scenario '" + s.name + "': fp16 needs device \"cuda\"");
+  }
+}
+
+}  // namespace
+
 BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
   if (!doc.is_object()) throw ConfigError(origin + ": expected a JSON object");
   for (const auto& [k, v] : doc.items())
@@ -181,51 +237,12 @@ BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
   }
   BenchScenario defaults;
   if (doc.contains("defaults")) apply_object(defaults, doc["defaults"], origin + ": defaults");
-  if (doc.contains("matrix")) {
-    const json& m = doc["matrix"];
-    const std::string where = origin + ": matrix";
-    if (!m.is_object() || m.empty()) throw ConfigError(where + ": expected an object of lists");
-    // Cross product: keys in alphabetical order (nlohmann::json's object order), each list in the
-    // file's order; a scalar is a list of one.
-    std::vector<BenchScenario> cells{defaults};
-    for (const auto& [k, v] : m.items()) {
-      if (k == "name") throw ConfigError(where + ".name: names are generated for matrix cells");
-      const json values = v.is_array() ? v : json::array({v});
-      if (values.empty()) throw ConfigError(where + "." + k + ": empty list");
-      std::vector<BenchScenario> next;
-      for (const auto& cell : cells)
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          BenchScenario s = cell;
-          apply_key(s, k, values[i], fmt::format("{}.{}[{}]", where, k, i));
-          next.push_back(s);
-        }
-      cells = std::move(next);
-    }
-    for (auto& s : cells) {
-      s.name = cell_name(s);
-      config.scenarios.push_back(s);
-    }
-  }
+  if (doc.contains("matrix")) config.scenarios = matrix_scenarios(doc["matrix"], defaults, origin + ": matrix");
   if (doc.contains("scenarios")) {
-    const json& list = doc["scenarios"];
-    if (!list.is_array()) throw ConfigError(origin + ": scenarios: expected a list");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      BenchScenario s = defaults;
-      apply_object(s, list[i], fmt::format("{}: scenarios[{}]", origin, i));
-      if (s.name.empty()) s.name = cell_name(s);
-      config.scenarios.push_back(s);
-    }
+    const auto listed = listed_scenarios(doc["scenarios"], defaults, origin);
+    config.scenarios.insert(config.scenarios.end(), listed.begin(), listed.end());
   }
-  if (config.scenarios.empty()) throw ConfigError(origin + ": no scenarios (give \"matrix\" or \"scenarios\")");
-  std::set<std::string> names;
-  for (const auto& s : config.scenarios) {
-    if (!names.insert(s.name).second) throw ConfigError(origin + ": duplicate scenario name '" + s.name + "'");
-    if (s.data == "shards" && s.shards.empty())
-      throw ConfigError(origin + ": scenario '" + s.name +
-                        "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
-    if (s.precision == "fp16" && s.device != "cuda")
-      throw ConfigError(origin + ": scenario '" + s.name + "': fp16 needs device \"cuda\"");
-  }
+  check_scenarios(config, origin);
   return config;
 }
 
@@ -329,12 +346,13 @@ const std::vector<std::string>& recorder_record_keys() {
   return keys;
 }
 
-json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const std::string& source) {
+namespace {
+
+// recommend's fields first (docs/COMPUTE.md, "Bench records").
+void add_recommend_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s, const BenchEnvironment& env,
+                          const std::string& source) {
   const auto& sc = r.scenario;
-  const ScenarioSummary s = summarise(r);
   const bool cuda = sc.device == "cuda";
-  json j;
-  // recommend's fields first (docs/COMPUTE.md, "Bench records").
   j["scenario"] = sc.recommend_scenario.empty() ? sc.name : sc.recommend_scenario;
   j["name"] = sc.name;
   j["model"] = sc.model;
@@ -350,6 +368,10 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   if (!r.error.empty()) j["error"] = r.error;
   // recommend refuses a non-positive rate: a failed scenario has none, so it carries no field.
   if (s.images_per_second > 0) j["images_per_second"] = s.images_per_second;
+}
+
+void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s) {
+  const auto& sc = r.scenario;
   j["batch_source"] = sc.batch_auto ? "auto" : "fixed";
   j["data"] = sc.data;
   j["image_size"] = sc.image_size;
@@ -361,15 +383,17 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   j["warmup_steps"] = sc.warmup_steps;
   j["steps"] = sc.steps;
   j["trial_images_per_second"] = r.trial_images_per_second;
-  if (r.text) {
-    // images_per_second stays the rate recommend reads; for text it counts samples.
-    if (s.images_per_second > 0) j["samples_per_second"] = s.images_per_second;
-    j["seq_len"] = sc.seq_len;
-    j["vocab_size"] = sc.vocab_size;
-    if (s.tokens_per_second > 0) j["tokens_per_second"] = s.tokens_per_second;
-    j["trial_tokens_per_second"] = r.trial_tokens_per_second;
-    j["padding_fraction"] = r.padding_fraction;
-  }
+  if (!r.text) return;
+  // images_per_second stays the rate recommend reads; for text it counts samples.
+  if (s.images_per_second > 0) j["samples_per_second"] = s.images_per_second;
+  j["seq_len"] = sc.seq_len;
+  j["vocab_size"] = sc.vocab_size;
+  if (s.tokens_per_second > 0) j["tokens_per_second"] = s.tokens_per_second;
+  j["trial_tokens_per_second"] = r.trial_tokens_per_second;
+  j["padding_fraction"] = r.padding_fraction;
+}
+
+void add_measurement_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s) {
   j["noise"] = s.noise;
   j["step_ms_p50"] = s.step_p50 * 1e3;
   j["step_ms_p95"] = s.step_p95 * 1e3;
@@ -382,15 +406,17 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   j["peak_reserved_bytes"] = r.peak_reserved_bytes;
   j["cpu_utilisation"] = s.cpu_utilisation;
   j["gpu"] = r.gpu_status;
-  if (!r.gpu_samples.empty()) {
-    j["gpu_util_mean"] = s.gpu_util_mean;
-    j["gpu_util_max"] = s.gpu_util_max;
-    j["gpu_memory_max_bytes"] = s.gpu_memory_max_bytes;
-    json samples = json::array();
-    for (const auto& g : r.gpu_samples) samples.push_back({g.t, g.utilisation, g.memory_used_bytes});
-    j["gpu_samples"] = samples;  // [seconds, utilisation %, memory used bytes]
-  }
-  j["device_name"] = cuda ? env.device_name : "cpu";
+  if (r.gpu_samples.empty()) return;
+  j["gpu_util_mean"] = s.gpu_util_mean;
+  j["gpu_util_max"] = s.gpu_util_max;
+  j["gpu_memory_max_bytes"] = s.gpu_memory_max_bytes;
+  json samples = json::array();
+  for (const auto& g : r.gpu_samples) samples.push_back({g.t, g.utilisation, g.memory_used_bytes});
+  j["gpu_samples"] = samples;  // [seconds, utilisation %, memory used bytes]
+}
+
+void add_environment_fields(json& j, const ScenarioResult& r, const BenchEnvironment& env) {
+  j["device_name"] = r.scenario.device == "cuda" ? env.device_name : "cpu";
   j["driver"] = env.driver;
   j["cpu"] = env.cpu_model;
   j["usable_cores"] = env.usable_cores;
@@ -399,6 +425,17 @@ json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const 
   j["torch"] = env.torch_version;
   j["host"] = env.hostname;
   j["bench"] = "shoplens bench";
+}
+
+}  // namespace
+
+json result_to_json(const ScenarioResult& r, const BenchEnvironment& env, const std::string& source) {
+  const ScenarioSummary s = summarise(r);
+  json j;
+  add_recommend_fields(j, r, s, env, source);
+  add_scenario_fields(j, r, s);
+  add_measurement_fields(j, r, s);
+  add_environment_fields(j, r, env);
   return j;
 }
 

@@ -190,6 +190,29 @@ class BatchFeed {
   LoaderStats done_;  // earlier epochs (a new epoch resets the loader's stats)
 };
 
+// One measured trial: s.steps steps from the feed, each timed, with the wait for the feed apart.
+void run_trial(const BenchScenario& s, TrainStep& step, BatchFeed& feed, ScenarioResult& r) {
+  double wait = 0, waited = 0;
+  std::int64_t tokens = 0;
+  const double cpu0 = cpu_seconds_now();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < s.steps; ++i) {
+    throw_if_interrupted();
+    const Batch b = feed.next(wait);
+    waited += wait;
+    if (b.is_text()) tokens += b.real_tokens();
+    const auto ts = Clock::now();
+    step.run({b});  // reads the loss back, so the step has finished (also on CUDA) when this returns
+    r.step_seconds.push_back(seconds_since(ts));
+  }
+  const double window = seconds_since(t0);
+  r.cpu_seconds += cpu_seconds_now() - cpu0;
+  r.trial_seconds.push_back(window);
+  r.trial_data_wait_seconds.push_back(waited);
+  r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);
+  if (r.text) r.trial_tokens_per_second.push_back(static_cast<double>(tokens) / window);
+}
+
 void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   const bool cuda = s.device == "cuda";
   if (cuda && !cuda_available()) throw ConfigError("device cuda: CUDA is not available (build or machine)");
@@ -217,25 +240,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
       step.run({feed.next(wait)});
     }
     if (trial == 0 && cuda) sampler.start();  // GPU samples cover the measured trials
-    double waited = 0;
-    std::int64_t tokens = 0;
-    const double cpu0 = cpu_seconds_now();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < s.steps; ++i) {
-      throw_if_interrupted();
-      const Batch b = feed.next(wait);
-      waited += wait;
-      if (b.is_text()) tokens += b.real_tokens();
-      const auto ts = Clock::now();
-      step.run({b});  // reads the loss back, so the step has finished (also on CUDA) when this returns
-      r.step_seconds.push_back(seconds_since(ts));
-    }
-    const double window = seconds_since(t0);
-    r.cpu_seconds += cpu_seconds_now() - cpu0;
-    r.trial_seconds.push_back(window);
-    r.trial_data_wait_seconds.push_back(waited);
-    r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);
-    if (r.text) r.trial_tokens_per_second.push_back(static_cast<double>(tokens) / window);
+    run_trial(s, step, feed, r);
   }
   if (r.text) r.padding_fraction = feed.padding_fraction();
   r.gpu_samples = sampler.stop();

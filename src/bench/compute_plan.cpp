@@ -28,56 +28,77 @@ std::string hours_text(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 
 
 }  // namespace
 
+namespace {
+
+// One record's fields, each checked; DataError naming `where` (file:line) and the field.
+class RecordReader {
+ public:
+  RecordReader(const json& j, const std::string& where) : j_(j), where_(where) {}
+  [[noreturn]] void fail(const std::string& what) const { throw DataError(where_ + ": " + what); }
+  std::string text(const char* key, bool required) const {
+    if (!j_.contains(key)) {
+      if (required) fail(std::string("missing \"") + key + "\"");
+      return std::string();
+    }
+    if (!j_[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
+    std::string v(trim(j_[key].get<std::string>()));
+    if (required && v.empty()) fail(std::string("\"") + key + "\" is empty");
+    return v;
+  }
+  int count(const char* key, int fallback) const {
+    if (!j_.contains(key)) return fallback;
+    if (!j_[key].is_number_integer() || j_[key].get<long>() < 1)
+      fail(std::string("\"") + key + "\" must be a whole number >= 1");
+    return static_cast<int>(j_[key].get<long>());
+  }
+  double rate(const char* key) const {
+    if (!j_.contains(key) || !j_[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
+    const double v = j_[key].get<double>();
+    if (!(v > 0) || !std::isfinite(v)) fail(fmt::format("{} {} must be > 0", key, v));
+    return v;
+  }
+
+ private:
+  const json& j_;
+  const std::string& where_;
+};
+
+ThroughputRecord record_from_json(const json& j, const std::string& where) {
+  const RecordReader read(j, where);
+  ThroughputRecord r;
+  r.origin = where;
+  r.scenario = read.text("scenario", true);
+  r.model = read.text("model", false);
+  r.device = read.text("device", true);
+  if (r.device != "cpu" && r.device != "gpu" && r.device != "tpu")
+    read.fail("\"device\" '" + r.device + "': expected cpu, gpu or tpu");
+  r.hardware = read.text("hardware", true);
+  r.precision = read.text("precision", false);
+  r.source = read.text("source", true);
+  r.date = read.text("date", true);
+  r.images_per_second = read.rate("images_per_second");
+  r.devices = read.count("devices", 1);
+  r.vcpus = read.count("vcpus", 0);
+  if (r.device == "cpu" && r.vcpus < 1) read.fail("a cpu record needs \"vcpus\" (the cores it ran on)");
+  if (j.contains("estimate")) {
+    if (!j["estimate"].is_boolean()) read.fail("\"estimate\" must be true or false");
+    r.estimate = j["estimate"].get<bool>();
+  }
+  return r;
+}
+
+}  // namespace
+
 std::vector<ThroughputRecord> parse_bench_records(std::string_view text, const std::string& origin) {
   std::vector<ThroughputRecord> out;
   for_each_json_line<DataError>(text, origin, [&](const json& j, const std::string& where) {
-    auto fail = [&](const std::string& what) { throw DataError(where + ": " + what); };
     for (const auto& [key, value] : j.items())
       if (std::find(kRecordKeys.begin(), kRecordKeys.end(), key) == kRecordKeys.end() &&
           std::find(recorder_record_keys().begin(), recorder_record_keys().end(), key) == recorder_record_keys().end())
-        fail("unknown field '" + key + "'" + did_you_mean(key, kRecordKeys));
+        throw DataError(where + ": unknown field '" + key + "'" + did_you_mean(key, kRecordKeys));
     // `shoplens bench` writes failed scenarios too (no throughput): nothing to plan with.
     if (j.contains("status") && j["status"] == "failed") return;
-    auto text_field = [&](const char* key, bool required) {
-      if (!j.contains(key)) {
-        if (required) fail(std::string("missing \"") + key + "\"");
-        return std::string();
-      }
-      if (!j[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-      std::string v(trim(j[key].get<std::string>()));
-      if (required && v.empty()) fail(std::string("\"") + key + "\" is empty");
-      return v;
-    };
-    ThroughputRecord r;
-    r.origin = where;
-    r.scenario = text_field("scenario", true);
-    r.model = text_field("model", false);
-    r.device = text_field("device", true);
-    if (r.device != "cpu" && r.device != "gpu" && r.device != "tpu")
-      fail("\"device\" '" + r.device + "': expected cpu, gpu or tpu");
-    r.hardware = text_field("hardware", true);
-    r.precision = text_field("precision", false);
-    r.source = text_field("source", true);
-    r.date = text_field("date", true);
-    if (!j.contains("images_per_second") || !j["images_per_second"].is_number())
-      fail("\"images_per_second\" must be a number");
-    r.images_per_second = j["images_per_second"].get<double>();
-    if (!(r.images_per_second > 0) || !std::isfinite(r.images_per_second))
-      fail(fmt::format("images_per_second {} must be > 0", r.images_per_second));
-    auto count = [&](const char* key, int fallback) {
-      if (!j.contains(key)) return fallback;
-      if (!j[key].is_number_integer() || j[key].get<long>() < 1)
-        fail(std::string("\"") + key + "\" must be a whole number >= 1");
-      return static_cast<int>(j[key].get<long>());
-    };
-    r.devices = count("devices", 1);
-    r.vcpus = count("vcpus", 0);
-    if (r.device == "cpu" && r.vcpus < 1) fail("a cpu record needs \"vcpus\" (the cores it ran on)");
-    if (j.contains("estimate")) {
-      if (!j["estimate"].is_boolean()) fail("\"estimate\" must be true or false");
-      r.estimate = j["estimate"].get<bool>();
-    }
-    out.push_back(std::move(r));
+    out.push_back(record_from_json(j, where));
   });
   return out;
 }

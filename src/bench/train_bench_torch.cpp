@@ -22,42 +22,34 @@
 
 namespace shoplens {
 
-TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
-  if (o.batch_size < 1 || o.image_size < 8 || o.steps < 1 || o.warmup_steps < 0)
-    throw UsageError("bench-train: batch >= 1, image size >= 8, steps >= 1 and warm-up >= 0 are required");
-  if (is_text_model(o.model) && (o.seq_len < 1 || o.vocab_size < 3))
-    throw UsageError("bench-train: --seq-len >= 1 and --vocab-size >= 3 are required for " + o.model);
-  TrainBenchResult result;
-  result.options = o;
-  result.threads = resolve_threads(o.threads);
-  set_compute_threads(result.threads);
-  const bool cuda = cuda_available();
-  seed_torch(o.seed);
+namespace {
 
-  const DistEnv env = dist_env_from_process();
-  std::unique_ptr<SyntheticJob> job;  // declared first: the reducer's hooks go before the model
+// Under a launcher (WORLD_SIZE > 1): the process group and the bucketed gradient all-reduce the
+// step runs with, from rank 0's weights.
+struct DataParallel {
   std::shared_ptr<ProcessGroup> group;
   std::unique_ptr<GradientReducer> reducer;
-  SyntheticJobOptions job_options{o, cuda};
-  job = std::make_unique<SyntheticJob>(job_options, [&](Classifier& model, TrainStepOptions& step_options) {
-    if (!env.distributed()) return;
+
+  void join(const DistEnv& env, const TrainBenchOptions& o, bool cuda, Classifier& model, TrainStepOptions& step) {
     GroupOptions group_options;
     group_options.backend = cuda ? "nccl" : "gloo";
     group_options.fingerprint = o.model + "/" + std::to_string(o.batch_size);
     group = join_process_group(env, group_options);
     std::vector<at::Tensor> params = model.parameters();
     std::vector<at::Tensor> flat;
+    flat.reserve(params.size());
     for (const auto& p : params) flat.push_back(p.detach());
     group->broadcast(flat, 0);
     reducer = std::make_unique<GradientReducer>(group, params, static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024));
     reducer->set_overlap(o.overlap);
-    step_options.reducer = reducer.get();
-    step_options.group = group.get();
-    result.world_size = group->world_size();
-  });
-  result.text = job->is_text();
-  TrainStep& step = *job->step;
-  const Batch batch = job->batch(o.batch_size);
+    step.reducer = reducer.get();
+    step.group = group.get();
+  }
+};
+
+// The warm-up, then o.steps timed steps, and what they measured.
+void time_steps(TrainStep& step, const Batch& batch, const TrainBenchOptions& o, const GradientReducer* reducer,
+                TrainBenchResult& result) {
   const std::vector<Batch> micro{batch};
   for (int i = 0; i < o.warmup_steps; ++i) step.run(micro);
   std::vector<double> comm_waits;
@@ -77,6 +69,33 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   result.p95_step_seconds = percentile(result.step_seconds, 0.95);
   result.images_per_second = static_cast<double>(o.batch_size) * result.world_size / result.median_step_seconds;
   if (result.text) result.tokens_per_second = result.images_per_second * o.seq_len;
+}
+
+}  // namespace
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
+  if (o.batch_size < 1 || o.image_size < 8 || o.steps < 1 || o.warmup_steps < 0)
+    throw UsageError("bench-train: batch >= 1, image size >= 8, steps >= 1 and warm-up >= 0 are required");
+  if (is_text_model(o.model) && (o.seq_len < 1 || o.vocab_size < 3))
+    throw UsageError("bench-train: --seq-len >= 1 and --vocab-size >= 3 are required for " + o.model);
+  TrainBenchResult result;
+  result.options = o;
+  result.threads = resolve_threads(o.threads);
+  set_compute_threads(result.threads);
+  const bool cuda = cuda_available();
+  seed_torch(o.seed);
+
+  const DistEnv env = dist_env_from_process();
+  std::unique_ptr<SyntheticJob> job;  // declared first: the reducer's hooks go before the model
+  DataParallel parallel;
+  job = std::make_unique<SyntheticJob>(SyntheticJobOptions{o, cuda},
+                                       [&](Classifier& model, TrainStepOptions& step_options) {
+                                         if (!env.distributed()) return;
+                                         parallel.join(env, o, cuda, model, step_options);
+                                         result.world_size = parallel.group->world_size();
+                                       });
+  result.text = job->is_text();
+  time_steps(*job->step, job->batch(o.batch_size), o, parallel.reducer.get(), result);
   result.peak_rss_bytes = peak_rss_bytes();
   result.commit = build_commit();
   result.cpu = cpu_model();

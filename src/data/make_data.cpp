@@ -122,7 +122,7 @@ std::filesystem::path make_image_catalog(const SynthOptions& o) {
   spdlog::info("corrupted files: {}{}", s.corrupted, kinds.empty() ? "" : " (" + join(kinds, ", ") + ")");
   spdlog::info("records missing metadata: {}", s.records_missing_metadata);
 
-  const auto summary_path = o.out_dir / "make-data.json";
+  auto summary_path = o.out_dir / "make-data.json";
   write_file_atomic(summary_path, summary_json(o, s).dump(2) + "\n");
   spdlog::info("manifest: {}", s.manifest.string());
   spdlog::info("summary: {}", summary_path.string());
@@ -139,6 +139,7 @@ std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
                o.max_length, o.vocab_size, o.out_dir.string(), o.seed);
   const SynthTextSummary s = generate_synthetic_text(o);
   std::vector<std::string> splits;
+  splits.reserve(kNumSplits);
   for (int k = 0; k < kNumSplits; ++k)
     splits.push_back(fmt::format("{} {} ({:.1f}% positive)", split_name(static_cast<Split>(k)), s.per_split[k],
                                  s.per_split[k] ? 100.0 * s.positives_per_split[k] / s.per_split[k] : 0.0));
@@ -147,7 +148,7 @@ std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
   spdlog::info("splits by created_at: {}", join(splits, ", "));
   spdlog::info("length: min {}, median {}, p99 {}, max {} ({} truncated)", s.length_min, s.length_p50, s.length_p99,
                s.length_max, s.truncated);
-  const auto summary_path = o.out_dir / "make-data.json";
+  auto summary_path = o.out_dir / "make-data.json";
   write_file_atomic(summary_path, text_summary_json(o, s).dump(2) + "\n");
   spdlog::info("dataset: {}", (o.out_dir / kTextDatasetFile).string());
   spdlog::info("summary: {}", summary_path.string());

@@ -143,10 +143,10 @@ void apply_found_batch(Config& config, const nlohmann::json& found, bool in_a_ch
 nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env, const fs::path& program) {
   const bool in_a_child = !program.empty() && !env.distributed() && !wants_cuda(config.train.device) &&
                           !config.train.memory_budget.empty() && config.find_batch.process_check;
-  const nlohmann::json found = in_a_child ? find_the_batch_in_a_child(config, program)
-                                          : find_batch(config, static_cast<int>(data.class_names.size()),
-                                                       /*use_cache=*/true, plan_input_rate(config, data, env))
-                                                .to_json();
+  nlohmann::json found = in_a_child ? find_the_batch_in_a_child(config, program)
+                                    : find_batch(config, static_cast<int>(data.class_names.size()),
+                                                 /*use_cache=*/true, plan_input_rate(config, data, env))
+                                          .to_json();
   apply_found_batch(config, found, in_a_child);
   return found;
 }
