@@ -185,7 +185,9 @@ ChannelTables equalize_tables(const cv::Mat& rgb) {
 
 ChannelTables pointwise_tables(TrivialOp op, double magnitude) {
   ChannelTables lut{};
-  const int bits = static_cast<int>(magnitude);
+  // Posterize keeps `magnitude` bits; for Solarize the magnitude is a pixel threshold (up to 255),
+  // and a shift by 8 minus it would be undefined.
+  const int bits = std::clamp(static_cast<int>(magnitude), 0, 8);
   const auto mask = static_cast<std::uint8_t>(0xFF << (8 - bits));
   for (int v = 0; v < 256; ++v) {
     const auto out = op == TrivialOp::kPosterize ? static_cast<std::uint8_t>(v & mask)

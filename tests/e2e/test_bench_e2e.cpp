@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sanitizer.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -234,7 +235,8 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
                         " --epochs 2 --seeds 2 --first-seed 7 --baseline-batch 4 --memory-budget 32MiB --threads 1"
                         " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16"
                         // the largest batch that fits, whatever its throughput here: a candidate unlike the baseline
-                        " --set find_batch.objective=memory 2>&1");
+                        " --set find_batch.objective=memory" +
+                        testing::process_check_args() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output << testing::read_text(study / "seed-7" / "find_batch.log");
   ASSERT_TRUE(fs::exists(study / "report.html")) << r.output;
   const auto summary = json::parse(testing::read_text(study / "study.json"));

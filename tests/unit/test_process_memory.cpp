@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shoplens/core/process_memory.h"
+#include "sanitizer.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -23,6 +24,7 @@ TEST(ProcessMemory, ReadsTheKernelsFigures) {
 }
 
 TEST(ProcessMemory, TheJobsPeakCountsWhatItTouchedAndOnlySinceTheReset) {
+  SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();
   if (!reset_resident_peak()) GTEST_SKIP() << "this kernel refuses /proc/self/clear_refs";
   const ProgramFootprint program = measure_program_footprint(0);
   ASSERT_TRUE(reset_resident_peak());

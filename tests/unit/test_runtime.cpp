@@ -13,12 +13,14 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
+#include "sanitizer.h"
 #include "test_util.h"
 
 namespace shoplens {
 namespace {
 
 TEST(Runtime, HostAllocatorTuningCanBeTurnedOffAndKeepsLargeBlocksInTheProcess) {
+  SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();
   ::setenv("SHOPLENS_MALLOC_TUNING", "0", 1);
   EXPECT_FALSE(tune_host_allocator());
   ::unsetenv("SHOPLENS_MALLOC_TUNING");
