@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include <algorithm>
 #include <cmath>
@@ -144,12 +143,12 @@ ProbeFolder::~ProbeFolder() {
 }
 
 ProcessProbeFn spawn_process_probe(const fs::path& exe, const Config& config, int num_classes, ProbeFolder& folder) {
-  auto probe_config = std::make_shared<Config>(config);
-  probe_config->data.shards.clear();  // the probe's inputs are synthetic: no dataset to open
-  probe_config->find_batch.cache = false;
+  Config probe_config = config;
+  probe_config.data.shards.clear();  // the probe's inputs are synthetic: no dataset to open
+  probe_config.find_batch.cache = false;
   return [exe, probe_config, num_classes, &folder](int batch) {
     const fs::path config_file = folder.path() / "probe_config.json";
-    if (!fs::exists(config_file)) write_file_atomic(config_file, config_to_json(*probe_config).dump(2) + "\n");
+    if (!fs::exists(config_file)) write_file_atomic(config_file, config_to_json(probe_config).dump(2) + "\n");
     const fs::path out = folder.path() / fmt::format("process-{}.json", batch);
     const fs::path log = folder.path() / fmt::format("process-{}.log", batch);
     const ProcessExit exit =

@@ -100,13 +100,26 @@ nlohmann::json text_summary_json(const SynthTextOptions& o, const SynthTextSumma
   };
 }
 
+// The output folder, with make-data.log in it from here on.
+void open_output_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create '" + dir.string() + "': " + ec.message());
+  add_log_file(dir / "make-data.log");
+}
+
+// make-data.json beside the data; returns its path.
+std::filesystem::path write_summary(const std::filesystem::path& dir, const nlohmann::json& summary) {
+  auto path = dir / "make-data.json";
+  write_file_atomic(path, summary.dump(2) + "\n");
+  spdlog::info("summary: {}", path.string());
+  return path;
+}
+
 }  // namespace
 
 std::filesystem::path make_image_catalog(const SynthOptions& o) {
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) throw IoError("cannot create '" + o.out_dir.string() + "': " + ec.message());
-  add_log_file(o.out_dir / "make-data.log");
+  open_output_folder(o.out_dir);
   spdlog::info("make-data: {} images of {}-{} px into {} (seed {})", o.num_images, o.min_side, o.max_side,
                o.out_dir.string(), o.seed);
   const SynthSummary s = generate_synthetic_catalog(o);
@@ -122,19 +135,13 @@ std::filesystem::path make_image_catalog(const SynthOptions& o) {
   spdlog::info("corrupted files: {}{}", s.corrupted, kinds.empty() ? "" : " (" + join(kinds, ", ") + ")");
   spdlog::info("records missing metadata: {}", s.records_missing_metadata);
 
-  auto summary_path = o.out_dir / "make-data.json";
-  write_file_atomic(summary_path, summary_json(o, s).dump(2) + "\n");
   spdlog::info("manifest: {}", s.manifest.string());
-  spdlog::info("summary: {}", summary_path.string());
-  return summary_path;
+  return write_summary(o.out_dir, summary_json(o, s));
 }
 
 std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
   validate_synth_text_options(o);
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) throw IoError("cannot create '" + o.out_dir.string() + "': " + ec.message());
-  add_log_file(o.out_dir / "make-data.log");
+  open_output_folder(o.out_dir);
   spdlog::info("make-data: {} text examples, max length {}, vocabulary {} into {} (seed {})", o.num_examples,
                o.max_length, o.vocab_size, o.out_dir.string(), o.seed);
   const SynthTextSummary s = generate_synthetic_text(o);
@@ -148,11 +155,8 @@ std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
   spdlog::info("splits by created_at: {}", join(splits, ", "));
   spdlog::info("length: min {}, median {}, p99 {}, max {} ({} truncated)", s.length_min, s.length_p50, s.length_p99,
                s.length_max, s.truncated);
-  auto summary_path = o.out_dir / "make-data.json";
-  write_file_atomic(summary_path, text_summary_json(o, s).dump(2) + "\n");
   spdlog::info("dataset: {}", (o.out_dir / kTextDatasetFile).string());
-  spdlog::info("summary: {}", summary_path.string());
-  return summary_path;
+  return write_summary(o.out_dir, text_summary_json(o, s));
 }
 
 }  // namespace shoplens

@@ -37,17 +37,19 @@ InputRate measure_input_rate(const TrainData& data, const Config& config, double
   // epoch's start (a fresh shuffle, workers refilling the ring) is timed, as training pays it too.
   const auto start = Clock::now();
   std::uint64_t samples = 0;
-  while (rate.seconds < seconds && rate.epochs < kMaxInputRateEpochs) {
+  int epoch = 0;  // the epoch being read
+  while (rate.seconds < seconds) {
     auto batch = loader->next();
     if (!batch) {
-      loader->start_epoch(++rate.epochs);
+      if (epoch + 1 >= kMaxInputRateEpochs) break;
+      loader->start_epoch(++epoch);
       continue;
     }
     samples += static_cast<std::uint64_t>(batch->size());
     rate.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   }
   if (rate.seconds > 0 && samples > 0) rate.samples_per_second = static_cast<double>(samples) / rate.seconds;
-  rate.epochs += 1;
+  rate.epochs = epoch + 1;
   return rate;
 }
 
