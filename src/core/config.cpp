@@ -134,6 +134,23 @@ Field field(S Config::*section_member, const char* section, T S::*member, const 
   return f;
 }
 
+// The keys of one section, which is named once: s.add(&RunConfig::seed, "seed", help, check).
+template <class S>
+class SectionFields {
+ public:
+  SectionFields(std::vector<Field>& fields, S Config::*section_member, const char* section)
+      : fields_(fields), section_member_(section_member), section_(section) {}
+  template <class T>
+  void add(T S::*member, const char* key, const char* help, Check<T> check = {}) {
+    fields_.push_back(field(section_member_, section_, member, key, help, std::move(check)));
+  }
+
+ private:
+  std::vector<Field>& fields_;
+  S Config::*section_member_;
+  const char* section_;
+};
+
 template <class T>
 Check<T> at_least(T lo) {
   return [lo](const T& v, const std::string& path, const std::string& source) {
@@ -222,345 +239,279 @@ Field batch_size_field() {
 namespace {
 
 void add_run_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::run, "run", &RunConfig::dir, "dir", "run directory (empty: runs/<command>-<time>)"));
-  f.push_back(
-      field(&C::run, "run", &RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0)));
-  f.push_back(
-      field(&C::run, "run", &RunConfig::threads, "threads", "CPU threads (0: all usable cores)", in_range(0, 4096)));
-  f.push_back(field(&C::run, "run", &RunConfig::log_level, "log_level", "trace|debug|info|warn|error",
-                    one_of({"trace", "debug", "info", "warn", "error"})));
+  SectionFields<RunConfig> s(f, &Config::run, "run");
+  s.add(&RunConfig::dir, "dir", "run directory (empty: runs/<command>-<time>)");
+  s.add(&RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0));
+  s.add(&RunConfig::threads, "threads", "CPU threads (0: all usable cores)", in_range(0, 4096));
+  s.add(&RunConfig::log_level, "log_level", "trace|debug|info|warn|error",
+        one_of({"trace", "debug", "info", "warn", "error"}));
 }
 
 void add_data_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::data, "data", &DataConfig::input, "input", "CSV manifest or ImageFolder root"));
-  f.push_back(field(&C::data, "data", &DataConfig::root, "root",
-                    "base folder for relative manifest paths (empty: the manifest's folder)"));
-  f.push_back(field(&C::data, "data", &DataConfig::columns, "columns",
-                    "CSV column mapping, e.g. {\"path\": \"file\", \"label\": \"class\"}",
-                    Check<std::map<std::string, std::string>>([](const std::map<std::string, std::string>& m,
-                                                                 const std::string& path, const std::string& source) {
-                      const std::vector<std::string> known{"path", "label", "split", "id"};
-                      for (const auto& [k, v] : m)
-                        if (std::find(known.begin(), known.end(), k) == known.end())
-                          throw ConfigError(source + ": " + path + "." + k + ": unknown column role" +
-                                            did_you_mean(k, known) + "; roles are " + join(known, ", "));
-                    })));
-  f.push_back(field(&C::data, "data", &DataConfig::metadata_fields, "metadata_fields",
-                    "metadata columns to keep (empty: all other columns)"));
-  f.push_back(field(&C::data, "data", &DataConfig::classes, "classes",
-                    "class names in label order (empty: discovered, sorted)"));
-  f.push_back(field(&C::data, "data", &DataConfig::shards, "shards", "folder of prepared shards"));
-  f.push_back(
-      field(&C::data, "data", &DataConfig::val_fraction, "val_fraction",
-            "validation share when the input has no split column, and share of each class's train rows made val "
-            "when the input's splits have no val (0: none carved)",
-            in_range(0.0, 0.9)));
-  f.push_back(field(&C::data, "data", &DataConfig::test_fraction, "test_fraction",
-                    "test share when the input has no split column", in_range(0.0, 0.9)));
-  f.push_back(field(&C::data, "data", &DataConfig::storage_size, "storage_size", "short side of stored images, pixels",
-                    in_range(16, 4096)));
-  f.push_back(
-      field(&C::data, "data", &DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"})));
-  f.push_back(field(&C::data, "data", &DataConfig::jpeg_quality, "jpeg_quality", "JPEG quality of stored images",
-                    in_range(1, 100)));
-  f.push_back(field(&C::data, "data", &DataConfig::records_per_shard, "records_per_shard", "images per shard",
-                    in_range(1, 1 << 24)));
-  f.push_back(field(&C::data, "data", &DataConfig::max_megapixels, "max_megapixels",
-                    "originals above this are quarantined", in_range(0.001, 10000.0)));
-  f.push_back(field(&C::data, "data", &DataConfig::max_file_mb, "max_file_mb",
-                    "image files larger than this many MiB are quarantined without being read", in_range(1, 1 << 20)));
-  f.push_back(field(&C::data, "data", &DataConfig::scaled_decode, "scaled_decode",
-                    "decode JPEG originals at reduced scale when larger than needed"));
+  SectionFields<DataConfig> s(f, &Config::data, "data");
+  s.add(&DataConfig::input, "input", "CSV manifest or ImageFolder root");
+  s.add(&DataConfig::root, "root", "base folder for relative manifest paths (empty: the manifest's folder)");
+  s.add(&DataConfig::columns, "columns", "CSV column mapping, e.g. {\"path\": \"file\", \"label\": \"class\"}",
+        Check<std::map<std::string, std::string>>(
+            [](const std::map<std::string, std::string>& m, const std::string& path, const std::string& source) {
+              const std::vector<std::string> known{"path", "label", "split", "id"};
+              for (const auto& [k, v] : m)
+                if (std::find(known.begin(), known.end(), k) == known.end())
+                  throw ConfigError(source + ": " + path + "." + k + ": unknown column role" + did_you_mean(k, known) +
+                                    "; roles are " + join(known, ", "));
+            }));
+  s.add(&DataConfig::metadata_fields, "metadata_fields", "metadata columns to keep (empty: all other columns)");
+  s.add(&DataConfig::classes, "classes", "class names in label order (empty: discovered, sorted)");
+  s.add(&DataConfig::shards, "shards", "folder of prepared shards");
+  s.add(&DataConfig::val_fraction, "val_fraction",
+        "validation share when the input has no split column, and share of each class's train rows made val "
+        "when the input's splits have no val (0: none carved)",
+        in_range(0.0, 0.9));
+  s.add(&DataConfig::test_fraction, "test_fraction", "test share when the input has no split column",
+        in_range(0.0, 0.9));
+  s.add(&DataConfig::storage_size, "storage_size", "short side of stored images, pixels", in_range(16, 4096));
+  s.add(&DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"}));
+  s.add(&DataConfig::jpeg_quality, "jpeg_quality", "JPEG quality of stored images", in_range(1, 100));
+  s.add(&DataConfig::records_per_shard, "records_per_shard", "images per shard", in_range(1, 1 << 24));
+  s.add(&DataConfig::max_megapixels, "max_megapixels", "originals above this are quarantined",
+        in_range(0.001, 10000.0));
+  s.add(&DataConfig::max_file_mb, "max_file_mb",
+        "image files larger than this many MiB are quarantined without being read", in_range(1, 1 << 20));
+  s.add(&DataConfig::scaled_decode, "scaled_decode", "decode JPEG originals at reduced scale when larger than needed");
 }
 
 void add_augment_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::image_size, "image_size", "output side, pixels",
-                    in_range(8, 4096)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_scale, "crop_scale", "RandomResizedCrop area range",
-                    pair_in(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::crop_ratio, "crop_ratio", "RandomResizedCrop aspect range",
-                    pair_in(0.01, 100.0)));
-  f.push_back(
-      field(&C::augment, "augment", &AugmentConfig::hflip, "hflip", "horizontal flip probability", in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::brightness, "brightness", "color jitter brightness",
-                    in_range(0.0, 1.0)));
-  f.push_back(
-      field(&C::augment, "augment", &AugmentConfig::contrast, "contrast", "color jitter contrast", in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::saturation, "saturation", "color jitter saturation",
-                    in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::hue, "hue", "color jitter hue", in_range(0.0, 0.5)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::mixup_alpha, "mixup_alpha", "mixup Beta alpha (0: off)",
-                    in_range(0.0, 100.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::cutmix_alpha, "cutmix_alpha", "cutmix Beta alpha (0: off)",
-                    in_range(0.0, 100.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::mix_prob, "mix_prob", "probability a batch is mixed",
-                    in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::pad_crop, "pad_crop",
-                    "CIFAR-style crop: reflect-pad by this many pixels and crop image_size at random, instead of "
-                    "RandomResizedCrop (0: off)",
-                    in_range(0, 1024)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::auto_augment, "auto_augment",
-                    "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
-                    one_of({"none", "trivial"})));
-  f.push_back(
-      field(&C::augment, "augment", &AugmentConfig::random_erasing, "random_erasing",
-            "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
-            in_range(0.0, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::mean, "mean", "normalisation mean per channel",
-                    three_numbers(false)));
-  f.push_back(
-      field(&C::augment, "augment", &AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_crop_pct, "eval_crop_pct",
-                    "evaluation: resize the short side to floor(image_size / eval_crop_pct), then center crop",
-                    in_range(0.05, 1.0)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::eval_resize_short_side, "eval_resize_short_side",
-                    "evaluation: this resized short side instead (0: from eval_crop_pct)", in_range(0, 16384)));
-  f.push_back(field(&C::augment, "augment", &AugmentConfig::worst_case, "worst_case",
-                    "largest-footprint augmentation (every op on, mixed soft targets)"));
+  SectionFields<AugmentConfig> s(f, &Config::augment, "augment");
+  s.add(&AugmentConfig::image_size, "image_size", "output side, pixels", in_range(8, 4096));
+  s.add(&AugmentConfig::crop_scale, "crop_scale", "RandomResizedCrop area range", pair_in(0.0, 1.0));
+  s.add(&AugmentConfig::crop_ratio, "crop_ratio", "RandomResizedCrop aspect range", pair_in(0.01, 100.0));
+  s.add(&AugmentConfig::hflip, "hflip", "horizontal flip probability", in_range(0.0, 1.0));
+  s.add(&AugmentConfig::brightness, "brightness", "color jitter brightness", in_range(0.0, 1.0));
+  s.add(&AugmentConfig::contrast, "contrast", "color jitter contrast", in_range(0.0, 1.0));
+  s.add(&AugmentConfig::saturation, "saturation", "color jitter saturation", in_range(0.0, 1.0));
+  s.add(&AugmentConfig::hue, "hue", "color jitter hue", in_range(0.0, 0.5));
+  s.add(&AugmentConfig::mixup_alpha, "mixup_alpha", "mixup Beta alpha (0: off)", in_range(0.0, 100.0));
+  s.add(&AugmentConfig::cutmix_alpha, "cutmix_alpha", "cutmix Beta alpha (0: off)", in_range(0.0, 100.0));
+  s.add(&AugmentConfig::mix_prob, "mix_prob", "probability a batch is mixed", in_range(0.0, 1.0));
+  s.add(&AugmentConfig::pad_crop, "pad_crop",
+        "CIFAR-style crop: reflect-pad by this many pixels and crop image_size at random, instead of "
+        "RandomResizedCrop (0: off)",
+        in_range(0, 1024));
+  s.add(&AugmentConfig::auto_augment, "auto_augment",
+        "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
+        one_of({"none", "trivial"}));
+  s.add(&AugmentConfig::random_erasing, "random_erasing",
+        "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
+        in_range(0.0, 1.0));
+  s.add(&AugmentConfig::mean, "mean", "normalisation mean per channel", three_numbers(false));
+  s.add(&AugmentConfig::std, "std", "normalisation std per channel", three_numbers(true));
+  s.add(&AugmentConfig::eval_crop_pct, "eval_crop_pct",
+        "evaluation: resize the short side to floor(image_size / eval_crop_pct), then center crop",
+        in_range(0.05, 1.0));
+  s.add(&AugmentConfig::eval_resize_short_side, "eval_resize_short_side",
+        "evaluation: this resized short side instead (0: from eval_crop_pct)", in_range(0, 16384));
+  s.add(&AugmentConfig::worst_case, "worst_case", "largest-footprint augmentation (every op on, mixed soft targets)");
 }
 
 void add_loader_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(batch_size_field());
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::workers, "workers", "decode threads (0: run.threads)",
-                    in_range(0, 1024)));
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::prefetch_batches, "prefetch_batches", "batches prepared ahead",
-                    in_range(1, 1024)));
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::shuffle, "shuffle", "shuffle each epoch"));
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::drop_last, "drop_last", "drop the last partial batch"));
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::token_budget, "token_budget",
-                    "text: cut each micro-batch so that rows x longest row <= this many tokens (0: no cap)",
-                    at_least<std::int64_t>(0)));
-  f.push_back(field(&C::loader, "loader", &LoaderConfig::pin_memory, "pin_memory",
-                    "CUDA jobs: batches in page-locked memory, copied to the device without staging"));
+  SectionFields<LoaderConfig> s(f, &Config::loader, "loader");
+  f.push_back(batch_size_field());  // a number or "auto": not a plain field
+  s.add(&LoaderConfig::workers, "workers", "decode threads (0: run.threads)", in_range(0, 1024));
+  s.add(&LoaderConfig::prefetch_batches, "prefetch_batches", "batches prepared ahead", in_range(1, 1024));
+  s.add(&LoaderConfig::shuffle, "shuffle", "shuffle each epoch");
+  s.add(&LoaderConfig::drop_last, "drop_last", "drop the last partial batch");
+  s.add(&LoaderConfig::token_budget, "token_budget",
+        "text: cut each micro-batch so that rows x longest row <= this many tokens (0: no cap)",
+        at_least<std::int64_t>(0));
+  s.add(&LoaderConfig::pin_memory, "pin_memory",
+        "CUDA jobs: batches in page-locked memory, copied to the device without staging");
 }
 
 void add_model_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::model, "model", &ModelConfig::name, "name",
-                    "the model (`shoplens train --help` and docs/MODELS.md list them)"));
-  f.push_back(field(&C::model, "model", &ModelConfig::pretrained, "pretrained",
-                    "weights to start from: .safetensors or torch.save state dict (empty: from scratch)"));
-  f.push_back(field(&C::model, "model", &ModelConfig::new_head, "new_head",
-                    "new classification head when the weights' class count differs (else an error)"));
-  f.push_back(field(&C::model, "model", &ModelConfig::partial_load, "partial_load",
-                    "start from weights that leave some model tensors at their init (else an error naming them)"));
-  f.push_back(
-      field(&C::model, "model", &ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99)));
-  f.push_back(
-      field(&C::model, "model", &ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)"));
-  f.push_back(field(&C::model, "model", &ModelConfig::drop_path, "drop_path",
-                    "stochastic depth: drop rate of the last residual block, rising linearly from 0 at the first "
-                    "(ViTs only; 0: off)",
-                    in_range(0.0, 1.0)));
+  SectionFields<ModelConfig> s(f, &Config::model, "model");
+  s.add(&ModelConfig::name, "name", "the model (`shoplens train --help` and docs/MODELS.md list them)");
+  s.add(&ModelConfig::pretrained, "pretrained",
+        "weights to start from: .safetensors or torch.save state dict (empty: from scratch)");
+  s.add(&ModelConfig::new_head, "new_head",
+        "new classification head when the weights' class count differs (else an error)");
+  s.add(&ModelConfig::partial_load, "partial_load",
+        "start from weights that leave some model tensors at their init (else an error naming them)");
+  s.add(&ModelConfig::dropout, "dropout", "dropout before the head", in_range(0.0, 0.99));
+  s.add(&ModelConfig::channels_last, "channels_last", "channels-last memory format (CNNs)");
+  s.add(&ModelConfig::drop_path, "drop_path",
+        "stochastic depth: drop rate of the last residual block, rising linearly from 0 at the first "
+        "(ViTs only; 0: off)",
+        in_range(0.0, 1.0));
 }
 
 void add_optim_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::optim, "optim", &OptimConfig::name, "name", "adamw | sgd", one_of({"adamw", "sgd"})));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::lr, "lr", "peak learning rate for the global batch",
-                    Check<double>([](const double& v, const std::string& path, const std::string& source) {
-                      if (!(v > 0) || v > 100)
-                        throw ConfigError(source + ": " + path + ": must be > 0 (and <= 100), got " + json(v).dump());
-                    })));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::weight_decay, "weight_decay",
-                    "decoupled (adamw) or L2 (sgd) decay; never on norms and biases", in_range(0.0, 10.0)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::momentum, "momentum", "sgd momentum", in_range(0.0, 0.9999)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::nesterov, "nesterov", "sgd Nesterov momentum"));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::betas, "betas", "adamw betas", pair_in(0.0, 0.999999)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::eps, "eps", "adamw epsilon", in_range(1e-12, 1.0)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::backbone_lr_scale, "backbone_lr_scale",
-                    "backbone learning rate as a fraction of the head's", in_range(0.0, 10.0)));
-  f.push_back(field(&C::optim, "optim", &OptimConfig::clip_grad_norm, "clip_grad_norm",
-                    "max global gradient norm (0: off)", in_range(0.0, 1e9)));
+  SectionFields<OptimConfig> s(f, &Config::optim, "optim");
+  s.add(&OptimConfig::name, "name", "adamw | sgd", one_of({"adamw", "sgd"}));
+  s.add(&OptimConfig::lr, "lr", "peak learning rate for the global batch",
+        Check<double>([](const double& v, const std::string& path, const std::string& source) {
+          if (!(v > 0) || v > 100)
+            throw ConfigError(source + ": " + path + ": must be > 0 (and <= 100), got " + json(v).dump());
+        }));
+  s.add(&OptimConfig::weight_decay, "weight_decay", "decoupled (adamw) or L2 (sgd) decay; never on norms and biases",
+        in_range(0.0, 10.0));
+  s.add(&OptimConfig::momentum, "momentum", "sgd momentum", in_range(0.0, 0.9999));
+  s.add(&OptimConfig::nesterov, "nesterov", "sgd Nesterov momentum");
+  s.add(&OptimConfig::betas, "betas", "adamw betas", pair_in(0.0, 0.999999));
+  s.add(&OptimConfig::eps, "eps", "adamw epsilon", in_range(1e-12, 1.0));
+  s.add(&OptimConfig::backbone_lr_scale, "backbone_lr_scale", "backbone learning rate as a fraction of the head's",
+        in_range(0.0, 10.0));
+  s.add(&OptimConfig::clip_grad_norm, "clip_grad_norm", "max global gradient norm (0: off)", in_range(0.0, 1e9));
 }
 
 void add_schedule_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::name, "name",
-                    "cosine | step | constant | one_cycle (cosine rise over pct_start of the steps, then cosine fall)",
-                    one_of({"cosine", "step", "constant", "one_cycle"})));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_epochs, "warmup_epochs", "linear warm-up length",
-                    in_range(0.0, 1e6)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::warmup_start_factor, "warmup_start_factor",
-                    "lr factor at step 0 of the warm-up", in_range(0.0, 1.0)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::min_lr_ratio, "min_lr_ratio",
-                    "cosine floor, fraction of lr", in_range(0.0, 1.0)));
-  f.push_back(field(&C::schedule, "schedule", &ScheduleConfig::step_epochs, "step_epochs",
-                    "step: epochs between decays", in_range(1e-6, 1e6)));
-  f.push_back(
-      field(&C::schedule, "schedule", &ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0)));
-  f.push_back(
-      field(&C::schedule, "schedule", &ScheduleConfig::pct_start, "pct_start",
-            "one_cycle: fraction of the steps spent rising from warmup_start_factor to lr (replaces warmup_epochs)",
-            in_range(0.0, 1.0)));
+  SectionFields<ScheduleConfig> s(f, &Config::schedule, "schedule");
+  s.add(&ScheduleConfig::name, "name",
+        "cosine | step | constant | one_cycle (cosine rise over pct_start of the steps, then cosine fall)",
+        one_of({"cosine", "step", "constant", "one_cycle"}));
+  s.add(&ScheduleConfig::warmup_epochs, "warmup_epochs", "linear warm-up length", in_range(0.0, 1e6));
+  s.add(&ScheduleConfig::warmup_start_factor, "warmup_start_factor", "lr factor at step 0 of the warm-up",
+        in_range(0.0, 1.0));
+  s.add(&ScheduleConfig::min_lr_ratio, "min_lr_ratio", "cosine floor, fraction of lr", in_range(0.0, 1.0));
+  s.add(&ScheduleConfig::step_epochs, "step_epochs", "step: epochs between decays", in_range(1e-6, 1e6));
+  s.add(&ScheduleConfig::gamma, "gamma", "step: decay factor", in_range(0.0, 1.0));
+  s.add(&ScheduleConfig::pct_start, "pct_start",
+        "one_cycle: fraction of the steps spent rising from warmup_start_factor to lr (replaces warmup_epochs)",
+        in_range(0.0, 1.0));
 }
 
 void add_train_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::train, "train", &TrainConfig::epochs, "epochs", "epochs to train", in_range(1, 1000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::max_steps, "max_steps",
-                    "stop after this many optimizer steps (0: no limit)", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::train, "train", &TrainConfig::accumulation_steps, "accumulation_steps",
-                    "micro-batches per optimizer step", in_range(1, 65536)));
-  f.push_back(field(&C::train, "train", &TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)",
-                    one_of({"fp32", "bf16", "fp16"})));
-  f.push_back(
-      field(&C::train, "train", &TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"})));
-  f.push_back(field(&C::train, "train", &TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon",
-                    in_range(0.0, 0.99)));
-  f.push_back(field(&C::train, "train", &TrainConfig::ema_decay, "ema_decay",
-                    "EMA of the weights, updated every step (e.g. 0.999); validation, best checkpoint and test use "
-                    "it (0: off)",
-                    in_range(0.0, 0.999999)));
-  f.push_back(field(&C::train, "train", &TrainConfig::class_balance, "class_balance",
-                    "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)",
-                    one_of({"none", "weighted_loss", "sampler"})));
-  f.push_back(field(&C::train, "train", &TrainConfig::freeze_backbone_epochs, "freeze_backbone_epochs",
-                    "epochs that train only the head", in_range(0.0, 1e6)));
-  f.push_back(
-      field(&C::train, "train", &TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
-            "after the freeze, unfreeze one backbone stage (output first) every this many epochs (0: all at once)",
-            in_range(0.0, 1e6)));
-  f.push_back(field(&C::train, "train", &TrainConfig::eval_every_steps, "eval_every_steps",
-                    "evaluate every this many steps (0: every epoch)", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::train, "train", &TrainConfig::eval_batch_size, "eval_batch_size",
-                    "evaluation batch (0: loader.batch_size)", in_range(0, 1 << 20)));
-  f.push_back(field(
-      &C::train, "train", &TrainConfig::early_stopping_metric, "early_stopping_metric",
-      "validation metric that picks the best checkpoint",
-      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"})));
-  f.push_back(field(&C::train, "train", &TrainConfig::patience, "patience",
-                    "evaluations without improvement before stopping (0: never)", in_range(0, 1000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::keep_last, "keep_last",
-                    "recent checkpoints kept besides the best", in_range(1, 1000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::checkpoint_every_steps, "checkpoint_every_steps",
-                    "checkpoint every this many steps (0: at every evaluation)", at_least<std::int64_t>(0)));
-  f.push_back(field(&C::train, "train", &TrainConfig::max_bad_steps, "max_bad_steps",
-                    "consecutive non-finite losses before the run stops with a diagnostic", in_range(1, 1000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::init_loss_scale, "init_loss_scale", "fp16 initial loss scale",
-                    in_range(1.0, 1e38)));
-  f.push_back(field(&C::train, "train", &TrainConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
-                    "fp16: steps without overflow before the scale doubles", in_range(1, 1000000000)));
-  f.push_back(field(&C::train, "train", &TrainConfig::log_every_steps, "log_every_steps",
-                    "train metrics every this many steps", at_least<std::int64_t>(1)));
-  f.push_back(field(&C::train, "train", &TrainConfig::tensorboard, "tensorboard", "write TensorBoard event files"));
-  f.push_back(field(&C::train, "train", &TrainConfig::deterministic, "deterministic",
-                    "deterministic kernels (resumed runs reproduce the loss curve)"));
-  f.push_back(
-      field(&C::train, "train", &TrainConfig::memory_budget, "memory_budget",
-            "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
-            "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
-            byte_size_or_empty()));
-  f.push_back(
-      field(&C::train, "train", &TrainConfig::oom_recovery, "oom_recovery",
-            "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step"));
-  f.push_back(field(&C::train, "train", &TrainConfig::threshold, "threshold",
-                    "two-class tasks: predict class 1 when its probability is at least this (F1, confusion)",
-                    in_range(0.0, 1.0)));
+  SectionFields<TrainConfig> s(f, &Config::train, "train");
+  s.add(&TrainConfig::epochs, "epochs", "epochs to train", in_range(1, 1000000));
+  s.add(&TrainConfig::max_steps, "max_steps", "stop after this many optimizer steps (0: no limit)",
+        at_least<std::int64_t>(0));
+  s.add(&TrainConfig::accumulation_steps, "accumulation_steps", "micro-batches per optimizer step", in_range(1, 65536));
+  s.add(&TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)", one_of({"fp32", "bf16", "fp16"}));
+  s.add(&TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"}));
+  s.add(&TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon", in_range(0.0, 0.99));
+  s.add(&TrainConfig::ema_decay, "ema_decay",
+        "EMA of the weights, updated every step (e.g. 0.999); validation, best checkpoint and test use "
+        "it (0: off)",
+        in_range(0.0, 0.999999));
+  s.add(&TrainConfig::class_balance, "class_balance",
+        "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)",
+        one_of({"none", "weighted_loss", "sampler"}));
+  s.add(&TrainConfig::freeze_backbone_epochs, "freeze_backbone_epochs", "epochs that train only the head",
+        in_range(0.0, 1e6));
+  s.add(&TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
+        "after the freeze, unfreeze one backbone stage (output first) every this many epochs (0: all at once)",
+        in_range(0.0, 1e6));
+  s.add(&TrainConfig::eval_every_steps, "eval_every_steps", "evaluate every this many steps (0: every epoch)",
+        at_least<std::int64_t>(0));
+  s.add(&TrainConfig::eval_batch_size, "eval_batch_size", "evaluation batch (0: loader.batch_size)",
+        in_range(0, 1 << 20));
+  s.add(
+      &TrainConfig::early_stopping_metric, "early_stopping_metric", "validation metric that picks the best checkpoint",
+      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"}));
+  s.add(&TrainConfig::patience, "patience", "evaluations without improvement before stopping (0: never)",
+        in_range(0, 1000000));
+  s.add(&TrainConfig::keep_last, "keep_last", "recent checkpoints kept besides the best", in_range(1, 1000));
+  s.add(&TrainConfig::checkpoint_every_steps, "checkpoint_every_steps",
+        "checkpoint every this many steps (0: at every evaluation)", at_least<std::int64_t>(0));
+  s.add(&TrainConfig::max_bad_steps, "max_bad_steps",
+        "consecutive non-finite losses before the run stops with a diagnostic", in_range(1, 1000000));
+  s.add(&TrainConfig::init_loss_scale, "init_loss_scale", "fp16 initial loss scale", in_range(1.0, 1e38));
+  s.add(&TrainConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
+        "fp16: steps without overflow before the scale doubles", in_range(1, 1000000000));
+  s.add(&TrainConfig::log_every_steps, "log_every_steps", "train metrics every this many steps",
+        at_least<std::int64_t>(1));
+  s.add(&TrainConfig::tensorboard, "tensorboard", "write TensorBoard event files");
+  s.add(&TrainConfig::deterministic, "deterministic", "deterministic kernels (resumed runs reproduce the loss curve)");
+  s.add(&TrainConfig::memory_budget, "memory_budget",
+        "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
+        "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
+        byte_size_or_empty());
+  s.add(&TrainConfig::oom_recovery, "oom_recovery",
+        "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step");
+  s.add(&TrainConfig::threshold, "threshold",
+        "two-class tasks: predict class 1 when its probability is at least this (F1, confusion)", in_range(0.0, 1.0));
 }
 
 void add_find_batch_fields(std::vector<Field>& f) {
-  using C = Config;
   using FB = FindBatchConfig;
-  f.push_back(field(&C::find_batch, "find_batch", &FB::strategy, "strategy",
-                    "fit (memory model + verification) | binsearch (Lightning's) | exact (benchmark truth, slow)",
-                    one_of({"fit", "binsearch", "exact"})));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::headroom, "headroom", "fraction of the budget always left free",
-                    in_range(0.0, 0.5)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::probe_steps, "probe_steps", "training steps per probe",
-                    in_range(1, 100)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::verify_steps, "verify_steps",
-                    "steps the answer must run within the budget", in_range(1, 1000)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::first_batch, "first_batch", "batch of the first probe",
-                    in_range(1, 1 << 20)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::max_batch, "max_batch", "largest micro-batch considered",
-                    in_range(1, 1 << 20)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::round_to, "round_to",
-                    "round the micro-batch down to a multiple of this (0: 8 on CUDA with bf16/fp16, else 1)",
-                    in_range(0, 4096)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::target_global_batch, "target_global_batch",
-                    "global batch to reach with accumulation (0: one micro-batch per step)",
-                    at_least<std::int64_t>(0)));
-  f.push_back(
-      field(&C::find_batch, "find_batch", &FB::lr_scaling, "lr_scaling",
-            "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
-            one_of({"auto", "linear", "sqrt", "none"})));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::objective, "objective",
-                    "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
-                    "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
-                    one_of({"throughput", "memory"})));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::min_throughput_gain, "min_throughput_gain",
-                    "objective throughput: the fraction of images/s a doubling of the batch must add to be taken "
-                    "(a larger batch costs optimizer steps)",
-                    in_range(0.0, 10.0)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::train_budget, "train_budget",
-                    "what a run at the planned batch keeps from the recipe: time (train.epochs x the measured "
-                    "images/s speed-up over the reference batch: about the same wall time, more epochs) | epochs "
-                    "(train.epochs as given: faster, fewer optimizer steps)",
-                    one_of({"time", "epochs"})));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::reference_batch, "reference_batch",
-                    "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
-                    at_least<std::int64_t>(0)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::cache, "cache", "reuse a result with the same fingerprint"));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::cache_dir, "cache_dir",
-                    "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)"));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::input_rate_share, "input_rate_share",
-                    "objective throughput: share of the loader's samples/s, timed alone before training, that the "
-                    "plan counts on while the training process shares the machine's cores",
-                    in_range(0.05, 1.0)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::process_check, "process_check",
-                    "CPU with train.memory_budget: probe the answer again in a fresh process and lower it until the "
-                    "whole process fits the budget, not only its tensors"));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::process_steps, "process_steps",
-                    "training steps of each fresh-process probe (the allocator's free blocks settle over steps)",
-                    in_range(1, 1000)));
-  f.push_back(field(&C::find_batch, "find_batch", &FB::process_headroom, "process_headroom",
-                    "fraction of the budget the process check keeps free beyond the tensors' headroom, for what a "
-                    "real epoch adds to a probe (data loading, evaluation, checkpoints)",
-                    in_range(0.0, 0.5)));
+  SectionFields<FB> s(f, &Config::find_batch, "find_batch");
+  s.add(&FB::strategy, "strategy",
+        "fit (memory model + verification) | binsearch (Lightning's) | exact (benchmark truth, slow)",
+        one_of({"fit", "binsearch", "exact"}));
+  s.add(&FB::headroom, "headroom", "fraction of the budget always left free", in_range(0.0, 0.5));
+  s.add(&FB::probe_steps, "probe_steps", "training steps per probe", in_range(1, 100));
+  s.add(&FB::verify_steps, "verify_steps", "steps the answer must run within the budget", in_range(1, 1000));
+  s.add(&FB::first_batch, "first_batch", "batch of the first probe", in_range(1, 1 << 20));
+  s.add(&FB::max_batch, "max_batch", "largest micro-batch considered", in_range(1, 1 << 20));
+  s.add(&FB::round_to, "round_to",
+        "round the micro-batch down to a multiple of this (0: 8 on CUDA with bf16/fp16, else 1)", in_range(0, 4096));
+  s.add(&FB::target_global_batch, "target_global_batch",
+        "global batch to reach with accumulation (0: one micro-batch per step)", at_least<std::int64_t>(0));
+  s.add(&FB::lr_scaling, "lr_scaling",
+        "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
+        one_of({"auto", "linear", "sqrt", "none"}));
+  s.add(&FB::objective, "objective",
+        "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
+        "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
+        one_of({"throughput", "memory"}));
+  s.add(&FB::min_throughput_gain, "min_throughput_gain",
+        "objective throughput: the fraction of images/s a doubling of the batch must add to be taken "
+        "(a larger batch costs optimizer steps)",
+        in_range(0.0, 10.0));
+  s.add(&FB::train_budget, "train_budget",
+        "what a run at the planned batch keeps from the recipe: time (train.epochs x the measured "
+        "images/s speed-up over the reference batch: about the same wall time, more epochs) | epochs "
+        "(train.epochs as given: faster, fewer optimizer steps)",
+        one_of({"time", "epochs"}));
+  s.add(&FB::reference_batch, "reference_batch",
+        "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
+        at_least<std::int64_t>(0));
+  s.add(&FB::cache, "cache", "reuse a result with the same fingerprint");
+  s.add(&FB::cache_dir, "cache_dir", "where results are cached (empty: $XDG_CACHE_HOME/shoplens or ~/.cache/shoplens)");
+  s.add(&FB::input_rate_share, "input_rate_share",
+        "objective throughput: share of the loader's samples/s, timed alone before training, that the "
+        "plan counts on while the training process shares the machine's cores",
+        in_range(0.05, 1.0));
+  s.add(&FB::process_check, "process_check",
+        "CPU with train.memory_budget: probe the answer again in a fresh process and lower it until the "
+        "whole process fits the budget, not only its tensors");
+  s.add(&FB::process_steps, "process_steps",
+        "training steps of each fresh-process probe (the allocator's free blocks settle over steps)",
+        in_range(1, 1000));
+  s.add(&FB::process_headroom, "process_headroom",
+        "fraction of the budget the process check keeps free beyond the tensors' headroom, for what a "
+        "real epoch adds to a probe (data loading, evaluation, checkpoints)",
+        in_range(0.0, 0.5));
 }
 
 void add_dist_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::dist, "dist", &DistConfig::backend, "backend",
-                    "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl",
-                    one_of({"auto", "gloo", "nccl"})));
-  f.push_back(field(&C::dist, "dist", &DistConfig::timeout_seconds, "timeout_seconds",
-                    "rendezvous and collective timeout: a missing or dead rank is an error after this",
-                    in_range(1.0, 86400.0)));
-  f.push_back(field(&C::dist, "dist", &DistConfig::bucket_mb, "bucket_mb",
-                    "gradient all-reduce bucket size in MB (smaller: earlier overlap, more calls)",
-                    in_range(0.001, 4096.0)));
-  f.push_back(field(&C::dist, "dist", &DistConfig::broadcast_buffers, "broadcast_buffers",
-                    "broadcast model buffers (BatchNorm statistics) from rank 0 before every step"));
-  f.push_back(field(&C::dist, "dist", &DistConfig::ledger, "ledger",
-                    "record the sample ids of every committed step per rank in RUN/ledger (shoplens verify-ledger)"));
+  SectionFields<DistConfig> s(f, &Config::dist, "dist");
+  s.add(&DistConfig::backend, "backend", "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl",
+        one_of({"auto", "gloo", "nccl"}));
+  s.add(&DistConfig::timeout_seconds, "timeout_seconds",
+        "rendezvous and collective timeout: a missing or dead rank is an error after this", in_range(1.0, 86400.0));
+  s.add(&DistConfig::bucket_mb, "bucket_mb",
+        "gradient all-reduce bucket size in MB (smaller: earlier overlap, more calls)", in_range(0.001, 4096.0));
+  s.add(&DistConfig::broadcast_buffers, "broadcast_buffers",
+        "broadcast model buffers (BatchNorm statistics) from rank 0 before every step");
+  s.add(&DistConfig::ledger, "ledger",
+        "record the sample ids of every committed step per rank in RUN/ledger (shoplens verify-ledger)");
 }
 
 void add_text_fields(std::vector<Field>& f) {
-  using C = Config;
-  f.push_back(field(&C::text, "text", &TextConfig::max_length, "max_length",
-                    "tokens read per example; longer examples are truncated (sizes the position embeddings)",
-                    in_range(1, 1 << 16)));
-  f.push_back(field(&C::text, "text", &TextConfig::bucket_by_length, "bucket_by_length",
-                    "sort each window of global batches by length so a step pads little"));
-  f.push_back(field(&C::text, "text", &TextConfig::bucket_window, "bucket_window",
-                    "global batches sorted by length together (larger: less padding, less randomness)",
-                    in_range(1, 1 << 20)));
-  f.push_back(field(&C::text, "text", &TextConfig::pooling, "pooling", "mean (over real tokens) | cls (first token)",
-                    one_of({"mean", "cls"})));
-  f.push_back(field(&C::text, "text", &TextConfig::attention, "attention",
-                    "auto | fused (LibTorch's scaled-dot-product kernel) | math", one_of({"auto", "fused", "math"})));
-  f.push_back(field(&C::text, "text", &TextConfig::vocab_size, "vocab_size",
-                    "resolved from text_dataset.json (0: not yet)", at_least(0)));
-  f.push_back(field(&C::text, "text", &TextConfig::categorical_cardinalities, "categorical_cardinalities",
-                    "resolved: vocabulary size per categorical metadata field (code 0, missing, comes on top)"));
-  f.push_back(field(&C::text, "text", &TextConfig::numeric_fields, "numeric_fields",
-                    "resolved: numeric metadata fields", at_least(0)));
+  SectionFields<TextConfig> s(f, &Config::text, "text");
+  s.add(&TextConfig::max_length, "max_length",
+        "tokens read per example; longer examples are truncated (sizes the position embeddings)", in_range(1, 1 << 16));
+  s.add(&TextConfig::bucket_by_length, "bucket_by_length",
+        "sort each window of global batches by length so a step pads little");
+  s.add(&TextConfig::bucket_window, "bucket_window",
+        "global batches sorted by length together (larger: less padding, less randomness)", in_range(1, 1 << 20));
+  s.add(&TextConfig::pooling, "pooling", "mean (over real tokens) | cls (first token)", one_of({"mean", "cls"}));
+  s.add(&TextConfig::attention, "attention", "auto | fused (LibTorch's scaled-dot-product kernel) | math",
+        one_of({"auto", "fused", "math"}));
+  s.add(&TextConfig::vocab_size, "vocab_size", "resolved from text_dataset.json (0: not yet)", at_least(0));
+  s.add(&TextConfig::categorical_cardinalities, "categorical_cardinalities",
+        "resolved: vocabulary size per categorical metadata field (code 0, missing, comes on top)");
+  s.add(&TextConfig::numeric_fields, "numeric_fields", "resolved: numeric metadata fields", at_least(0));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/core/enum_names.h"
 
 namespace shoplens {
 namespace codecs {
@@ -48,23 +49,10 @@ DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64
 }  // namespace codecs
 
 const char* format_name(ImageFormat format) {
-  switch (format) {
-    case ImageFormat::kJpeg:
-      return "JPEG";
-    case ImageFormat::kPng:
-      return "PNG";
-    case ImageFormat::kBmp:
-      return "BMP";
-    case ImageFormat::kWebp:
-      return "WebP";
-    case ImageFormat::kTiff:
-      return "TIFF";
-    case ImageFormat::kGif:
-      return "GIF";
-    case ImageFormat::kUnknown:
-      break;
-  }
-  return "unknown";
+  static constexpr EnumName<ImageFormat> kNames[] = {{ImageFormat::kJpeg, "JPEG"}, {ImageFormat::kPng, "PNG"},
+                                                     {ImageFormat::kBmp, "BMP"},   {ImageFormat::kWebp, "WebP"},
+                                                     {ImageFormat::kTiff, "TIFF"}, {ImageFormat::kGif, "GIF"}};
+  return name_in(kNames, format, "unknown");
 }
 
 ImageFormat sniff_format(const std::uint8_t* d, std::size_t n) {

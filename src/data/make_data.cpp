@@ -96,7 +96,7 @@ nlohmann::json text_summary_json(const SynthTextOptions& o, const SynthTextSumma
       {"shards", s.shards.size()},
       {"bytes_written", s.bytes_written},
       {"seconds", s.seconds},
-      {"dataset", kTextDatasetFile},
+      {"dataset", kTextShardFormat.dataset_file},
   };
 }
 
@@ -155,7 +155,7 @@ std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
   spdlog::info("splits by created_at: {}", join(splits, ", "));
   spdlog::info("length: min {}, median {}, p99 {}, max {} ({} truncated)", s.length_min, s.length_p50, s.length_p99,
                s.length_max, s.truncated);
-  spdlog::info("dataset: {}", (o.out_dir / kTextDatasetFile).string());
+  spdlog::info("dataset: {}", (o.out_dir / kTextShardFormat.dataset_file).string());
   return write_summary(o.out_dir, text_summary_json(o, s));
 }
 

@@ -15,6 +15,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/utf8.h"
+#include "shoplens/core/enum_names.h"
 #include "shoplens/data/csv.h"
 #include "shoplens/data/dataset_file.h"
 
@@ -347,25 +348,18 @@ class FolderScanner {
 
 }  // namespace
 
-const char* split_name(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kVal:
-      return "val";
-    case Split::kTest:
-      return "test";
-  }
-  return "?";
-}
+namespace {
 
-std::optional<Split> parse_split(std::string_view text) {
-  std::string s = to_lower(trim(text));
-  if (s == "train" || s == "training") return Split::kTrain;
-  if (s == "val" || s == "valid" || s == "validation" || s == "dev") return Split::kVal;
-  if (s == "test" || s == "testing") return Split::kTest;
-  return std::nullopt;
-}
+// The first name of each split is the one written; the others are read from manifests.
+constexpr EnumName<Split> kSplitNames[] = {
+    {Split::kTrain, "train"}, {Split::kVal, "val"}, {Split::kTest, "test"},      {Split::kTrain, "training"},
+    {Split::kVal, "valid"},   {Split::kVal, "dev"}, {Split::kVal, "validation"}, {Split::kTest, "testing"}};
+
+}  // namespace
+
+const char* split_name(Split split) { return name_in(kSplitNames, split); }
+
+std::optional<Split> parse_split(std::string_view text) { return value_in(kSplitNames, to_lower(trim(text))); }
 
 bool path_within(const fs::path& root, const fs::path& candidate) {
   fs::path r = normalised_absolute(root), c = normalised_absolute(candidate);

@@ -15,6 +15,7 @@
 #include <opencv2/core.hpp>
 #include <spdlog/spdlog.h>
 
+#include "dataset_json.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
@@ -54,7 +55,7 @@ struct ShardReject {
 // What one shard contributed; also its completion marker (<name>.summary.json).
 struct ShardSummary {
   std::string fingerprint;
-  ShardInfo info;
+  ShardListing info;
   std::vector<ShardReject> quarantined;
   std::vector<std::uint64_t> kept_ids;
   std::array<double, 3> pixel_sum{0, 0, 0};
@@ -69,13 +70,7 @@ json summary_to_json(const ShardSummary& s) {
   json q = json::array();
   for (const auto& r : s.quarantined) q.push_back({{"sample", r.sample}, {"stage", r.stage}, {"reason", r.reason}});
   return {{"fingerprint", s.fingerprint},
-          {"shard",
-           {{"name", s.info.name},
-            {"split", split_name(s.info.split)},
-            {"count", s.info.count},
-            {"data_bytes", s.info.data_bytes},
-            {"data_crc32", s.info.data_crc32},
-            {"index_crc32", s.info.index_crc32}}},
+          {"shard", listing_to_json(s.info, kImageShardFormat)},
           {"quarantined", q},
           {"kept_ids", s.kept_ids},
           {"pixel_sum", s.pixel_sum},
@@ -96,13 +91,8 @@ std::optional<ShardSummary> load_summary(const fs::path& file, const std::string
     if (doc.at("fingerprint").get<std::string>() != fingerprint) return std::nullopt;
     ShardSummary s;
     s.fingerprint = fingerprint;
-    const auto& sh = doc.at("shard");
-    s.info.name = sh.at("name").get<std::string>();
+    s.info = listing_from_json(doc.at("shard"), file.string(), kImageShardFormat);
     s.info.split = split;
-    s.info.count = sh.at("count").get<std::uint64_t>();
-    s.info.data_bytes = sh.at("data_bytes").get<std::uint64_t>();
-    s.info.data_crc32 = sh.at("data_crc32").get<std::uint32_t>();
-    s.info.index_crc32 = sh.at("index_crc32").get<std::uint32_t>();
     for (const auto& q : doc.at("quarantined")) {
       s.quarantined.push_back({q.at("sample").get<std::uint64_t>(), q.at("stage"), q.at("reason")});
       if (s.quarantined.back().sample >= num_records) throw DataError("sample id out of range");
@@ -122,11 +112,12 @@ std::optional<ShardSummary> load_summary(const fs::path& file, const std::string
 }
 
 // The shard's files must still be there and match what its summary recorded.
-bool shard_files_intact(const fs::path& dir, const ShardInfo& info) {
+bool shard_files_intact(const fs::path& dir, const ShardListing& info) {
   std::error_code ec;
-  fs::path idx = dir / (info.name + ".idx"), data = dir / (info.name + ".data");
+  const fs::path idx = shard_index_path(dir, info.name, kImageShardFormat);
+  const fs::path data = shard_payload_path(dir, info.name, kImageShardFormat);
   if (!fs::exists(idx, ec) || !fs::exists(data, ec)) return false;
-  if (fs::file_size(data, ec) != info.data_bytes) return false;
+  if (fs::file_size(data, ec) != info.payload_size) return false;
   std::string bytes = read_file(idx);
   return crc32_of(bytes.data(), bytes.size()) == info.index_crc32;
 }
@@ -425,7 +416,7 @@ void tally_shards(const Manifest& m, const std::vector<ShardSummary>& summaries,
     report.extension_mismatches += s.extension_mismatches;
     report.jpeg_originals_kept += s.originals_kept;
     report.input_bytes += s.input_bytes;
-    report.output_bytes += s.info.data_bytes;
+    report.output_bytes += s.info.payload_size;
     for (auto id : s.kept_ids) {
       const auto& r = m.records[id];
       report.kept_per_class_split[r.label][static_cast<int>(r.split)]++;

@@ -26,6 +26,7 @@
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/image_io.h"
+#include "shoplens/data/manifest.h"
 #include "synth_internal.h"
 
 namespace shoplens {
@@ -86,8 +87,6 @@ void validate_synth_options(const SynthOptions& o) {
 namespace {
 
 enum class Corruption { kNone = -1, kTruncated = 0, kZeroBytes, kNotAnImage, kBadHeader, kWrongExtension };
-enum class Split { kTrain, kVal, kTest };
-const char* split_name(Split s) { return s == Split::kTrain ? "train" : s == Split::kVal ? "val" : "test"; }
 
 // Random streams of one image; see synth::derive_seed.
 constexpr std::uint64_t kStreamAttributes = 1, kStreamPixels = 2, kStreamCorruption = 3;

@@ -264,7 +264,7 @@ void summarize(const SynthTextOptions& o, const TextDatasetInfo& info, TextTally
   s.examples = n;
   s.shards = info.shards;
   for (const auto& sh : info.shards)
-    s.bytes_written += sh.tokens * token_dtype_size(token_dtype_for(o.vocab_size)) + 48 + sh.count * 88;
+    s.bytes_written += sh.payload_size * token_dtype_size(token_dtype_for(o.vocab_size)) + 48 + sh.count * 88;
   std::size_t k = 0;
   for (const auto& f : info.categorical)
     s.missing_fraction.emplace_back(f.name, double(tally.missing[k++]) / double(n));

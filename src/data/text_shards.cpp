@@ -7,9 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataset_json.h"
 #include "shoplens/core/errors.h"
-#include "shoplens/data/shard_format.h"
-#include "shoplens/data/shards.h"
 
 namespace shoplens {
 
@@ -35,23 +34,23 @@ void check_example(const TextExample& ex, const TextShardLayout& layout, const s
 }  // namespace
 
 TextShardWriter::TextShardWriter(const fs::path& dir, std::string name, Split split, const TextShardLayout& layout)
-    : dir_(dir), layout_(layout), dtype_(token_dtype_for(layout.vocab_size)), tokens_(dir / (name + ".tokens")) {
+    : files_(dir, name, split, kTextShardFormat), layout_(layout), dtype_(token_dtype_for(layout.vocab_size)) {
   if (layout.vocab_size < 2 || layout.num_categorical < 0 || layout.num_categorical > kTextMaxCategorical ||
       layout.num_numeric < 0 || layout.num_numeric > kTextMaxNumeric)
     throw Error("text shard '" + name + "': unsupported layout (vocab " + std::to_string(layout.vocab_size) + ", " +
                 std::to_string(layout.num_categorical) + " categorical, " + std::to_string(layout.num_numeric) +
                 " numeric fields)");
-  info_.name = std::move(name);
-  info_.split = split;
 }
 
 void TextShardWriter::add(const TextExample& ex) {
-  check_example(ex, layout_, info_.name);
-  if (ex.split != info_.split)
-    throw Error(info_.name + ": sample " + std::to_string(ex.sample_id) + " belongs to split " + split_name(ex.split));
+  const ShardListing& listing = files_.listing();
+  check_example(ex, layout_, listing.name);
+  if (ex.split != listing.split)
+    throw Error(listing.name + ": sample " + std::to_string(ex.sample_id) + " belongs to split " +
+                split_name(ex.split));
   TextIndexEntry e{};
   e.sample_id = ex.sample_id;
-  e.offset = info_.tokens;
+  e.offset = listing.payload_size;
   e.length = static_cast<std::uint32_t>(ex.tokens.size());
   e.label = ex.label;
   e.created_at = ex.created_at;
@@ -67,49 +66,19 @@ void TextShardWriter::add(const TextExample& ex) {
     const auto v = static_cast<std::uint32_t>(ex.tokens[i]);
     for (std::size_t b = 0; b < width; ++b) buffer_[i * width + b] = static_cast<std::uint8_t>(v >> (8 * b));
   }
-  tokens_.write(buffer_.data(), buffer_.size());
-  info_.tokens_crc32 = crc32_of(buffer_.data(), buffer_.size(), info_.tokens_crc32);
-  info_.tokens += ex.tokens.size();
+  files_.append(buffer_.data(), buffer_.size(), ex.tokens.size());
   entries_.push_back(e);
 }
 
-TextShardInfo TextShardWriter::finish() {
-  tokens_.commit();
+ShardListing TextShardWriter::finish() {
   TextIndexHeader h{};
-  std::memcpy(h.magic, kTextIndexMagic, sizeof h.magic);
-  h.version = kTextIndexVersion;
-  h.entry_size = sizeof(TextIndexEntry);
-  h.count = entries_.size();
-  h.total_tokens = info_.tokens;
-  h.tokens_crc32 = info_.tokens_crc32;
-  h.entries_crc32 = crc32_of(entries_.data(), entries_.size() * sizeof(TextIndexEntry));
   h.token_dtype = static_cast<std::uint8_t>(dtype_);
   h.num_categorical = static_cast<std::uint8_t>(layout_.num_categorical);
   h.num_numeric = static_cast<std::uint8_t>(layout_.num_numeric);
-  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
-  bytes.append(reinterpret_cast<const char*>(entries_.data()), entries_.size() * sizeof(TextIndexEntry));
-  write_file_atomic(dir_ / (info_.name + ".tidx"), bytes);
-  info_.count = entries_.size();
-  info_.index_crc32 = crc32_of(bytes.data(), bytes.size());
-  return info_;
+  return files_.finish(h, entries_);
 }
 
 // ---- text_dataset.json ----
-
-namespace {
-
-template <class T>
-T required(const nlohmann::json& doc, const char* key, const std::string& file, const std::string& context = "") {
-  const std::string where = file + ": " + (context.empty() ? "" : context + ": ");
-  if (!doc.is_object() || !doc.contains(key)) throw DataError(where + "missing key '" + key + "'");
-  try {
-    return doc.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(where + "key '" + key + "': " + e.what());
-  }
-}
-
-}  // namespace
 
 void write_text_dataset_info(const fs::path& dir, const TextDatasetInfo& info) {
   nlohmann::json doc;
@@ -127,29 +96,17 @@ void write_text_dataset_info(const fs::path& dir, const TextDatasetInfo& info) {
                        {"val_from", info.split_rule.val_from},
                        {"test_from", info.split_rule.test_from},
                        {"description", info.split_rule.description}};
-  doc["shards"] = nlohmann::json::array();
-  for (const auto& s : info.shards)
-    doc["shards"].push_back({{"name", s.name},
-                             {"split", split_name(s.split)},
-                             {"count", s.count},
-                             {"tokens", s.tokens},
-                             {"tokens_crc32", s.tokens_crc32},
-                             {"index_crc32", s.index_crc32}});
-  write_file_atomic(dir / kTextDatasetFile, doc.dump(2) + "\n");
+  doc["shards"] = listings_to_json(info.shards, kTextShardFormat);
+  write_file_atomic(dir / kTextShardFormat.dataset_file, doc.dump(2) + "\n");
 }
 
 TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
-  const fs::path path = dir / kTextDatasetFile;
+  const fs::path path = dir / kTextShardFormat.dataset_file;
   const std::string file = path.string();
   if (!fs::exists(path))
-    throw DataError("'" + dir.string() + "' is not a text shard folder (no " + kTextDatasetFile +
+    throw DataError("'" + dir.string() + "' is not a text shard folder (no " + kTextShardFormat.dataset_file +
                     "; run 'shoplens make-data --task text' or tools/text_shards/to_text_shards.py)");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw DataError(file + ": " + e.what());
-  }
+  const nlohmann::json doc = read_json_document(path);
   TextDatasetInfo info;
   info.format_version = required<int>(doc, "format_version", file);
   if (info.format_version != 1)
@@ -184,63 +141,48 @@ TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
   info.split_rule.test_from = required<std::int64_t>(rule, "test_from", file, "split_rule");
   if (rule.contains("description"))
     info.split_rule.description = required<std::string>(rule, "description", file, "split_rule");
-  std::set<std::string> names;
-  for (const auto& s : required<nlohmann::json>(doc, "shards", file)) {
-    TextShardInfo shard;
-    shard.name = required<std::string>(s, "name", file, "shards");
-    const std::string ctx = "shards." + shard.name;
-    auto split = parse_split(required<std::string>(s, "split", file, ctx));
-    if (!split) throw DataError(file + ": " + ctx + ": key 'split': unknown split");
-    shard.split = *split;
-    shard.count = required<std::uint64_t>(s, "count", file, ctx);
-    shard.tokens = required<std::uint64_t>(s, "tokens", file, ctx);
-    shard.tokens_crc32 = required<std::uint32_t>(s, "tokens_crc32", file, ctx);
-    shard.index_crc32 = required<std::uint32_t>(s, "index_crc32", file, ctx);
-    if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name.find("..") != std::string::npos)
-      throw DataError(file + ": shard name '" + shard.name + "' is not a plain file name");
-    if (!names.insert(shard.name).second) throw DataError(file + ": shard '" + shard.name + "' is listed twice");
-    info.shards.push_back(shard);
-  }
+  info.shards = read_listings(doc, file, kTextShardFormat);
   return info;
 }
 
 // ---- reading ----
 
+namespace {
+
+void check_header_fits(const TextIndexHeader& h, const TextDatasetInfo& info, const std::string& index) {
+  if (h.num_numeric != info.numeric.size())
+    throw DataError(index + ": holds " + std::to_string(h.num_numeric) + " numeric fields, the dataset declares " +
+                    std::to_string(info.numeric.size()));
+  if (static_cast<TokenDtype>(h.token_dtype) == TokenDtype::kUInt16 && info.vocab_size > 65536)
+    throw DataError(index + ": uint16 tokens cannot hold a vocabulary of " + std::to_string(info.vocab_size));
+}
+
+}  // namespace
+
 TextShardReader::TextShardReader(const fs::path& dir, const std::string& name, const TextDatasetInfo& info,
                                  std::uint32_t index_crc32, bool verify_tokens) {
-  const fs::path idx = dir / (name + ".tidx"), tok = dir / (name + ".tokens");
-  if (!fs::exists(idx))
-    throw DataError(idx.string() + ": index missing (the shard was never completed: a torn write; regenerate it)");
-  MappedFile index_file(idx);
-  if (index_crc32 != 0 && crc32_of(index_file.data(), index_file.size()) != index_crc32)
-    throw DataError(idx.string() + ": checksum does not match " + kTextDatasetFile + " (corrupted or replaced index)");
+  const std::string index = shard_index_path(dir, name, kTextShardFormat).string();
+  const auto index_file = map_shard_index(dir, name, kTextShardFormat, index_crc32);
   std::vector<int> vocab_sizes;
   for (const auto& f : info.categorical) vocab_sizes.push_back(static_cast<int>(f.vocabulary.size()));
-  index_ = parse_text_shard_index(index_file.data(), index_file.size(), idx.string(), vocab_sizes);
+  index_ = parse_text_shard_index(index_file->data(), index_file->size(), index, vocab_sizes);
   const auto& h = index_.header;
-  if (h.num_numeric != info.numeric.size())
-    throw DataError(idx.string() + ": holds " + std::to_string(h.num_numeric) +
-                    " numeric fields, the dataset declares " + std::to_string(info.numeric.size()));
-  if (static_cast<TokenDtype>(h.token_dtype) == TokenDtype::kUInt16 && info.vocab_size > 65536)
-    throw DataError(idx.string() + ": uint16 tokens cannot hold a vocabulary of " + std::to_string(info.vocab_size));
-  const std::uint64_t bytes = h.total_tokens * token_dtype_size(static_cast<TokenDtype>(h.token_dtype));
-  if (!fs::exists(tok)) throw DataError(tok.string() + ": tokens file missing (its index exists)");
-  tokens_ = std::make_unique<MappedFile>(tok);
-  if (tokens_->size() != bytes)
-    throw DataError(tok.string() + ": size " + std::to_string(tokens_->size()) + " does not match its index (" +
-                    std::to_string(bytes) + " bytes)");
-  if (!verify_tokens) return;
-  if (crc32_of(tokens_->data(), tokens_->size()) != h.tokens_crc32)
-    throw DataError(tok.string() + ": checksum mismatch (corrupted tokens file)");
+  check_header_fits(h, info, index);
+  const std::uint64_t bytes = h.prefix.payload_size * token_dtype_size(static_cast<TokenDtype>(h.token_dtype));
+  tokens_ = map_shard_payload(dir, name, kTextShardFormat, bytes, h.prefix.payload_crc32, verify_tokens);
+  if (verify_tokens) check_token_ids(info.vocab_size, shard_payload_path(dir, name, kTextShardFormat).string());
+}
+
+void TextShardReader::check_token_ids(int vocab_size, const std::string& file) const {
   std::vector<std::int64_t> buf;
   for (std::size_t i = 0; i < size(); ++i) {
     buf.resize(index_.entries[i].length);
     copy_tokens(i, buf.data(), buf.size());
     for (auto t : buf)
-      if (t < 0 || t >= info.vocab_size)
-        throw DataError(tok.string() + ": entry " + std::to_string(i) + " (sample " +
+      if (t < 0 || t >= vocab_size)
+        throw DataError(file + ": entry " + std::to_string(i) + " (sample " +
                         std::to_string(index_.entries[i].sample_id) + "): token id " + std::to_string(t) +
-                        " outside the vocabulary of " + std::to_string(info.vocab_size));
+                        " outside the vocabulary of " + std::to_string(vocab_size));
   }
 }
 
@@ -268,18 +210,14 @@ namespace {
 class ShardTextSource : public TextSource {
  public:
   explicit ShardTextSource(TextDatasetInfo info) : info_(std::move(info)) {}
-  void add_reader(std::unique_ptr<TextShardReader> reader) {
-    const auto r = static_cast<std::uint32_t>(readers_.size());
-    for (std::size_t i = 0; i < reader->size(); ++i) locations_.emplace_back(r, static_cast<std::uint32_t>(i));
-    readers_.push_back(std::move(reader));
-  }
-  std::size_t size() const override { return locations_.size(); }
+  void add_reader(std::unique_ptr<TextShardReader> reader) { shards_.add(std::move(reader)); }
+  std::size_t size() const override { return shards_.size(); }
   int label(std::size_t i) const override { return entry(i).label; }
   std::uint64_t sample_id(std::size_t i) const override { return entry(i).sample_id; }
   std::uint32_t length(std::size_t i) const override { return entry(i).length; }
   std::size_t copy_tokens(std::size_t i, std::int64_t* out, std::size_t max_len) const override {
-    const auto& [r, k] = locations_.at(i);
-    return readers_[r]->copy_tokens(k, out, max_len);
+    const auto [reader, k] = shards_.locate(i);
+    return reader->copy_tokens(k, out, max_len);
   }
   void metadata(std::size_t i, std::int64_t* categorical, float* numeric) const override {
     const auto& e = entry(i);
@@ -296,29 +234,15 @@ class ShardTextSource : public TextSource {
   int vocab_size() const override { return info_.vocab_size; }
 
  private:
-  const TextIndexEntry& entry(std::size_t i) const {
-    const auto& [r, k] = locations_.at(i);
-    return readers_[r]->entry(k);
-  }
+  const TextIndexEntry& entry(std::size_t i) const { return shards_.entry(i); }
   TextDatasetInfo info_;
-  std::vector<std::unique_ptr<TextShardReader>> readers_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> locations_;  // (reader, entry)
+  ShardTable<TextShardReader> shards_;
 };
 
 std::unique_ptr<TextShardReader> open_listed_shard(const fs::path& dir, const TextDatasetInfo& info,
-                                                   const TextShardInfo& shard, bool verify_tokens) {
+                                                   const ShardListing& shard, bool verify_tokens) {
   auto reader = std::make_unique<TextShardReader>(dir, shard.name, info, shard.index_crc32, verify_tokens);
-  const std::string idx = (dir / (shard.name + ".tidx")).string();
-  if (reader->size() != shard.count)
-    throw DataError(idx + ": holds " + std::to_string(reader->size()) + " examples but " + kTextDatasetFile + " says " +
-                    std::to_string(shard.count));
-  if (reader->header().total_tokens != shard.tokens)
-    throw DataError(idx + ": holds " + std::to_string(reader->header().total_tokens) + " tokens but " +
-                    kTextDatasetFile + " says " + std::to_string(shard.tokens));
-  for (std::size_t i = 0; i < reader->size(); ++i)
-    if (reader->entry(i).split != static_cast<std::uint8_t>(shard.split))
-      throw DataError(idx + ": entry " + std::to_string(i) + " is in another split than its shard (" +
-                      split_name(shard.split) + ")");
+  check_listed(*reader, shard, kTextShardFormat, dir);
   return reader;
 }
 
@@ -335,23 +259,13 @@ std::shared_ptr<const TextSource> open_text_split(const fs::path& dir, Split spl
 TextVerifyReport verify_text_shards(const fs::path& dir) {
   const TextDatasetInfo info = read_text_dataset_info(dir);
   TextVerifyReport report;
-  std::set<std::string> listed;
   for (const auto& shard : info.shards) {
     auto reader = open_listed_shard(dir, info, shard, /*verify_tokens=*/true);
-    if (reader->header().tokens_crc32 != shard.tokens_crc32)
-      throw DataError((dir / (shard.name + ".tidx")).string() + ": tokens checksum differs from " + kTextDatasetFile);
     report.shards++;
     report.examples += reader->size();
-    report.tokens += reader->header().total_tokens;
-    listed.insert(shard.name + ".tokens");
-    listed.insert(shard.name + ".tidx");
+    report.tokens += reader->prefix().payload_size;
   }
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    const std::string ext = entry.path().extension().string();
-    if ((ext == ".tokens" || ext == ".tidx") && !listed.count(file)) report.unlisted_files.push_back(file);
-  }
-  std::sort(report.unlisted_files.begin(), report.unlisted_files.end());
+  report.unlisted_files = unlisted_shard_files(dir, info.shards, kTextShardFormat);
   return report;
 }
 

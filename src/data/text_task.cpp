@@ -7,7 +7,9 @@
 
 namespace shoplens {
 
-bool is_text_dataset(const std::filesystem::path& dir) { return std::filesystem::exists(dir / "text_dataset.json"); }
+bool is_text_dataset(const std::filesystem::path& dir) {
+  return std::filesystem::exists(dir / kTextShardFormat.dataset_file);
+}
 
 void resolve_text_config(Config& config, const TextDatasetInfo& info, const std::string& where) {
   std::vector<double> cardinalities;

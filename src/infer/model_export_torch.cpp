@@ -16,6 +16,7 @@
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/augment.h"
 #include "shoplens/data/shard_format.h"
+#include "shoplens/core/checksum.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
 #include "shoplens/train/checkpoint.h"
@@ -141,7 +142,7 @@ json training_summary(const fs::path& run_dir, const json& state) {
 }
 
 std::string data_fingerprint(const Config& config) {
-  const fs::path info = fs::path(config.data.shards) / "dataset.json";
+  const fs::path info = fs::path(config.data.shards) / kImageShardFormat.dataset_file;
   std::error_code ec;
   if (config.data.shards.empty() || !fs::exists(info, ec)) return "";
   return Fingerprint().add(read_file(info)).hex();

@@ -213,7 +213,7 @@ std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const RowsOpti
   if (o.split != "all" && o.split != "train" && o.split != "val" && o.split != "test")
     throw UsageError("--split '" + o.split + "' is not one of all, train, val, test");
   if (!fs::is_directory(input, ec)) return file_rows(input, o);
-  if (fs::exists(input / "dataset.json", ec)) return std::make_unique<ShardRows>(input, o.split);
+  if (fs::exists(input / kImageShardFormat.dataset_file, ec)) return std::make_unique<ShardRows>(input, o.split);
   bool labelled = false;
   auto rows = folder_rows(input, labelled);
   if (rows.empty())

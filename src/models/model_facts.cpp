@@ -4,6 +4,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/core/enum_names.h"
 
 namespace shoplens {
 
@@ -63,15 +64,10 @@ std::string model_names_text(ModelInput input) {
 }
 
 const char* parameter_naming_name(ParameterNaming naming) {
-  switch (naming) {
-    case ParameterNaming::torchvision:
-      return "torchvision";
-    case ParameterNaming::timm:
-      return "timm";
-    case ParameterNaming::shoplens:
-      break;
-  }
-  return "shoplens";
+  static constexpr EnumName<ParameterNaming> kNames[] = {{ParameterNaming::torchvision, "torchvision"},
+                                                         {ParameterNaming::timm, "timm"},
+                                                         {ParameterNaming::shoplens, "shoplens"}};
+  return name_in(kNames, naming, "shoplens");
 }
 
 }  // namespace shoplens

@@ -3,25 +3,22 @@
 #include <algorithm>
 #include <cmath>
 
+#include "shoplens/core/enum_names.h"
 #include "shoplens/serve/serve_metrics.h"
 
 namespace shoplens::serve {
 
-const char* status_name(RequestStatus status) {
-  switch (status) {
-    case RequestStatus::kPending:
-      return "pending";
-    case RequestStatus::kDone:
-      return "done";
-    case RequestStatus::kRejected:
-      return "rejected";
-    case RequestStatus::kTimedOut:
-      return "timed_out";
-    case RequestStatus::kFailed:
-      return "failed";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<RequestStatus> kStatusNames[] = {{RequestStatus::kPending, "pending"},
+                                                    {RequestStatus::kDone, "done"},
+                                                    {RequestStatus::kRejected, "rejected"},
+                                                    {RequestStatus::kTimedOut, "timed_out"},
+                                                    {RequestStatus::kFailed, "failed"}};
+
+}  // namespace
+
+const char* status_name(RequestStatus status) { return name_in(kStatusNames, status); }
 
 RequestStatus InferenceRequest::status() const {
   std::lock_guard<std::mutex> lock(mutex_);

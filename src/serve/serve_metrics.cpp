@@ -7,24 +7,21 @@
 #include <fmt/format.h>
 
 #include "shoplens/core/stats.h"
+#include "shoplens/core/enum_names.h"
 
 namespace shoplens::serve {
 
-const char* stage_name(Stage stage) {
-  switch (stage) {
-    case Stage::kQueueWait:
-      return "queue_wait";
-    case Stage::kPreprocess:
-      return "preprocess";
-    case Stage::kHostToDevice:
-      return "host_to_device";
-    case Stage::kCompute:
-      return "compute";
-    case Stage::kTotal:
-      return "total";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<Stage> kStageNames[] = {{Stage::kQueueWait, "queue_wait"},
+                                           {Stage::kPreprocess, "preprocess"},
+                                           {Stage::kHostToDevice, "host_to_device"},
+                                           {Stage::kCompute, "compute"},
+                                           {Stage::kTotal, "total"}};
+
+}  // namespace
+
+const char* stage_name(Stage stage) { return name_in(kStageNames, stage); }
 
 void LatencyWindow::add(double ms) {
   if (ring_.size() < capacity_) {

@@ -5,27 +5,24 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/enum_names.h"
 #include "torch_compat.h"
 
 namespace shoplens {
 
+namespace {
+
+constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+
+}  // namespace
+
 Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  if (name == "fp16") return Precision::kFp16;
+  if (const auto precision = value_in(kPrecisionNames, name)) return *precision;
   throw ConfigError("precision '" + name + "' is not one of fp32, bf16, fp16");
 }
 
-const char* precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-    default:
-      return "fp32";
-  }
-}
+const char* precision_name(Precision precision) { return name_in(kPrecisionNames, precision, "fp32"); }
 
 // ---- autocast (the 1.13 / 2.x split is in torch_compat.h) ----
 namespace {

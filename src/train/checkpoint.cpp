@@ -10,7 +10,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
-#include "shoplens/data/shard_format.h"
+#include "shoplens/core/checksum.h"
 
 namespace shoplens {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
-#include "shoplens/train/crc32c.h"
+#include "shoplens/core/checksum.h"
 
 namespace shoplens {
 namespace {

@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     auto index = shoplens::parse_shard_index(data, size, "fuzz.idx", 12);
     for (const auto& e : index.entries)
-      if (e.offset + e.length > index.header.data_size || e.label >= 12) __builtin_trap();
+      if (e.offset + e.length > index.header.payload_size || e.label >= 12) __builtin_trap();
   } catch (const shoplens::DataError&) {}
   return 0;
 }

@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Two categorical fields with vocabularies of 3 and 5 values, as a dataset would declare.
     auto index = shoplens::parse_text_shard_index(data, size, "fuzz.tidx", {3, 5});
     for (const auto& e : index.entries) {
-      if (e.length == 0 || e.offset + e.length > index.header.total_tokens) __builtin_trap();
+      if (e.length == 0 || e.offset + e.length > index.header.prefix.payload_size) __builtin_trap();
       if (e.label != 0 && e.label != 1) __builtin_trap();
       if (e.categorical[0] > 3 || e.categorical[1] > 5 || e.split > 2) __builtin_trap();
     }

@@ -43,6 +43,18 @@ TEST(Csv, EscapeRoundTrips) {
   EXPECT_EQ(rows[0].fields, fields);
 }
 
+// One table reads split names both ways: aliases parse, the first name is the one written.
+TEST(Manifest, SplitNamesReadBothWays) {
+  for (Split split : {Split::kTrain, Split::kVal, Split::kTest}) EXPECT_EQ(parse_split(split_name(split)), split);
+  EXPECT_EQ(parse_split(" Validation "), Split::kVal);
+  EXPECT_EQ(parse_split("dev"), Split::kVal);
+  EXPECT_EQ(parse_split("TESTING"), Split::kTest);
+  EXPECT_STREQ(split_name(*parse_split("training")), "train");
+  EXPECT_EQ(parse_split("holdout"), std::nullopt);
+  EXPECT_EQ(parse_split(""), std::nullopt);
+  EXPECT_STREQ(split_name(static_cast<Split>(7)), "?");
+}
+
 TEST(Manifest, ParsesRowsLabelsSplitsAndMetadata) {
   std::string text =
       "id,path,label,split,source_channel,device_type\n"

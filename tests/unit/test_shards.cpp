@@ -16,7 +16,7 @@ std::vector<std::uint8_t> raw_pixels(int h, int w, std::uint8_t seed) {
   return px;
 }
 
-ShardInfo write_shard(const std::filesystem::path& dir, const std::string& name, int n) {
+ShardListing write_shard(const std::filesystem::path& dir, const std::string& name, int n) {
   ShardWriter w(dir, name, Split::kTrain);
   for (int i = 0; i < n; ++i) {
     auto px = raw_pixels(4 + i, 5, static_cast<std::uint8_t>(i));
@@ -29,7 +29,7 @@ ShardInfo write_shard(const std::filesystem::path& dir, const std::string& name,
 
 TEST(Shards, RoundTripPayloadsAndEntries) {
   testing::ScratchDir dir("shards");
-  ShardInfo info = write_shard(dir.path(), "train-00000", 5);
+  ShardListing info = write_shard(dir.path(), "train-00000", 5);
   EXPECT_EQ(info.count, 5u);
   ShardReader reader(dir.path(), "train-00000", 2, /*verify_data=*/true);
   ASSERT_EQ(reader.size(), 5u);
@@ -88,7 +88,7 @@ TEST(Shards, IndexValidationNamesTheProblem) {
     return std::string();
   };
   EXPECT_EQ(error_for(good), "");
-  EXPECT_NE(error_for(good.substr(0, 10)).find("shorter than the header"), std::string::npos);
+  EXPECT_NE(error_for(good.substr(0, 10)).find("shorter than the 40-byte header"), std::string::npos);
   std::string bad_magic = good;
   bad_magic[0] = 'X';
   EXPECT_NE(error_for(bad_magic).find("bad magic"), std::string::npos);
@@ -129,6 +129,29 @@ TEST(Shards, DatasetInfoRoundTripAndSplitView) {
   EXPECT_EQ(ds->info().mean[2], 0.3);
   EXPECT_EQ(ShardDataset::open(dir.path(), Split::kVal)->size(), 0u);
   EXPECT_THROW(ShardDataset::open(dir / "missing", Split::kTrain), DataError);
+}
+
+// dataset.json records each index's CRC-32 and each shard's count and payload: a shard replaced by
+// another valid one (a copy from another preparation, a half-finished rebuild) is not read.
+TEST(Shards, OpeningChecksEachShardAgainstTheDatasetFile) {
+  testing::ScratchDir dir("shards");
+  DatasetInfo info;
+  info.classes = {"a", "b"};
+  info.shards.push_back(write_shard(dir.path(), "train-00000", 4));
+  write_dataset_info(dir.path(), info);
+  write_shard(dir.path(), "train-00000", 3);  // valid on its own, not what dataset.json lists
+  auto expect_refused = [&](const std::string& needle) {
+    try {
+      ShardDataset::open(dir.path(), Split::kTrain);
+      ADD_FAILURE() << "opened a shard that dataset.json does not describe";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("train-00000.idx: checksum does not match dataset.json");
+  info.shards[0].index_crc32 = 0;  // no index checksum listed: the count still differs
+  write_dataset_info(dir.path(), info);
+  expect_refused("train-00000.idx: holds 3 records but dataset.json says 4");
 }
 
 TEST(AtomicFile, UncommittedWriterLeavesNothing) {

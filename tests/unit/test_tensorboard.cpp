@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
-#include "shoplens/train/crc32c.h"
+#include "shoplens/core/checksum.h"
 #include "shoplens/train/tensorboard.h"
 #include "test_util.h"
 

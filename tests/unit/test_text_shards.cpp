@@ -185,7 +185,7 @@ std::string index_bytes(const fs::path& dir) {
 void fix_crc(std::string& bytes) {
   TextIndexHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
-  h.entries_crc32 = crc32_of(bytes.data() + sizeof h, bytes.size() - sizeof h);
+  h.prefix.entries_crc32 = crc32_of(bytes.data() + sizeof h, bytes.size() - sizeof h);
   std::memcpy(bytes.data(), &h, sizeof h);
 }
 
@@ -289,11 +289,11 @@ TEST(TextShardsCorrupt, TruncatedTokensFileIsRejectedOnOpen) {
 TEST(TextShardsCorrupt, MissingDatasetKeyIsNamed) {
   testing::ScratchDir dir("text-shards");
   write_folder(dir.path(), 1000);
-  std::string json = read_file(dir / kTextDatasetFile);
+  std::string json = read_file(dir / kTextShardFormat.dataset_file);
   const auto at = json.find("\"vocab_size\"");
   ASSERT_NE(at, std::string::npos);
   json.replace(at, 12, "\"vocab_sizes\"");
-  write_file_atomic(dir / kTextDatasetFile, json);
+  write_file_atomic(dir / kTextShardFormat.dataset_file, json);
   try {
     read_text_dataset_info(dir.path());
     FAIL();

@@ -45,7 +45,7 @@ struct SynthTextSummary {
   std::uint64_t truncated = 0;    // examples cut at max_length
   std::uint64_t label_flips = 0;  // examples whose observed label is noise
   TextSplitRule split_rule;
-  std::vector<TextShardInfo> shards;
+  std::vector<ShardListing> shards;
   double seconds = 0;
 };
 

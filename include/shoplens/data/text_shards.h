@@ -1,10 +1,10 @@
 // The tokenized text shard format (docs/TEXT.md), after Megatron-LM's indexed dataset (.bin/.idx):
 // one flat file of token ids per shard plus a fixed-size binary index of offsets, both memory
-// mapped, so reading an example is a pointer lookup and a copy, with no per-sample parsing.
+// mapped, so reading an example is a pointer lookup and a copy, with no per-sample parsing. On the
+// shard core (shard_core.h), like the image format:
 //   <name>.tokens  token ids back to back, little-endian, uint16 or int32, unpadded
-//   <name>.tidx    a 48-byte header and one 88-byte entry per example
-// The tokens file is committed first and the index renamed into place last: an index that exists
-// describes a complete tokens file. Both carry CRC-32 checksums. Plain C++ (no torch).
+//   <name>.tidx    the 40-byte common header, 8 more bytes, and one 88-byte entry per example
+// Plain C++ (no torch).
 #pragma once
 
 #include "shoplens/data/sample_source.h"
@@ -16,12 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "shoplens/core/atomic_file.h"
 #include "shoplens/data/manifest.h"
+#include "shoplens/data/shard_core.h"
 
 namespace shoplens {
-
-class MappedFile;
 
 enum class TokenDtype : std::uint8_t { kUInt16 = 1, kInt32 = 2 };
 // uint16 when every id fits, else int32.
@@ -30,18 +28,11 @@ std::size_t token_dtype_size(TokenDtype dtype);
 
 constexpr int kTextMaxCategorical = 8;
 constexpr int kTextMaxNumeric = 8;
-constexpr std::uint32_t kTextIndexVersion = 1;
-constexpr char kTextIndexMagic[8] = {'S', 'L', 'T', 'X', 'I', 'D', 'X', '1'};
+extern const ShardFormat kTextShardFormat;
 
 #pragma pack(push, 1)
 struct TextIndexHeader {
-  char magic[8];
-  std::uint32_t version;
-  std::uint32_t entry_size;
-  std::uint64_t count;
-  std::uint64_t total_tokens;  // the tokens file holds total_tokens * dtype size bytes
-  std::uint32_t tokens_crc32;
-  std::uint32_t entries_crc32;
+  ShardIndexPrefix prefix;       // payload_size: tokens; the file holds payload_size * dtype size bytes
   std::uint8_t token_dtype;      // TokenDtype
   std::uint8_t num_categorical;  // slots in use, <= kTextMaxCategorical
   std::uint8_t num_numeric;      // slots in use, <= kTextMaxNumeric
@@ -63,6 +54,8 @@ struct TextIndexEntry {
 #pragma pack(pop)
 static_assert(sizeof(TextIndexHeader) == 48, "text index header layout");
 static_assert(sizeof(TextIndexEntry) == 88, "text index entry layout");
+inline ShardIndexPrefix& prefix_of(TextIndexHeader& header) { return header.prefix; }
+inline const ShardIndexPrefix& prefix_of(const TextIndexHeader& header) { return header.prefix; }
 
 struct TextShardIndex {
   TextIndexHeader header{};
@@ -88,15 +81,6 @@ struct TextExample {
   std::int64_t created_at = 0;
 };
 
-struct TextShardInfo {
-  std::string name;  // files <name>.tokens and <name>.tidx
-  Split split = Split::kTrain;
-  std::uint64_t count = 0;
-  std::uint64_t tokens = 0;
-  std::uint32_t tokens_crc32 = 0;
-  std::uint32_t index_crc32 = 0;  // CRC-32 of the whole .tidx file
-};
-
 struct TextShardLayout {
   int vocab_size = 0;
   int num_categorical = 0;
@@ -109,15 +93,13 @@ class TextShardWriter {
   // Throws Error for an example that does not fit the layout (token id, label, field counts).
   void add(const TextExample& example);
   // Commits the tokens file, then the index (the index's presence marks the shard complete).
-  TextShardInfo finish();
+  ShardListing finish();
   std::size_t count() const { return entries_.size(); }
 
  private:
-  std::filesystem::path dir_;
-  TextShardInfo info_;
+  ShardFileWriter files_;
   TextShardLayout layout_;
   TokenDtype dtype_;
-  AtomicFileWriter tokens_;
   std::vector<TextIndexEntry> entries_;
   std::vector<std::uint8_t> buffer_;
 };
@@ -146,13 +128,12 @@ struct TextDatasetInfo {
   std::vector<CategoricalField> categorical;
   std::vector<std::string> numeric;
   TextSplitRule split_rule;
-  std::vector<TextShardInfo> shards;
+  std::vector<ShardListing> shards;
   TextShardLayout layout() const {
     return {vocab_size, static_cast<int>(categorical.size()), static_cast<int>(numeric.size())};
   }
 };
 
-constexpr const char* kTextDatasetFile = "text_dataset.json";
 // DataError naming the file and the key.
 TextDatasetInfo read_text_dataset_info(const std::filesystem::path& dir);
 void write_text_dataset_info(const std::filesystem::path& dir, const TextDatasetInfo& info);
@@ -213,9 +194,11 @@ class TextShardReader {
   std::size_t size() const { return index_.entries.size(); }
   const TextIndexEntry& entry(std::size_t i) const { return index_.entries[i]; }
   const TextIndexHeader& header() const { return index_.header; }
+  const ShardIndexPrefix& prefix() const { return index_.header.prefix; }
   std::size_t copy_tokens(std::size_t i, std::int64_t* out, std::size_t max_len) const;
 
  private:
+  void check_token_ids(int vocab_size, const std::string& file) const;
   TextShardIndex index_;
   std::unique_ptr<MappedFile> tokens_;
 };

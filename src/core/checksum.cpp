@@ -1,8 +1,24 @@
-#include "shoplens/train/crc32c.h"
+#include "shoplens/core/checksum.h"
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <array>
 
 namespace shoplens {
+
+std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc) {
+  const auto* p = static_cast<const Bytef*>(data);
+  // zlib's crc32 takes a uInt length; feed large buffers in pieces.
+  while (size > 0) {
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(size, 1u << 30));
+    crc = static_cast<std::uint32_t>(::crc32(crc, p, chunk));
+    p += chunk;
+    size -= chunk;
+  }
+  return crc;
+}
+
 namespace {
 
 // Byte-at-a-time table: event files are small, simplicity beats slicing-by-8 here.
