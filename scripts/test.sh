@@ -3,7 +3,8 @@
 # clang-tidy on the files changed since .ci/tidy-base (scripts/tidy.sh), builds, and runs every
 # CPU test (ctest labels unit and e2e; `gpu` tests are built, and run on a GPU machine: docs/GPU.md).
 # Usage: scripts/test.sh                         both LibTorch versions: release (Debian's 1.13)
-#                                                then torch2 (pip's torch 2.11, CUDA code compiled)
+#                                                then torch2 (pip's torch 2.11, CUDA code compiled),
+#                                                then the unit suite under ASan+UBSan (debug-asan)
 #        scripts/test.sh PRESET [ctest args...]  one preset: release, torch2 or debug-asan
 # Prints each phase's wall time; exits non-zero when any phase fails.
 set -euo pipefail
@@ -27,4 +28,8 @@ bash scripts/check_code.sh
 run_preset release
 bash scripts/tidy.sh  # needs the release build's compile commands
 run_preset torch2
-echo "test.sh: both LibTorch versions green in $(( SECONDS - total )) s"
+# Memory errors and undefined behaviour: the unit suite (parsers, shards, loader, micro-batcher,
+# HTTP front end, fuzz targets) under ASan+UBSan, where any report fails the test. The e2e suite
+# under the sanitizers takes 7 more minutes on 2 cores and is run by hand (CONTRIBUTING.md).
+run_preset debug-asan -L unit
+echo "test.sh: both LibTorch versions and the sanitizer suite green in $(( SECONDS - total )) s"
