@@ -1,6 +1,7 @@
 #include "shoplens/data/image_io.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -127,7 +128,8 @@ cv::Mat resize_short_side(const cv::Mat& rgb, int short_side, int max_long_side)
   double scale = static_cast<double>(short_side) / std::min(w, h);
   scale = std::min(scale, static_cast<double>(max_long_side) / std::max(w, h));
   if (scale >= 1.0) return rgb;
-  int nw = std::max(1, static_cast<int>(w * scale + 0.5)), nh = std::max(1, static_cast<int>(h * scale + 0.5));
+  const int nw = std::max(1, static_cast<int>(std::lround(w * scale)));
+  const int nh = std::max(1, static_cast<int>(std::lround(h * scale)));
   cv::Mat out;
   cv::resize(rgb, out, cv::Size(nw, nh), 0, 0, cv::INTER_AREA);
   return out;

@@ -154,6 +154,7 @@ std::vector<std::vector<std::string>> build_vocabulary(const Manifest& m) {
     for (std::size_t f = 0; f < r.metadata.size() && f < sets.size(); ++f)
       if (!r.metadata[f].empty()) sets[f].insert(r.metadata[f]);
   std::vector<std::vector<std::string>> vocab;
+  vocab.reserve(sets.size());
   for (auto& s : sets) vocab.emplace_back(s.begin(), s.end());
   return vocab;
 }
@@ -222,8 +223,9 @@ ProcessedImage process_image(const ManifestRecord& r, const PrepareOptions& o, c
   return out;
 }
 
-ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o, const DatasetRoot& root,
-                         const std::vector<std::vector<std::string>>& vocab, Progress& progress) {
+// Decodes the shard's images on `o.threads` threads; throws Interrupted when asked to stop.
+std::vector<ProcessedImage> process_shard_images(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o,
+                                                 const DatasetRoot& root, Progress& progress) {
   std::vector<ProcessedImage> results(plan.records.size());
   std::atomic<std::size_t> next{0};
   std::atomic<bool> stop{false};
@@ -245,7 +247,23 @@ ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const Prepare
   worker();
   for (auto& t : pool) t.join();
   throw_if_interrupted();
+  return results;
+}
 
+// The training split's channel statistics (for dataset.json's mean and std) gain one image.
+void add_pixel_statistics(ShardSummary& s, const ProcessedImage& image) {
+  const double n = static_cast<double>(image.height) * image.width;
+  for (int c = 0; c < 3; ++c) {
+    const double mean = image.mean[c] / 255.0, sd = image.stddev[c] / 255.0;
+    s.pixel_sum[c] += mean * n;
+    s.pixel_sumsq[c] += (sd * sd + mean * mean) * n;
+  }
+  s.pixel_count += n;
+}
+
+ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const PrepareOptions& o, const DatasetRoot& root,
+                         const std::vector<std::vector<std::string>>& vocab, Progress& progress) {
+  std::vector<ProcessedImage> results = process_shard_images(plan, m, o, root, progress);
   ShardSummary s;
   ShardWriter writer(o.out_dir, plan.name, plan.split);
   for (std::size_t k = 0; k < plan.records.size(); ++k) {
@@ -262,15 +280,7 @@ ShardSummary build_shard(const ShardPlan& plan, const Manifest& m, const Prepare
     writer.add(res.payload.data(), res.payload.size(), res.height, res.width, o.encoding, r.label, id,
                encode_metadata(r, vocab));
     s.kept_ids.push_back(id);
-    if (plan.split == Split::kTrain) {
-      const double n = static_cast<double>(res.height) * res.width;
-      for (int c = 0; c < 3; ++c) {
-        const double mean = res.mean[c] / 255.0, sd = res.stddev[c] / 255.0;
-        s.pixel_sum[c] += mean * n;
-        s.pixel_sumsq[c] += (sd * sd + mean * mean) * n;
-      }
-      s.pixel_count += n;
-    }
+    if (plan.split == Split::kTrain) add_pixel_statistics(s, res);
     res.payload = {};
   }
   s.info = writer.finish();

@@ -102,36 +102,41 @@ struct Generated {
   bool flipped = false;
 };
 
-Generated make_example(const SynthTextOptions& o, const Lexicon& lex, std::uint64_t i, int observed_label,
-                       std::int64_t created_at, Split split) {
-  Rng rng(mix_seed(o.seed, i, 3));
-  Generated g;
-  g.flipped = rng.bernoulli(o.label_noise);
-  const int y = g.flipped ? 1 - observed_label : observed_label;  // what the text is written for
-  const double when = double(created_at - kStartTime) / kSpanSeconds;
+// What one example is made of, drawn in this order from the example's stream.
+struct ExampleDraws {
+  int written_for = 0;  // the label the text is written for (the observed one, unless flipped)
+  int language = 0, surface = 0, family = 0;
+  int prompt_len = 0, response_len = 0;
+  double lean = 0;  // per-example clarity: some texts are plain, some say almost nothing
+};
 
-  const int language = static_cast<int>(rng.pick(kLanguageWeights));
-  const int surface = static_cast<int>(rng.pick(y ? kSurfacePos : kSurfaceNeg));
+ExampleDraws draw_example(Rng& rng, int written_for, double when) {
+  ExampleDraws d;
+  const int y = d.written_for = written_for;
+  d.language = static_cast<int>(rng.pick(kLanguageWeights));
+  d.surface = static_cast<int>(rng.pick(y ? kSurfacePos : kSurfaceNeg));
   std::vector<double> family_w = y ? kFamilyPos : kFamilyNeg;
   for (std::size_t k = 0; k < family_w.size(); ++k)
     if (when < kFamilyFrom[k]) family_w[k] = 0;
-  const int family = static_cast<int>(rng.pick(family_w));
-  const int prompt_len = lognormal_length(rng, 40, 0.9, 4);
-  const int response_len = lognormal_length(rng, y ? 90 : 72, 0.85, 10);
+  d.family = static_cast<int>(rng.pick(family_w));
+  d.prompt_len = lognormal_length(rng, 40, 0.9, 4);
+  d.response_len = lognormal_length(rng, y ? 90 : 72, 0.85, 10);
+  d.lean = 0.28 * rng.uniform(0.2, 1.7);
+  return d;
+}
 
-  // Per-example clarity: some texts are plain, some say almost nothing.
-  const double lean = 0.28 * rng.uniform(0.2, 1.7);
+// [CLS] prompt [SEP] response, cut at `keep` tokens; the response carries markers, negated
+// markers and word patterns whose polarity leans towards the label the text is written for.
+void write_tokens(std::vector<std::int32_t>& tokens, Rng& rng, const Lexicon& lex, const ExampleDraws& d,
+                  std::size_t keep) {
   const double p_marker = 0.06, p_pattern = 0.02, p_negate = 0.25, p_language = 0.06;
-  auto polarity = [&](Rng& r) { return r.bernoulli(y ? 0.5 + lean : 0.5 - lean) ? 1 : 0; };
-
-  auto& tokens = g.example.tokens;
-  const std::size_t full = 2 + std::size_t(prompt_len) + std::size_t(response_len);
-  const std::size_t keep = std::min<std::size_t>(full, o.max_length);
-  g.truncated = full > keep;
+  auto polarity = [&](Rng& r) { return r.bernoulli(d.written_for ? 0.5 + d.lean : 0.5 - d.lean) ? 1 : 0; };
+  auto plain_word = [&] {
+    return rng.bernoulli(p_language) ? lex.language_token(d.language, rng) : lex.background(rng);
+  };
   tokens.reserve(keep + 4);
   tokens.push_back(kClsId);
-  for (int k = 0; k < prompt_len && tokens.size() < keep; ++k)
-    tokens.push_back(rng.bernoulli(p_language) ? lex.language_token(language, rng) : lex.background(rng));
+  for (int k = 0; k < d.prompt_len && tokens.size() < keep; ++k) tokens.push_back(plain_word());
   if (tokens.size() < keep) tokens.push_back(kSepId);
   while (tokens.size() < keep) {
     const double u = rng.uniform();
@@ -147,26 +152,42 @@ Generated make_example(const SynthTextOptions& o, const Lexicon& lex, std::uint6
       const auto& p = lex.patterns[polarity(rng)][rng.uniform_int(kPatterns)];
       tokens.insert(tokens.end(), p.begin(), p.end());
     } else {
-      tokens.push_back(rng.bernoulli(p_language) ? lex.language_token(language, rng) : lex.background(rng));
+      tokens.push_back(plain_word());
     }
   }
   tokens.resize(keep);
+}
 
-  auto& ex = g.example;
-  ex.sample_id = i;
-  ex.label = observed_label;
-  ex.split = split;
-  ex.created_at = created_at;
-  ex.shard_id = static_cast<std::uint32_t>(i / kSourceShardRows);
-  ex.categorical = {static_cast<std::uint16_t>(language + 1), static_cast<std::uint16_t>(surface + 1),
-                    static_cast<std::uint16_t>(family + 1)};
-  ex.numeric = {static_cast<float>(prompt_len), static_cast<float>(response_len)};
+void set_metadata(TextExample& ex, const ExampleDraws& d, const SynthTextOptions& o, std::uint64_t i) {
+  ex.categorical = {static_cast<std::uint16_t>(d.language + 1), static_cast<std::uint16_t>(d.surface + 1),
+                    static_cast<std::uint16_t>(d.family + 1)};
+  ex.numeric = {static_cast<float>(d.prompt_len), static_cast<float>(d.response_len)};
   // Missingness from its own stream, so changing the rate does not change the text.
   Rng miss(mix_seed(o.seed, i, 4));
   for (auto& c : ex.categorical)
     if (miss.bernoulli(o.missing_fraction)) c = 0;
   for (auto& v : ex.numeric)
     if (miss.bernoulli(o.missing_fraction)) v = std::numeric_limits<float>::quiet_NaN();
+}
+
+Generated make_example(const SynthTextOptions& o, const Lexicon& lex, std::uint64_t i, int observed_label,
+                       std::int64_t created_at, Split split) {
+  Rng rng(mix_seed(o.seed, i, 3));
+  Generated g;
+  g.flipped = rng.bernoulli(o.label_noise);
+  const double when = double(created_at - kStartTime) / kSpanSeconds;
+  const ExampleDraws d = draw_example(rng, g.flipped ? 1 - observed_label : observed_label, when);
+  const std::size_t full = 2 + std::size_t(d.prompt_len) + std::size_t(d.response_len);
+  const std::size_t keep = std::min<std::size_t>(full, o.max_length);
+  g.truncated = full > keep;
+  write_tokens(g.example.tokens, rng, lex, d, keep);
+  auto& ex = g.example;
+  ex.sample_id = i;
+  ex.label = observed_label;
+  ex.split = split;
+  ex.created_at = created_at;
+  ex.shard_id = static_cast<std::uint32_t>(i / kSourceShardRows);
+  set_metadata(ex, d, o, i);
   return g;
 }
 

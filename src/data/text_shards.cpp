@@ -33,7 +33,8 @@ void check_example(const TextExample& ex, const TextShardLayout& layout, const s
 
 }  // namespace
 
-TextShardWriter::TextShardWriter(const fs::path& dir, std::string name, Split split, const TextShardLayout& layout)
+TextShardWriter::TextShardWriter(const fs::path& dir, const std::string& name, Split split,
+                                 const TextShardLayout& layout)
     : files_(dir, name, split, kTextShardFormat), layout_(layout), dtype_(token_dtype_for(layout.vocab_size)) {
   if (layout.vocab_size < 2 || layout.num_categorical < 0 || layout.num_categorical > kTextMaxCategorical ||
       layout.num_numeric < 0 || layout.num_numeric > kTextMaxNumeric)

@@ -392,35 +392,62 @@ ExportResult export_model(const ExportOptions& o) {
   }
 }
 
-LoadedModel load_exported_model(const fs::path& dir, const std::string& variant, bool verify) {
-  const fs::path card_file = dir / "model_card.json";
+namespace {
+
+json read_model_card(const fs::path& dir, const fs::path& card_file) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw UsageError("model folder " + dir.string() + " does not exist (make one with shoplens export)");
   if (!fs::exists(card_file, ec)) throw DataError(dir.string() + " has no model_card.json: not a shoplens export");
-  LoadedModel loaded;
   const std::string card_text = read_file(card_file);
   if (json_nesting_exceeds(card_text))
     throw DataError(card_file.string() + ": nests deeper than " + std::to_string(kMaxJsonNesting) +
                     " levels: not a model card");
   try {
-    loaded.card = json::parse(card_text);
+    return json::parse(card_text);
   } catch (const json::exception& e) {
     throw DataError(card_file.string() + ": unreadable model card: " + e.what());
   }
+}
+
+// Every file the card lists is there with the size and CRC-32 the card recorded.
+void check_card_files(const json& card, const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& [name, entry] : card.at("files").items()) {
+    const fs::path file = dir / name;
+    if (!fs::exists(file, ec)) throw DataError(file.string() + ": listed in the model card but missing");
+    const std::string bytes = read_file(file);
+    if (bytes.size() != entry.at("bytes").get<std::size_t>() ||
+        crc32_of(bytes.data(), bytes.size()) != entry.at("crc32").get<std::uint32_t>())
+      throw DataError(file.string() + ": size or checksum differs from the model card (damaged or replaced)");
+  }
+}
+
+// The loaded weights reproduce the card's verification logits (fp32: within its tolerance; other
+// variants: no top-1 flip beyond their rounding error).
+void verify_card_logits(const LoadedModel& loaded, const json& card, int image_size, const fs::path& dir) {
+  const at::Tensor reference = tensor_from_json(card.at("verification").at("logits"));
+  const json check = compare(logits_of(*loaded.model, image_size), reference);
+  const double tolerance = card.at("verification").value("tolerance", kFp32Tolerance);
+  const bool ok = loaded.variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
+                                           : check["top1_flips_beyond_error"].get<std::int64_t>() == 0;
+  if (!ok)
+    throw DataError(dir.string() + ": the " + loaded.variant +
+                    " weights do not reproduce the card's verification logits (" + check.dump() + ")");
+}
+
+}  // namespace
+
+LoadedModel load_exported_model(const fs::path& dir, const std::string& variant, bool verify) {
+  const fs::path card_file = dir / "model_card.json";
+  LoadedModel loaded;
+  loaded.card = read_model_card(dir, card_file);
   const json& card = loaded.card;
   try {
     if (card.at("format") != "shoplens-model" || card.at("format_version").get<int>() > kModelCardVersion)
       throw DataError(card_file.string() +
                       ": not a shoplens model card of version <= " + std::to_string(kModelCardVersion));
-    for (const auto& [name, entry] : card.at("files").items()) {
-      const fs::path file = dir / name;
-      if (!fs::exists(file, ec)) throw DataError(file.string() + ": listed in the model card but missing");
-      const std::string bytes = read_file(file);
-      if (bytes.size() != entry.at("bytes").get<std::size_t>() ||
-          crc32_of(bytes.data(), bytes.size()) != entry.at("crc32").get<std::uint32_t>())
-        throw DataError(file.string() + ": size or checksum differs from the model card (damaged or replaced)");
-    }
+    check_card_files(card, dir);
     const std::string file = weights_file(variant);
     if (!card.at("files").contains(file))
       throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " +
@@ -441,16 +468,7 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
     loaded.preprocessing.mean = pre.at("mean").get<std::vector<double>>();
     loaded.preprocessing.std = pre.at("std").get<std::vector<double>>();
     loaded.preprocessing.eval_resize_short_side = pre.at("resize_short_side").get<int>();
-    if (verify) {
-      const at::Tensor reference = tensor_from_json(card.at("verification").at("logits"));
-      const json check = compare(logits_of(*loaded.model, spec.image_size), reference);
-      const double tolerance = card.at("verification").value("tolerance", kFp32Tolerance);
-      const bool ok = variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
-                                        : check["top1_flips_beyond_error"].get<std::int64_t>() == 0;
-      if (!ok)
-        throw DataError(dir.string() + ": the " + variant +
-                        " weights do not reproduce the card's verification logits (" + check.dump() + ")");
-    }
+    if (verify) verify_card_logits(loaded, card, spec.image_size, dir);
   } catch (const json::exception& e) {
     throw DataError(card_file.string() + ": missing or malformed field: " + e.what());
   }

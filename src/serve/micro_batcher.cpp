@@ -186,16 +186,11 @@ int MicroBatcher::run_once() {
       queue_.pop_front();
     }
   }
-  for (auto& r : expired) {
-    r->queue_wait_ms = ms_between(r->enqueued, dispatched);
-    r->error =
-        "timed out after " + std::to_string(static_cast<long>(std::lround(r->queue_wait_ms))) + " ms in the queue";
-    if (metrics_ != nullptr) metrics_->count_timed_out();
-    r->finish(RequestStatus::kTimedOut);
-  }
+  finish_expired(expired, dispatched);
   if (batch.empty()) return 0;
 
   std::vector<const std::vector<float>*> inputs;
+  inputs.reserve(batch.size());
   for (auto& r : batch) inputs.push_back(&r->input);
   std::vector<std::vector<float>> outputs(batch.size());
   BatchTiming timing;
@@ -205,16 +200,34 @@ int MicroBatcher::run_once() {
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  const int size = static_cast<int>(batch.size());
-  if (failure.empty()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const double expected = curve_.empty() ? 0 : curve_.p50_ms(size);
-    if (expected > 0) {
-      // Smoothed over ~5 batches and bounded: one stall must not swing the plan by more than that.
-      const double ratio = std::clamp((timing.h2d_ms + timing.compute_ms) / expected, 0.25, 20.0);
-      latency_scale_ = 0.8 * latency_scale_ + 0.2 * ratio;
-    }
+  if (failure.empty()) learn_latency(static_cast<int>(batch.size()), timing);
+  finish_batch(batch, outputs, timing, failure, dispatched);
+  return static_cast<int>(batch.size());
+}
+
+void MicroBatcher::finish_expired(const std::vector<std::shared_ptr<InferenceRequest>>& expired, TimePoint dispatched) {
+  for (const auto& r : expired) {
+    r->queue_wait_ms = ms_between(r->enqueued, dispatched);
+    r->error =
+        "timed out after " + std::to_string(static_cast<long>(std::lround(r->queue_wait_ms))) + " ms in the queue";
+    if (metrics_ != nullptr) metrics_->count_timed_out();
+    r->finish(RequestStatus::kTimedOut);
   }
+}
+
+void MicroBatcher::learn_latency(int size, const BatchTiming& timing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double expected = curve_.empty() ? 0 : curve_.p50_ms(size);
+  if (expected <= 0) return;
+  // Smoothed over ~5 batches and bounded: one stall must not swing the plan by more than that.
+  const double ratio = std::clamp((timing.h2d_ms + timing.compute_ms) / expected, 0.25, 20.0);
+  latency_scale_ = 0.8 * latency_scale_ + 0.2 * ratio;
+}
+
+void MicroBatcher::finish_batch(const std::vector<std::shared_ptr<InferenceRequest>>& batch,
+                                std::vector<std::vector<float>>& outputs, const BatchTiming& timing,
+                                const std::string& failure, TimePoint dispatched) {
+  const int size = static_cast<int>(batch.size());
   if (metrics_ != nullptr) {
     metrics_->observe_batch(size, std::chrono::steady_clock::now());
     metrics_->observe(Stage::kHostToDevice, timing.h2d_ms);
@@ -235,7 +248,6 @@ int MicroBatcher::run_once() {
       r.finish(RequestStatus::kFailed);
     }
   }
-  return size;
 }
 
 void MicroBatcher::start() {

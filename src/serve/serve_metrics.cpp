@@ -132,6 +132,13 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
 
   std::lock_guard<std::mutex> lock(mutex_);
   std::ostringstream out;
+  write_latency_locked(out);
+  write_batch_sizes_locked(out);
+  write_counters_locked(out, queue, rate);
+  return out.str();
+}
+
+void ServeMetrics::write_latency_locked(std::ostringstream& out) const {
   header(out, "shoplens_serve_latency_seconds", "summary",
          "Per-stage latency of classify requests; quantiles over the last 4096 observations.");
   for (int s = 0; s < kStageCount; ++s) {
@@ -143,7 +150,9 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
     out << "shoplens_serve_latency_seconds_sum{stage=\"" << name << "\"} " << num(w.sum_ms() / 1e3) << '\n';
     out << "shoplens_serve_latency_seconds_count{stage=\"" << name << "\"} " << w.count() << '\n';
   }
+}
 
+void ServeMetrics::write_batch_sizes_locked(std::ostringstream& out) const {
   header(out, "shoplens_serve_batch_size", "histogram", "Achieved micro-batch sizes.");
   std::uint64_t cumulative = 0, sum = 0;
   auto it = batch_sizes_.begin();
@@ -163,7 +172,9 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
   out << "shoplens_serve_batch_size_bucket{le=\"+Inf\"} " << cumulative << '\n';
   out << "shoplens_serve_batch_size_sum " << sum << '\n';
   out << "shoplens_serve_batch_size_count " << batches_ << '\n';
+}
 
+void ServeMetrics::write_counters_locked(std::ostringstream& out, std::size_t queue, double rate) const {
   header(out, "shoplens_serve_queue_length", "gauge", "Requests waiting for a batch.");
   out << "shoplens_serve_queue_length " << queue << '\n';
   header(out, "shoplens_serve_requests_total", "counter", "HTTP responses by status code.");
@@ -184,7 +195,6 @@ std::string ServeMetrics::prometheus(Clock::time_point now) const {
     for (const auto& [b, ms] : curve_)
       out << "shoplens_serve_model_p95_seconds{batch=\"" << b << "\"} " << num(ms / 1e3) << '\n';
   }
-  return out.str();
 }
 
 }  // namespace shoplens::serve

@@ -108,7 +108,7 @@ fs::path CheckpointStore::save(std::int64_t step, const nlohmann::json& state, c
                                bool is_best) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%012lld.ckpt", static_cast<long long>(step));
-  const fs::path path = dir_ / name;
+  fs::path path = dir_ / name;
   write_checkpoint(path, state, tensors);
   if (is_best) {
     // Link under a temporary name, then rename over best.ckpt: readers never see it missing.
@@ -138,6 +138,7 @@ std::vector<fs::path> CheckpointStore::list() const {
   }
   std::sort(found.begin(), found.end());
   std::vector<fs::path> paths;
+  paths.reserve(found.size());
   for (auto& f : found) paths.push_back(f.second);
   return paths;
 }

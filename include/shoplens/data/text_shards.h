@@ -89,7 +89,8 @@ struct TextShardLayout {
 
 class TextShardWriter {
  public:
-  TextShardWriter(const std::filesystem::path& dir, std::string name, Split split, const TextShardLayout& layout);
+  TextShardWriter(const std::filesystem::path& dir, const std::string& name, Split split,
+                  const TextShardLayout& layout);
   // Throws Error for an example that does not fit the layout (token id, label, field counts).
   void add(const TextExample& example);
   // Commits the tokens file, then the index (the index's presence marks the shard complete).

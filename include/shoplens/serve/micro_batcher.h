@@ -128,6 +128,12 @@ class MicroBatcher {
  private:
   BatchPlan plan_locked(TimePoint now) const;
   void expire_locked(TimePoint now, std::vector<std::shared_ptr<InferenceRequest>>& expired);
+  void finish_expired(const std::vector<std::shared_ptr<InferenceRequest>>& expired, TimePoint dispatched);
+  // Scales the latency curve towards what the model really took for a batch of `size`.
+  void learn_latency(int size, const BatchTiming& timing);
+  void finish_batch(const std::vector<std::shared_ptr<InferenceRequest>>& batch,
+                    std::vector<std::vector<float>>& outputs, const BatchTiming& timing, const std::string& failure,
+                    TimePoint dispatched);
   void worker_loop();
 
   BatcherOptions options_;

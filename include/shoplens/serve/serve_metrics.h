@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ class ServeMetrics {
   std::string prometheus(Clock::time_point now) const;
 
  private:
+  // The parts of prometheus(), with mutex_ held.
+  void write_latency_locked(std::ostringstream& out) const;
+  void write_batch_sizes_locked(std::ostringstream& out) const;
+  void write_counters_locked(std::ostringstream& out, std::size_t queue, double rate) const;
+
   mutable std::mutex mutex_;
   int max_batch_;
   double rate_window_s_;
