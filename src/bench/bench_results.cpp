@@ -1,7 +1,10 @@
 #include "shoplens/bench/bench_results.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -13,6 +16,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/json_lines.h"
+#include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/models/model_facts.h"
@@ -657,6 +661,23 @@ std::vector<GateVerdict> gate_results(const std::vector<ScenarioResult>& results
                            max_regression));
   }
   return out;
+}
+
+BenchEnvironment host_environment() {
+  BenchEnvironment env;
+  env.commit = build_commit();
+  env.torch_version = torch_version();
+  env.cpu_model = cpu_model();
+  env.usable_cores = usable_cores();
+  env.date = today_date();
+  env.cuda_compiled = cuda_available();
+  if (std::ifstream load("/proc/loadavg"); load) {
+    std::string a, b, c;
+    if (load >> a >> b >> c) env.load_average = a + " " + b + " " + c;
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
+  return env;
 }
 
 }  // namespace shoplens

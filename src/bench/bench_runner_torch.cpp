@@ -257,22 +257,10 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
 }  // namespace
 
 BenchEnvironment bench_environment(const Nvml& nvml) {
-  BenchEnvironment env;
-  env.commit = build_commit();
-  env.torch_version = torch_version();
-  env.cpu_model = cpu_model();
-  env.usable_cores = usable_cores();
-  env.date = today_date();
-  env.cuda_compiled = cuda_available();
+  BenchEnvironment env = host_environment();
   env.driver = nvml.available() ? nvml.driver_version() : nvml.why();
   env.device_name = nvml.available() ? nvml.device_name(nvml_index_of_cuda_device0()) : "";
   if (env.device_name.empty() && env.cuda_compiled) env.device_name = "cuda";
-  if (std::ifstream load("/proc/loadavg"); load) {
-    std::string a, b, c;
-    if (load >> a >> b >> c) env.load_average = a + " " + b + " " + c;
-  }
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0) env.hostname = host;
   return env;
 }
 

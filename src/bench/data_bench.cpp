@@ -141,10 +141,7 @@ BenchRecord bench_shard_loader(const fs::path& shards, const Config& config, int
 
 DataBenchResult run_data_bench(const DataBenchOptions& o) {
   DataBenchResult result;
-  result.commit = build_commit();
-  result.cpu = cpu_model();
-  result.torch_version = torch_version();
-  result.date = today_date();
+  result.environment = host_environment();
   const int threads = resolve_threads(o.config.run.threads);
   const auto& c = o.config;
   result.parameters = {{"input", c.data.input},
@@ -207,7 +204,9 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
 
 std::string bench_table(const DataBenchResult& r) {
   std::ostringstream os;
-  os << "commit " << r.commit << ", " << r.cpu << ", LibTorch " << r.torch_version << ", " << r.date << "\n";
+  const auto& env = r.environment;
+  os << "commit " << env.commit << ", " << env.cpu_model << ", LibTorch " << env.torch_version << ", " << env.date
+     << "\n";
   for (const auto& [k, v] : r.parameters)
     if (k != "augment") os << k << "=" << v << " ";
   os << "\n\n";
@@ -245,10 +244,10 @@ std::string bench_csv(const DataBenchResult& r) {
   for (const auto& p : r.parameters) header.push_back(p.first);
   std::string out = csv_line(header) + "\n";
   for (const auto& x : r.records) {
-    std::vector<std::string> row{r.commit,
-                                 r.cpu,
-                                 r.torch_version,
-                                 r.date,
+    std::vector<std::string> row{r.environment.commit,
+                                 r.environment.cpu_model,
+                                 r.environment.torch_version,
+                                 r.environment.date,
                                  x.scenario,
                                  x.implementation,
                                  std::to_string(x.threads),
@@ -267,10 +266,10 @@ std::string bench_csv(const DataBenchResult& r) {
 std::string bench_json_lines(const DataBenchResult& r) {
   std::string out;
   for (const auto& x : r.records) {
-    nlohmann::json j = {{"commit", r.commit},
-                        {"cpu", r.cpu},
-                        {"torch", r.torch_version},
-                        {"date", r.date},
+    nlohmann::json j = {{"commit", r.environment.commit},
+                        {"cpu", r.environment.cpu_model},
+                        {"torch", r.environment.torch_version},
+                        {"date", r.environment.date},
                         {"scenario", x.scenario},
                         {"implementation", x.implementation},
                         {"threads", x.threads},

@@ -97,11 +97,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   result.text = job->is_text();
   time_steps(*job->step, job->batch(o.batch_size), o, parallel.reducer.get(), result);
   result.peak_rss_bytes = peak_rss_bytes();
-  result.commit = build_commit();
-  result.cpu = cpu_model();
-  result.torch_version = torch_version();
+  result.environment = host_environment();
   result.device = cuda ? "cuda" : "cpu";
-  result.date = today_date();
   return result;
 }
 
@@ -136,10 +133,10 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
       {"gradient_bytes", std::to_string(r.gradient_bytes)},
       {"median_comm_wait_ms", num(r.median_comm_wait_seconds * 1e3)},
       {"device", r.device},
-      {"cpu", r.cpu},
-      {"torch", r.torch_version},
-      {"commit", r.commit},
-      {"date", r.date}};
+      {"cpu", r.environment.cpu_model},
+      {"torch", r.environment.torch_version},
+      {"commit", r.environment.commit},
+      {"date", r.environment.date}};
   if (r.text) {
     // After images_per_second: samples/s under its text name, then the token figures.
     auto at = fields.begin() + 14;

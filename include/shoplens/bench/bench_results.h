@@ -56,6 +56,10 @@ struct BenchEnvironment {
   std::string load_average;
 };
 
+// The environment every benchmark record carries, without the GPU fields (bench_environment in
+// bench_runner.h adds them from NVML): commit, LibTorch, CPU and usable cores, date, host, load.
+BenchEnvironment host_environment();
+
 // One GPU sample from NVML.
 struct GpuSample {
   double t = 0;            // seconds since the measured window started

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "shoplens/bench/bench_results.h"
 #include "shoplens/core/config.h"
 
 namespace shoplens {
@@ -34,10 +35,7 @@ struct DataBenchOptions {
 
 struct DataBenchResult {
   std::vector<BenchRecord> records;
-  std::string commit;
-  std::string cpu;
-  std::string torch_version;
-  std::string date;
+  BenchEnvironment environment;                                 // host_environment()
   std::vector<std::pair<std::string, std::string>> parameters;  // every setting that shapes the figures
   double speedup_vs_torchvision = 0;  // pipeline_files / torchvision_files images/s, 0 if no peer
 };

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "shoplens/bench/bench_results.h"
 #include "shoplens/bench/synthetic_workload.h"
 
 namespace shoplens {
@@ -38,7 +39,8 @@ struct TrainBenchResult {
   std::int64_t gradient_bytes = 0;      // all-reduced per step
   double median_comm_wait_seconds = 0;  // per step, communication not hidden behind backward
   std::uint64_t peak_rss_bytes = 0;
-  std::string commit, cpu, torch_version, device, date;
+  BenchEnvironment environment;  // host_environment()
+  std::string device;            // "cuda" or "cpu": where the steps ran
 };
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);
