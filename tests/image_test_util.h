@@ -8,7 +8,13 @@
 
 #include <opencv2/core/mat.hpp>
 
+#include "shoplens/core/config.h"
+
 namespace shoplens::testing {
+
+// An augmentation that only crops and resizes to `size`: no flip, no colour jitter. With
+// `whole_image` the crop is the whole picture at its own aspect, so only the resize is left.
+AugmentConfig plain_augment(int size = 32, bool whole_image = false);
 
 using Bytes = std::vector<std::uint8_t>;
 

@@ -14,6 +14,15 @@
 #include "shoplens/data/image_io.h"
 
 namespace shoplens::testing {
+
+AugmentConfig plain_augment(int size, bool whole_image) {
+  AugmentConfig c;
+  c.image_size = size;
+  c.hflip = 0;
+  c.brightness = c.contrast = c.saturation = c.hue = 0;
+  if (whole_image) c.crop_scale = c.crop_ratio = {1.0, 1.0};
+  return c;
+}
 namespace {
 
 // Offset of the first FF <marker> pair; throws when the file has none (a broken test input).

@@ -13,17 +13,10 @@
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/augment.h"
+#include "image_test_util.h"
 
 namespace shoplens {
 namespace {
-
-AugmentConfig no_ops(int size = 32) {
-  AugmentConfig c;
-  c.image_size = size;
-  c.hflip = 0;
-  c.brightness = c.contrast = c.saturation = c.hue = 0;
-  return c;
-}
 
 cv::Mat noise_image(int rows, int cols, int seed) {
   cv::Mat img(rows, cols, CV_8UC3);
@@ -161,7 +154,7 @@ TEST(Random, MixSeedSeparatesNeighbours) {
 // ---- configs ---------------------------------------------------------------------------------
 
 TEST(AugmentConfigs, WorstCaseSwitchesEverythingOn) {
-  AugmentConfig base = no_ops();
+  AugmentConfig base = testing::plain_augment();
   base.crop_scale = {0.3, 0.6};
   base.mix_prob = 0.1;
   const AugmentConfig w = worst_case_augment(base);
@@ -187,27 +180,27 @@ TEST(AugmentConfigs, WorstCaseSwitchesEverythingOn) {
 }
 
 TEST(AugmentConfigs, SoftTargetsFollowMixing) {
-  AugmentConfig c = no_ops();
+  AugmentConfig c = testing::plain_augment();
   EXPECT_FALSE(uses_soft_targets(c));
   c.cutmix_alpha = 1.0;
   EXPECT_TRUE(uses_soft_targets(c));
-  c = no_ops();
+  c = testing::plain_augment();
   c.mixup_alpha = 0.2;
   EXPECT_TRUE(uses_soft_targets(c));
-  c = no_ops();
+  c = testing::plain_augment();
   c.worst_case = true;
   EXPECT_TRUE(uses_soft_targets(c));
   EXPECT_DOUBLE_EQ(Augmenter(c, true).config().hflip, 1.0);
 }
 
 TEST(AugmentConfigs, RejectsMalformedLists) {
-  AugmentConfig c = no_ops();
+  AugmentConfig c = testing::plain_augment();
   c.mean = {0.5};
   EXPECT_THROW(Augmenter(c, true), ConfigError);
-  c = no_ops();
+  c = testing::plain_augment();
   c.crop_scale = {0.9, 0.1};
   EXPECT_THROW(Augmenter(c, true), ConfigError);
-  c = no_ops();
+  c = testing::plain_augment();
   c.std = {0.2, 0.0, 0.2};
   EXPECT_THROW(Augmenter(c, false), ConfigError);
 }
@@ -215,7 +208,7 @@ TEST(AugmentConfigs, RejectsMalformedLists) {
 // ---- apply -----------------------------------------------------------------------------------
 
 TEST(AugmentApply, RejectsBadInput) {
-  const Augmenter aug(no_ops(), true);
+  const Augmenter aug(testing::plain_augment(), true);
   std::vector<float> out(aug.floats_per_sample());
   EXPECT_THROW(aug.apply(cv::Mat(), 1, out.data()), DataError);
   EXPECT_THROW(aug.apply(cv::Mat(40, 40, CV_8UC1, cv::Scalar(1)), 1, out.data()), DataError);
@@ -250,7 +243,7 @@ TEST(AugmentApply, OutputFiniteAndWithinNormalizedRange) {
 }
 
 TEST(AugmentApply, IdentityWhenNothingIsRandom) {
-  AugmentConfig c = no_ops(40);
+  AugmentConfig c = testing::plain_augment(40);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   const Augmenter aug(c, true);
@@ -275,7 +268,7 @@ TEST(AugmentApply, EvalOfConstantImageIsExactlyTheNormalizedConstant) {
 }
 
 TEST(AugmentApply, EvalKeepsTheCentreLeftRedRightBlue) {
-  const AugmentConfig c = no_ops(64);
+  const AugmentConfig c = testing::plain_augment(64);
   const Augmenter aug(c, false);
   cv::Mat img(300, 400, CV_8UC3, cv::Scalar(0, 0, 255));
   img(cv::Rect(0, 0, 200, 300)).setTo(cv::Scalar(255, 0, 0));
@@ -296,7 +289,7 @@ TEST(AugmentApply, EvalMatchesResizeThenCentreCrop) {
   // 500x320 -> short side 73, long side int(73 * 500 / 320) = 114; crop offsets round(25) = 25
   // across and round(4.5) = 4 down (half to even).
   const int size = 64, width = 500, height = 320;
-  const AugmentConfig c = no_ops(size);
+  const AugmentConfig c = testing::plain_augment(size);
   const Augmenter aug(c, false);
   EXPECT_EQ(aug.eval_resize_short_side(), 73);
   cv::Mat img(height, width, CV_8UC3);
@@ -320,7 +313,7 @@ TEST(AugmentApply, FlipMirrorsTheSameSample) {
   // With and without jitter (two output paths); crop and jitter draws must not move.
   AugmentConfig with_jitter;
   with_jitter.image_size = 48;
-  AugmentConfig without_jitter = no_ops(48);
+  AugmentConfig without_jitter = testing::plain_augment(48);
   const cv::Mat img = photo_like(90, 130, 4);
   for (AugmentConfig c : {with_jitter, without_jitter}) {
     c.hflip = 0;
@@ -365,7 +358,7 @@ SeenCrop seen_crop(const AugmentConfig& c, const std::vector<float>& out, int wi
 TEST(AugmentApply, RandomResizedCropSamplesAreaRatioAndPlace) {
   const int width = 400, height = 300;
   const double area = width * height;
-  AugmentConfig c = no_ops(32);
+  AugmentConfig c = testing::plain_augment(32);
   c.crop_scale = {0.1, 0.5};
   c.crop_ratio = {0.5, 2.0};
   const Augmenter aug(c, true);
@@ -402,7 +395,7 @@ TEST(AugmentApply, ShrinkingAveragesDetailInsteadOfAliasing) {
   // antialiased resize; plain bilinear would pick single stripes (0 or 255).
   for (int factor : {3, 8}) {
     const int size = 16;
-    AugmentConfig c = no_ops(size);
+    AugmentConfig c = testing::plain_augment(size);
     c.crop_scale = {1.0, 1.0};
     c.crop_ratio = {1.0, 1.0};
     const Augmenter aug(c, true);
@@ -418,7 +411,7 @@ TEST(AugmentApply, RandomResizedCropFallsBackToTheCentre) {
   // A square of the whole area never fits 400x300, so every try fails: the centre 300x300.
   // (Output 160: one bilinear step, no halving, so the geometry is exact.)
   const int size = 160, width = 400, height = 300;
-  AugmentConfig c = no_ops(size);
+  AugmentConfig c = testing::plain_augment(size);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   const Augmenter aug(c, true);
@@ -465,7 +458,7 @@ void expect_blend(const AugmentConfig& c, const cv::Mat& img, const std::vector<
 TEST(AugmentApply, JitterOpsBlendLikeTorchvision) {
   const int size = 16;
   const cv::Mat img = mid_range_image(size, 8);
-  AugmentConfig base = no_ops(size);
+  AugmentConfig base = testing::plain_augment(size);
   base.crop_scale = {1.0, 1.0};
   base.crop_ratio = {1.0, 1.0};
   double mean_gray = 0;
@@ -495,7 +488,7 @@ TEST(AugmentApply, JitterOpsBlendLikeTorchvision) {
 }
 
 TEST(AugmentApply, BrightnessScalesTheMeanWithinItsRange) {
-  AugmentConfig c = no_ops(32);
+  AugmentConfig c = testing::plain_augment(32);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   c.brightness = 0.4;
@@ -516,7 +509,7 @@ TEST(AugmentApply, BrightnessScalesTheMeanWithinItsRange) {
 TEST(AugmentApply, JitterLeavesNeutralImagesAlone) {
   // Contrast blends with the mean of a constant image (itself); saturation and hue do
   // nothing to gray pixels.
-  AugmentConfig c = no_ops(24);
+  AugmentConfig c = testing::plain_augment(24);
   c.contrast = 0.9;
   c.saturation = 0.9;
   c.hue = 0.5;
@@ -543,7 +536,7 @@ cv::Vec3f to_hsv(const cv::Vec3f& rgb) {
 
 TEST(AugmentApply, HueShiftsEveryHueByOneAngleAndKeepsSaturationAndValue) {
   const int size = 8;
-  AugmentConfig c = no_ops(size);
+  AugmentConfig c = testing::plain_augment(size);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   c.hue = 0.5;
@@ -610,7 +603,7 @@ Batch make_batch(const Augmenter& aug, int batch, int num_classes) {
 }
 
 AugmentConfig mix_config(double mixup, double cutmix) {
-  AugmentConfig c = no_ops(16);
+  AugmentConfig c = testing::plain_augment(16);
   c.mixup_alpha = mixup;
   c.cutmix_alpha = cutmix;
   return c;
@@ -758,7 +751,7 @@ TEST(AugmentBench, DISABLED_OneThreadSamplesPerSecond) {
   cv::setNumThreads(1);
   const cv::Mat img = photo_like(256, 341, 6);
   AugmentConfig full;  // defaults: RandomResizedCrop(224), hflip 0.5, ColorJitter(0.4, 0.4, 0.4, 0.1)
-  AugmentConfig crop_only = no_ops(224);
+  AugmentConfig crop_only = testing::plain_augment(224);
   crop_only.hflip = 0.5;
   std::printf("train, full jitter: %.0f samples/s\n", samples_per_second(Augmenter(full, true), img, 4000));
   std::printf("train, crop+flip:   %.0f samples/s\n", samples_per_second(Augmenter(crop_only, true), img, 4000));
@@ -792,7 +785,7 @@ bool is_reflected_shift(const std::vector<float>& out, const cv::Mat& img, const
 }
 
 TEST(RecipeAugment, PadCropIsAReflectedShiftOfAtMostThePad) {
-  AugmentConfig c = no_ops(16);
+  AugmentConfig c = testing::plain_augment(16);
   c.pad_crop = 4;
   const Augmenter aug(c, true);
   const cv::Mat img = noise_image(16, 16, 1);
@@ -813,7 +806,7 @@ TEST(RecipeAugment, PadCropIsAReflectedShiftOfAtMostThePad) {
 }
 
 TEST(RecipeAugment, PadCropMustBeSmallerThanTheImage) {
-  AugmentConfig c = no_ops(16);
+  AugmentConfig c = testing::plain_augment(16);
   c.pad_crop = 16;
   EXPECT_THROW(Augmenter(c, true), ConfigError);
   c.pad_crop = 0;
@@ -888,7 +881,7 @@ TEST(RecipeAugment, TrivialGeometryMovesPixelsAndFillsBlack) {
 }
 
 TEST(RecipeAugment, TrivialAugmentChangesImagesDeterministically) {
-  AugmentConfig c = no_ops(32);
+  AugmentConfig c = testing::plain_augment(32);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   const Augmenter off(c, true);
@@ -905,7 +898,7 @@ TEST(RecipeAugment, TrivialAugmentChangesImagesDeterministically) {
 }
 
 TEST(RecipeAugment, RandomErasingZeroesOneBoxOfTheAllowedArea) {
-  AugmentConfig c = no_ops(32);
+  AugmentConfig c = testing::plain_augment(32);
   c.crop_scale = {1.0, 1.0};
   c.crop_ratio = {1.0, 1.0};
   c.mean = {0.0, 0.0, 0.0};  // every pixel of the noise image is then > 0 unless erased (value 0 excepted)

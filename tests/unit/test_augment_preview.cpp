@@ -12,20 +12,11 @@
 #include "shoplens/data/augment_preview.h"
 #include "shoplens/data/batch.h"
 #include "shoplens/data/image_io.h"
+#include "image_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
 namespace {
-
-AugmentConfig plain(int size = 32) {
-  AugmentConfig c;
-  c.image_size = size;
-  c.hflip = 0;
-  c.brightness = c.contrast = c.saturation = c.hue = 0;
-  c.crop_scale = {1.0, 1.0};
-  c.crop_ratio = {1.0, 1.0};
-  return c;
-}
 
 // Left half dark, right half bright: a flip shows in the first output pixel.
 cv::Mat halves(int size) {
@@ -42,7 +33,7 @@ std::vector<float> applied(const AugmentConfig& c, const cv::Mat& rgb, std::uint
 }
 
 TEST(AugmentPreview, FlipIsNamedExactlyWhenTheImageWasFlipped) {
-  AugmentConfig c = plain();
+  AugmentConfig c = testing::plain_augment(32, /*whole_image=*/true);
   c.hflip = 0.5;
   const cv::Mat img = halves(32);
   int flipped = 0;
@@ -57,10 +48,10 @@ TEST(AugmentPreview, FlipIsNamedExactlyWhenTheImageWasFlipped) {
 }
 
 TEST(AugmentPreview, TrivialAugmentNamesTheOpAndIdentityChangesNothing) {
-  AugmentConfig c = plain();
+  AugmentConfig c = testing::plain_augment(32, /*whole_image=*/true);
   c.auto_augment = "trivial";
   const cv::Mat img = halves(32);
-  const std::vector<float> untouched = applied(plain(), img, 7);
+  const std::vector<float> untouched = applied(testing::plain_augment(32, /*whole_image=*/true), img, 7);
   std::set<std::string> ops;
   int identities = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
@@ -75,7 +66,7 @@ TEST(AugmentPreview, TrivialAugmentNamesTheOpAndIdentityChangesNothing) {
 }
 
 TEST(AugmentPreview, EveryDrawnOpIsListedAndNothingElse) {
-  AugmentConfig c = plain();
+  AugmentConfig c = testing::plain_augment(32, /*whole_image=*/true);
   EXPECT_EQ(describe_augmentation(c, 3), "crop only");
   c.hflip = 1;
   c.brightness = 0.4;
@@ -90,7 +81,8 @@ TEST(AugmentPreview, WritesOneCaptionedTilePerImage) {
   batch.labels = torch::tensor({0, 1, 0, 1, 0, 1}, torch::kInt64);
   batch.sample_seeds = {1, 2, 3, 4, 5, 6};
   const std::filesystem::path file = dir / "preview.png";
-  write_augment_preview(batch, plain(), /*train=*/true, {"good", "blurry"}, file);
+  write_augment_preview(batch, testing::plain_augment(32, /*whole_image=*/true), /*train=*/true, {"good", "blurry"},
+                        file);
   const std::vector<std::uint8_t> bytes = read_binary_file(file);
   const cv::Mat grid = decode_image(bytes.data(), bytes.size()).rgb;
   ASSERT_FALSE(grid.empty());
