@@ -372,9 +372,15 @@ TEST(Trainer, TrainSecondsIncludeWaitingForTheLoader) {
   TrainData data = tiny_data();
   data.train = std::make_shared<SlowImageSource>(tiny_source(24, 3, 0), std::chrono::milliseconds(10));
   const auto summary = Trainer(config, tiny_model(config), data, dir.path()).fit();
-  EXPECT_GE(summary["train_seconds"].get<double>(), 0.5) << summary.dump();
-  EXPECT_GE(summary["input_wait_seconds_this_process"].get<double>(), 0.3) << summary.dump();
+  const double train_seconds = summary["train_seconds"].get<double>();
+  EXPECT_GE(train_seconds, 0.5) << summary.dump();
   EXPECT_LE(summary["images_per_second"].get<double>(), 72 / 0.5);
+  // How much of it was waiting depends on how fast the steps ran: on a machine busy with two
+  // builds the steps took 160 ms each and hid most reads (0.19 s of waiting), on a quiet one the
+  // wait is most of the run. The wait is measured and is part of the training time either way.
+  const double wait = summary["input_wait_seconds_this_process"].get<double>();
+  EXPECT_GT(wait, 0.0) << summary.dump();
+  EXPECT_LE(wait, train_seconds) << summary.dump();
 }
 
 // find-batch's ceiling: one worker reading 10 ms per sample delivers at most 100 samples/s,
