@@ -1,9 +1,7 @@
 #include "shoplens/data/text_shards.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
