@@ -96,7 +96,12 @@ class CpuMemoryProbe final : public MemoryProbe {
   std::string device_name() const override { return "cpu (" + cpu_model() + ")"; }
   std::int64_t device_total_bytes() const override { return meminfo_bytes("MemTotal"); }
   std::int64_t device_free_bytes() const override { return meminfo_bytes("MemAvailable"); }
-  void set_budget(std::int64_t bytes) override { allocator_.budget_.store(bytes > 0 ? bytes : 0); }
+  void set_budget(std::int64_t bytes) override {
+    allocator_.budget_.store(bytes > 0 ? bytes : 0);
+    // A CPU budget covers the process (find_batch.process_check measures it): the heap must give
+    // back what the tensors free, or fragmentation decides the process's size (core/runtime.h).
+    if (bytes > 0) bound_host_allocator();
+  }
   std::int64_t budget() const override { return allocator_.budget_.load(); }
   void reset_peak() override { allocator_.peak_.store(allocator_.live_.load()); }
   void release_cached() override {}

@@ -68,6 +68,14 @@ bool tune_host_allocator() {
   return mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 1 && ok;
 }
 
+bool bound_host_allocator() {
+  constexpr int kBoundBytes = 1 << 20;
+  const bool ok = mallopt(M_MMAP_THRESHOLD, kBoundBytes) == 1;
+  const bool trimmed = mallopt(M_TRIM_THRESHOLD, kBoundBytes) == 1 && ok;
+  malloc_trim(0);  // what the retaining policy kept until now
+  return trimmed;
+}
+
 int resolve_threads(int configured) {
   if (configured > 0) return configured;
   // A launcher running several processes per machine divides the cores through OMP_NUM_THREADS

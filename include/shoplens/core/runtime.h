@@ -19,6 +19,13 @@ void set_compute_threads(int threads);
 // page-faulted in again; SHOPLENS_MALLOC_TUNING=0 leaves glibc's defaults (docs/PERFORMANCE.md).
 // Returns whether the tuning was applied.
 bool tune_host_allocator();
+// Under a CPU memory budget the process, not only its tensors, is to stay within the limit: blocks
+// above 1 MiB are mmapped and handed back on free, and the heap's top is trimmed past 1 MiB, so
+// the process holds what is live. The retaining tuning above keeps whatever free blocks the
+// threads' interleaving left behind, which made identical epochs hold from 52 to 104 MiB (glibc
+// with these settings: 43-45 MiB), at a cost in speed (docs/PERFORMANCE.md). Called when a CPU
+// budget is set (the memory probe's set_budget); returns whether glibc accepted the settings.
+bool bound_host_allocator();
 // GNU OpenMP spins its idle threads after every parallel region by default, and on a machine with
 // few cores those spinners take the cores OpenBLAS's own threads need for the GEMMs: the text
 // encoder and the ViTs train 2.3-2.5x slower on 2 threads than with passive waiting, while the
