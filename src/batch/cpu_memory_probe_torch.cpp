@@ -1,14 +1,22 @@
 // The CPU side of the memory probe: a tracking allocator installed as LibTorch's CPU allocator.
 // It counts live and peak bytes exactly and refuses beyond a budget with c10::OutOfMemoryError,
 // which makes the batch search and OOM recovery real and testable on machines without a GPU.
+// Under a budget it also keeps large freed blocks for reuse, within the live peak (below).
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/core/errors.h"
@@ -19,11 +27,85 @@
 namespace shoplens {
 namespace {
 
+// Under a budget, blocks of kMappedFrom and more are mapped by the allocator and, when freed, kept
+// for the next request of the same size, as CUDA's caching allocator keeps device blocks: a
+// training step asks for the same sizes every step, so after the first step nothing is mapped and
+// page-faulted again (the speed of the retaining heap, core/runtime.h). The kept blocks never take
+// the mapped total past the high-water mark of the mapped blocks in use since the last clear():
+// a miss first unmaps kept blocks of other sizes, largest first. So the process holds no more than
+// its live tensors' peak, as when every freed block is handed back (docs/FIND_BATCH.md).
+class MappedBlockCache {
+ public:
+  static constexpr std::size_t kMappedFrom = 1 << 20;
+
+  // A block of `size` bytes (a multiple of the page size): a kept one, or a new mapping.
+  void* acquire(std::size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ += static_cast<std::int64_t>(size);
+    if (auto it = kept_.find(size); it != kept_.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      kept_bytes_ -= static_cast<std::int64_t>(size);
+      return block;
+    }
+    high_water_ = std::max(high_water_, in_use_);
+    unmap_kept_until(high_water_ - in_use_);
+    void* block = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block != MAP_FAILED) return block;
+    in_use_ -= static_cast<std::int64_t>(size);
+    return nullptr;
+  }
+
+  // Keeps a freed block for reuse, or unmaps it when no budget is set any more.
+  void release(void* block, std::size_t size, bool keep) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= static_cast<std::int64_t>(size);
+    if (!keep) {
+      ::munmap(block, size);
+      return;
+    }
+    kept_[size].push_back(block);
+    kept_bytes_ += static_cast<std::int64_t>(size);
+  }
+
+  // Unmaps every kept block; the high-water mark starts again from the blocks in use.
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unmap_kept_until(0);
+    high_water_ = in_use_;
+  }
+
+  std::int64_t kept_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return kept_bytes_;
+  }
+
+ private:
+  void unmap_kept_until(std::int64_t limit) {
+    for (auto it = kept_.rbegin(); it != kept_.rend() && kept_bytes_ > limit; ++it)
+      while (!it->second.empty() && kept_bytes_ > limit) {
+        ::munmap(it->second.back(), it->first);
+        it->second.pop_back();
+        kept_bytes_ -= static_cast<std::int64_t>(it->first);
+      }
+  }
+
+  mutable std::mutex mutex_;
+  std::map<std::size_t, std::vector<void*>> kept_;
+  std::int64_t kept_bytes_ = 0;
+  std::int64_t in_use_ = 0;
+  std::int64_t high_water_ = 0;
+};
+
 class BudgetCpuAllocator final : public c10::Allocator {
  public:
-  // The size lives in a header before the data: LibTorch requires the DataPtr's context to be
-  // the data pointer itself, so there is no separate bookkeeping object to hang it on.
+  // The sizes live in a header before the data: LibTorch requires the DataPtr's context to be
+  // the data pointer itself, so there is no separate bookkeeping object to hang them on.
   static constexpr std::size_t kHeader = 64;  // keeps c10's 64-byte alignment for the data
+  struct Header {
+    std::size_t bytes;   // what was asked for: the budget's count
+    std::size_t mapped;  // the mapping's size, 0 for a heap block
+  };
 
   static BudgetCpuAllocator& instance() {
     // Never destroyed: tensors freed during static destruction still call our deleter.
@@ -41,23 +123,18 @@ class BudgetCpuAllocator final : public c10::Allocator {
     const std::int64_t live = self.live_.fetch_add(size) + size;
     const std::int64_t budget = self.budget_.load();
     if (budget > 0 && live > budget) {
-      self.live_.fetch_sub(size);
-      self.refused_++;
-      self.last_refused_need_ = live;
+      self.refuse(size, live);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory budget exceeded: tried to allocate ", format_bytes(size),
                        " with ", format_bytes(live - size), " in use and a budget of ", format_bytes(budget));
     }
     std::int64_t peak = self.peak_.load();
     while (live > peak && !self.peak_.compare_exchange_weak(peak, live)) {}
-    void* base = nullptr;
-    if (posix_memalign(&base, kHeader, n + kHeader) != 0 || base == nullptr) {
-      self.live_.fetch_sub(size);
-      self.refused_++;
-      self.last_refused_need_ = live;
+    void* base = self.allocate_block(n, budget > 0);
+    if (base == nullptr) {
+      self.refuse(size, live);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU allocation of ", format_bytes(size),
                        " failed (system out of memory)");
     }
-    *static_cast<std::size_t*>(base) = n;
     void* data = static_cast<char*>(base) + kHeader;
     return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
@@ -67,9 +144,35 @@ class BudgetCpuAllocator final : public c10::Allocator {
 
   static void release(void* data) {
     if (!data) return;
+    auto& self = instance();
     void* base = static_cast<char*>(data) - kHeader;
-    instance().live_.fetch_sub(static_cast<std::int64_t>(*static_cast<std::size_t*>(base)));
-    std::free(base);
+    const Header header = *static_cast<Header*>(base);
+    self.live_.fetch_sub(static_cast<std::int64_t>(header.bytes));
+    if (header.mapped > 0)
+      self.mapped_.release(base, header.mapped, /*keep=*/self.budget_.load() > 0);
+    else
+      std::free(base);
+  }
+
+  void refuse(std::int64_t size, std::int64_t live) {
+    live_.fetch_sub(size);
+    refused_++;
+    last_refused_need_ = live;
+  }
+
+  // Header and data: a kept or new mapping for a large block under a budget, else the heap's.
+  void* allocate_block(std::size_t n, bool under_budget) {
+    static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* base = nullptr;
+    std::size_t mapped = 0;
+    if (under_budget && n >= MappedBlockCache::kMappedFrom) {
+      mapped = (n + kHeader + page - 1) / page * page;
+      base = mapped_.acquire(mapped);
+    } else if (posix_memalign(&base, kHeader, n + kHeader) != 0) {
+      base = nullptr;
+    }
+    if (base != nullptr) *static_cast<Header*>(base) = {n, mapped};
+    return base;
   }
 
   std::atomic<std::int64_t> live_{0};
@@ -77,6 +180,7 @@ class BudgetCpuAllocator final : public c10::Allocator {
   std::atomic<std::int64_t> budget_{0};
   std::atomic<std::int64_t> refused_{0};
   std::atomic<std::int64_t> last_refused_need_{0};
+  MappedBlockCache mapped_;
 };
 
 std::int64_t meminfo_bytes(const std::string& key) {
@@ -91,23 +195,28 @@ std::int64_t meminfo_bytes(const std::string& key) {
 class CpuMemoryProbe final : public MemoryProbe {
  public:
   CpuMemoryProbe() : allocator_(BudgetCpuAllocator::instance()), previous_budget_(allocator_.budget_.load()) {}
-  ~CpuMemoryProbe() override { allocator_.budget_.store(previous_budget_); }
+  ~CpuMemoryProbe() override {
+    allocator_.budget_.store(previous_budget_);
+    if (previous_budget_ == 0) allocator_.mapped_.clear();
+  }
 
   std::string device_name() const override { return "cpu (" + cpu_model() + ")"; }
   std::int64_t device_total_bytes() const override { return meminfo_bytes("MemTotal"); }
   std::int64_t device_free_bytes() const override { return meminfo_bytes("MemAvailable"); }
   void set_budget(std::int64_t bytes) override {
     allocator_.budget_.store(bytes > 0 ? bytes : 0);
+    if (bytes <= 0) allocator_.mapped_.clear();
     // A CPU budget covers the process (find_batch.process_check measures it): the heap must give
     // back what the tensors free, or fragmentation decides the process's size (core/runtime.h).
     if (bytes > 0) bound_host_allocator();
   }
   std::int64_t budget() const override { return allocator_.budget_.load(); }
   void reset_peak() override { allocator_.peak_.store(allocator_.live_.load()); }
-  void release_cached() override {}
+  void release_cached() override { allocator_.mapped_.clear(); }
   MemoryStats stats() const override {
     MemoryStats s;
-    s.allocated_bytes = s.reserved_bytes = allocator_.live_.load();
+    s.allocated_bytes = allocator_.live_.load();
+    s.reserved_bytes = s.allocated_bytes + allocator_.mapped_.kept_bytes();
     s.peak_allocated_bytes = s.peak_reserved_bytes = allocator_.peak_.load();
     s.refused_allocations = allocator_.refused_.load();
     s.last_refused_need_bytes = allocator_.last_refused_need_.load();

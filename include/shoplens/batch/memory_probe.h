@@ -14,7 +14,8 @@ namespace shoplens {
 struct MemoryStats {
   std::int64_t allocated_bytes = 0;       // live tensors now
   std::int64_t peak_allocated_bytes = 0;  // since the last reset_peak()
-  std::int64_t reserved_bytes = 0;        // held by the allocator (CUDA cache); CPU: = allocated
+  std::int64_t reserved_bytes = 0;        // held by the allocator: live + cached blocks (CUDA's cache,
+                                          // CPU: large blocks kept for reuse under a budget)
   std::int64_t peak_reserved_bytes = 0;
   std::int64_t inactive_split_bytes = 0;     // CUDA: cached blocks split and unusable (fragmentation)
   std::int64_t alloc_retries = 0;            // CUDA: allocations that first had to free the cache
@@ -32,7 +33,7 @@ class MemoryProbe {
   virtual void set_budget(std::int64_t bytes) = 0;
   virtual std::int64_t budget() const = 0;
   virtual void reset_peak() = 0;
-  // Returns cached blocks to the device (CUDA); nothing is cached on CPU.
+  // Returns cached blocks to the device (CUDA) or the OS (CPU: the budget allocator's kept blocks).
   virtual void release_cached() = 0;
   virtual MemoryStats stats() const = 0;
 };
