@@ -37,6 +37,12 @@ namespace {
 class MappedBlockCache {
  public:
   static constexpr std::size_t kMappedFrom = 1 << 20;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer sees the heap's blocks, not these mappings: its builds keep the heap's.
+  static constexpr bool kEnabled = false;
+#else
+  static constexpr bool kEnabled = true;
+#endif
 
   // A block of `size` bytes (a multiple of the page size): a kept one, or a new mapping.
   void* acquire(std::size_t size) {
@@ -165,7 +171,7 @@ class BudgetCpuAllocator final : public c10::Allocator {
     static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     void* base = nullptr;
     std::size_t mapped = 0;
-    if (under_budget && n >= MappedBlockCache::kMappedFrom) {
+    if (MappedBlockCache::kEnabled && under_budget && n >= MappedBlockCache::kMappedFrom) {
       mapped = (n + kHeader + page - 1) / page * page;
       base = mapped_.acquire(mapped);
     } else if (posix_memalign(&base, kHeader, n + kHeader) != 0) {

@@ -92,6 +92,7 @@ TEST(CpuBudgetAllocator, ABudgetMakesTheHeapGiveBackLargeFreedBlocks) {
 // asks for the same sizes every step: no mapping and page faults again), but never beyond the
 // high-water mark of the blocks in use: the process holds no more than when it hands them back.
 TEST(CpuBudgetAllocator, KeepsFreedLargeBlocksForReuseWithinTheLivePeak) {
+  SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();  // and ASan builds keep no blocks of their own
   auto memory = make_cpu_memory_probe();
   memory->set_budget(1024 * kMiB);
   memory->release_cached();
