@@ -43,6 +43,9 @@ Bytes tiff_bytes(const cv::Mat& rgb);
 Bytes bmp_bytes(const cv::Mat& rgb, int bits, bool top_down);
 Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, bool top_down);
 
+// A one-component (grayscale) JPEG of `rgb`: TurboJPEG keeps only its luma.
+Bytes gray_jpeg(const cv::Mat& rgb, int quality);
+
 // Small files whose headers declare width x height pixels they do not hold.
 // 32x32 CMYK in four flat quadrants, as Adobe stores it (YCCK); `plain_cmyk`: read as plain CMYK.
 Bytes cmyk_jpeg(bool plain_cmyk);

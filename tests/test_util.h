@@ -50,6 +50,8 @@ CommandResult run_shoplens(const std::string& args);
 CommandResult run_shell(const std::string& command);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+// How often `what` stands in `text`, overlapping ones counted.
+std::size_t occurrences(const std::string& text, const std::string& what);
 
 // The data most end-to-end suites start from, built once per binary and shared by every test
 // process of a run (shared_fixture); tests only read it and write their outputs elsewhere.

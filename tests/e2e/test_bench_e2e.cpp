@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sanitizer.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -39,13 +40,12 @@ std::string junit_summary(const fs::path& xml) {
   return std::string(r.output.substr(0, r.output.find_last_not_of('\n') + 1));
 }
 
-class E2eBench : public ::testing::Test {
+class E2eBench : public testing::ScratchSuite<E2eBench> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-bench-rec");
     // find-batch's cache goes to the scratch folder, not the user's (the children inherit it).
     if (const char* old = std::getenv("XDG_CACHE_HOME")) old_cache_ = new std::string(old);
-    setenv("XDG_CACHE_HOME", (*dir_ / "cache").string().c_str(), 1);
+    setenv("XDG_CACHE_HOME", (scratch() / "cache").string().c_str(), 1);
     shards_ = testing::shared_image_data({64, "40:56", 3, 24, 64, 1}) / "shards";
     // The recorded run the tests compare against, made once for every test process.
     recorded_ = testing::shared_fixture("bench-recorded", [](const fs::path& dir) {
@@ -81,18 +81,16 @@ class E2eBench : public ::testing::Test {
     else
       unsetenv("XDG_CACHE_HOME");
     delete old_cache_;
-    delete dir_;
+    ScratchSuite::TearDownTestSuite();
   }
   static fs::path out() { return recorded_ / "out"; }
   static std::string bench(const std::string& args) {
     return "bench --config " + (recorded_ / "bench.json").string() + " " + args;
   }
-  static testing::ScratchDir* dir_;
   static fs::path shards_, recorded_;
   static std::string* old_cache_;
 };
 std::string* E2eBench::old_cache_ = nullptr;
-testing::ScratchDir* E2eBench::dir_ = nullptr;
 fs::path E2eBench::shards_, E2eBench::recorded_;
 
 TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
@@ -136,12 +134,12 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
 TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheScenario) {
   // Against its own results: a generous threshold, since a loaded 2-core machine can be slower
   // on a second run; the gate's arithmetic is pinned by the unit tests (BenchGate.*).
-  auto pass = run_shoplens(bench("--out " + (*dir_ / "pass").string() + " --baseline " +
+  auto pass = run_shoplens(bench("--out " + (scratch() / "pass").string() + " --baseline " +
                                  (out() / "results.jsonl").string() + " --max-regression 90% 2>&1"));
   EXPECT_EQ(pass.exit_code, 0) << pass.output;
   EXPECT_NE(pass.output.find("ok small_cnn-fp32-b4-cpu-t1: "), std::string::npos)
       << pass.output;  // compared, not skipped
-  EXPECT_EQ(junit_summary(*dir_ / "pass/junit.xml"), "3 0 0 ");
+  EXPECT_EQ(junit_summary(scratch() / "pass/junit.xml"), "3 0 0 ");
 
   // A baseline claiming the synthetic batch-4 scenario once ran 100x faster, with no noise, and
   // the others 100x slower (so that the load of a busy machine cannot make them regress).
@@ -155,13 +153,13 @@ TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheS
     }
     doctored += j.dump() + "\n";
   }
-  testing::write_text(*dir_ / "doctored.jsonl", doctored);
-  auto fail = run_shoplens(bench("--out " + (*dir_ / "fail").string() + " --baseline " +
-                                 (*dir_ / "doctored.jsonl").string() + " --max-regression 5% --trials 2 2>&1"));
+  testing::write_text(scratch() / "doctored.jsonl", doctored);
+  auto fail = run_shoplens(bench("--out " + (scratch() / "fail").string() + " --baseline " +
+                                 (scratch() / "doctored.jsonl").string() + " --max-regression 5% --trials 2 2>&1"));
   EXPECT_EQ(fail.exit_code, 1) << fail.output;
   EXPECT_NE(fail.output.find("REGRESSION small_cnn-fp32-b4-cpu-t1"), std::string::npos) << fail.output;
   EXPECT_EQ(fail.output.find("REGRESSION shards-b4"), std::string::npos) << fail.output;
-  EXPECT_EQ(junit_summary(*dir_ / "fail/junit.xml"), "3 1 0 small_cnn-fp32-b4-cpu-t1");
+  EXPECT_EQ(junit_summary(scratch() / "fail/junit.xml"), "3 1 0 small_cnn-fp32-b4-cpu-t1");
 }
 
 // batch "auto" on shards with a budget that would allow more than the training split holds: the
@@ -186,12 +184,12 @@ TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
                           {"data", "shards"},
                           {"shards", shards_.string()},
                           {"loader_workers", 1}}}}};
-  testing::write_text(*dir_ / "capped.json", config.dump(2));
-  auto r = run_shoplens("bench --config " + (*dir_ / "capped.json").string() + " --out " + (*dir_ / "capped").string() +
-                        " 2>&1");
+  testing::write_text(scratch() / "capped.json", config.dump(2));
+  auto r = run_shoplens("bench --config " + (scratch() / "capped.json").string() + " --out " +
+                        (scratch() / "capped").string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the batch search stops at " + std::to_string(train_samples)), std::string::npos) << r.output;
-  const auto lines = read_jsonl(*dir_ / "capped/results.jsonl");
+  const auto lines = read_jsonl(scratch() / "capped/results.jsonl");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_LE(lines[0]["batch"].get<int>(), train_samples);
   EXPECT_GE(lines[0]["batch"].get<int>(), train_samples / 2);  // the budget is not what limits it
@@ -199,25 +197,25 @@ TEST_F(E2eBench, AutoBatchOnShardsNeverExceedsTheTrainingSplit) {
 
 TEST_F(E2eBench, MissingOrMalformedBaselineOrConfigIsAUsageError) {
   auto missing = run_shoplens(
-      bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "nope.jsonl").string() + " 2>&1"));
+      bench("--out " + (scratch() / "x").string() + " --baseline " + (scratch() / "nope.jsonl").string() + " 2>&1"));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("nope.jsonl does not exist"), std::string::npos) << missing.output;
 
-  testing::write_text(*dir_ / "bad.jsonl", "{\"name\": \"a\", \"images_per_second\": 3}\n{oops\n");
+  testing::write_text(scratch() / "bad.jsonl", "{\"name\": \"a\", \"images_per_second\": 3}\n{oops\n");
   auto malformed = run_shoplens(
-      bench("--out " + (*dir_ / "x").string() + " --baseline " + (*dir_ / "bad.jsonl").string() + " 2>&1"));
+      bench("--out " + (scratch() / "x").string() + " --baseline " + (scratch() / "bad.jsonl").string() + " 2>&1"));
   EXPECT_EQ(malformed.exit_code, 2) << malformed.output;
   EXPECT_NE(malformed.output.find("bad.jsonl:2"), std::string::npos) << malformed.output;
 
-  auto threshold = run_shoplens(bench("--out " + (*dir_ / "x").string() + " --max-regression lots 2>&1"));
+  auto threshold = run_shoplens(bench("--out " + (scratch() / "x").string() + " --max-regression lots 2>&1"));
   EXPECT_EQ(threshold.exit_code, 2) << threshold.output;
 
-  testing::write_text(*dir_ / "typo.json", "{\"matrix\": {\"modle\": [\"small_cnn\"]}}");
-  auto typo =
-      run_shoplens("bench --config " + (*dir_ / "typo.json").string() + " --out " + (*dir_ / "x").string() + " 2>&1");
+  testing::write_text(scratch() / "typo.json", "{\"matrix\": {\"modle\": [\"small_cnn\"]}}");
+  auto typo = run_shoplens("bench --config " + (scratch() / "typo.json").string() + " --out " +
+                           (scratch() / "x").string() + " 2>&1");
   EXPECT_EQ(typo.exit_code, 2) << typo.output;
   EXPECT_NE(typo.output.find("did you mean 'model'"), std::string::npos) << typo.output;
-  EXPECT_FALSE(fs::exists(*dir_ / "x"));  // nothing measured or written before the inputs are checked
+  EXPECT_FALSE(fs::exists(scratch() / "x"));  // nothing measured or written before the inputs are checked
 }
 
 }  // namespace
@@ -230,7 +228,7 @@ namespace {
 // report that must parse as XML (the whole XHTML document, its inline SVG charts included) and as
 // HTML, and render in a real browser with labelled axes and nothing overlapping.
 TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
-  const fs::path study = *dir_ / "study";
+  const fs::path study = scratch() / "study";
   auto r = run_shoplens("bench --study batch --shards " + shards_.string() + " --out " + study.string() +
                         " --epochs 2 --seeds 2 --first-seed 7 --baseline-batch 4 --memory-budget 32MiB --threads 1"
                         " --set augment.image_size=16 --set model.name=small_cnn --set find_batch.max_batch=16"

@@ -20,6 +20,7 @@
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
 #include "model_test_util.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -32,16 +33,9 @@ using testing::run_shoplens;
 using testing::expect_close;
 using testing::read_json;
 
-class E2eDist : public ::testing::Test {
+class E2eDist : public testing::ScratchSuite<E2eDist> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-dist");
-    data_ = testing::shared_image_data({200, "40:56", 8, 24, 64});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
+  static void SetUpTestSuite() { data_ = testing::shared_image_data({200, "40:56", 8, 24, 64}); }
   static fs::path shards() { return data_ / "shards"; }
   static std::string bin() { return testing::shoplens_bin(); }
   static std::string launch(int nproc, const std::string& extra = "") {
@@ -57,10 +51,8 @@ class E2eDist : public ::testing::Test {
            " --threads 1 --set loader.workers=1 --set dist.ledger=true --set dist.timeout_seconds=60 " +
            (has("augment.image_size") ? "" : "--set augment.image_size=16 ") + extra;
   }
-  static testing::ScratchDir* dir_;
   static fs::path data_;
 };
-testing::ScratchDir* E2eDist::dir_ = nullptr;
 fs::path E2eDist::data_;
 
 std::string ledger_check(const fs::path& run) {
@@ -79,8 +71,8 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
       "--set train.deterministic=true --set train.checkpoint_every_steps=4 --set optim.name=sgd --set "
       "optim.momentum=0.9 "
       "--lr 0.05";
-  const fs::path single = *dir_ / "eq-single", ranks = *dir_ / "eq-ranks", ranks_acc = *dir_ / "eq-ranks-acc",
-                 single_acc = *dir_ / "eq-single-acc";
+  const fs::path single = scratch() / "eq-single", ranks = scratch() / "eq-ranks",
+                 ranks_acc = scratch() / "eq-ranks-acc", single_acc = scratch() / "eq-single-acc";
   auto a = run_shoplens(train(single, "--batch-size 8" + common));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto b = run_shoplens(launch(2) + train(ranks, "--batch-size 4" + common));
@@ -95,7 +87,7 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
   expect_close(testing::final_parameters(ranks_acc, 12), reference, "2 ranks x 2 x 2 accumulation vs 1 x 8");
   expect_close(testing::final_parameters(single_acc, 12), reference, "1 rank x 4 x 2 accumulation vs 1 x 8");
   // The comparison can fail: half the batch (other samples, other gradients) ends elsewhere.
-  const fs::path half = *dir_ / "eq-half";
+  const fs::path half = scratch() / "eq-half";
   auto e = run_shoplens(train(half, "--batch-size 4" + common));
   ASSERT_EQ(e.exit_code, 0) << e.output;
   const auto other = testing::final_parameters(half, 12);
@@ -120,7 +112,7 @@ TEST_F(E2eDist, TwoRanksMatchOneRankWithTwiceTheBatch) {
 // kill -9 of one worker mid-epoch: the launcher stops the group, restarts it, the workers resume
 // from the latest checkpoint, the run completes, and every sample was used exactly once per epoch.
 TEST_F(E2eDist, KilledWorkerIsRestartedAndTheLedgerIsExact) {
-  const fs::path run = *dir_ / "fault";
+  const fs::path run = scratch() / "fault";
   // The fault is injected through the environment, read by the workers on their first attempt.
   auto faulty =
       run_shell("SHOPLENS_FAULT_KILL_STEP=6 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 2") +
@@ -141,7 +133,7 @@ TEST_F(E2eDist, KilledWorkerIsRestartedAndTheLedgerIsExact) {
 // record the step as done (checkpoint it) without that line, or the resumed run would never
 // account for the worker's samples of the step.
 TEST_F(E2eDist, AWorkerKilledBeforeItsLedgerLineAtACheckpointStepLeavesTheLedgerExact) {
-  const fs::path run = *dir_ / "fault-at-checkpoint";
+  const fs::path run = scratch() / "fault-at-checkpoint";
   auto faulty =
       run_shell("SHOPLENS_FAULT_KILL_STEP=8 SHOPLENS_FAULT_KILL_RANK=1 " + bin() + " " + launch(2, "--max-restarts 1") +
                 train(run, "--batch-size 4 --epochs 1 --set train.checkpoint_every_steps=4"));
@@ -155,7 +147,7 @@ TEST_F(E2eDist, AWorkerKilledBeforeItsLedgerLineAtACheckpointStepLeavesTheLedger
 // A checkpoint written by 2 ranks resumes on 1 (accumulation makes up the global batch), and
 // one written by 1 rank resumes on 2; the ledger stays exact across both changes.
 TEST_F(E2eDist, ElasticResumeAcrossWorldSizesKeepsTheLedgerExact) {
-  const fs::path run = *dir_ / "elastic";
+  const fs::path run = scratch() / "elastic";
   auto first = run_shoplens(launch(2) + train(run, "--batch-size 4 --epochs 3 --max-steps 5"));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   auto second = run_shoplens("train --out " + run.string() + " --resume auto --max-steps 17");
@@ -174,7 +166,7 @@ TEST_F(E2eDist, ElasticResumeAcrossWorldSizesKeepsTheLedgerExact) {
 // SIGTERM to the launcher is forwarded once: the workers finish their step, rank 0 checkpoints,
 // everyone exits, the launcher reports 130; launching again resumes and completes exactly.
 TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
-  const fs::path run = *dir_ / "preempted";
+  const fs::path run = scratch() / "preempted";
   const std::string cmd = bin() + " " + launch(2) + train(run, "--batch-size 4 --epochs 4");
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -201,11 +193,11 @@ TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
 
 TEST_F(E2eDist, TorchrunCanLaunchTheWorkers) {
   if (!fs::exists("/usr/bin/torchrun")) GTEST_SKIP() << "torchrun (python3-torch) is not installed";
-  const fs::path run = *dir_ / "torchrun";
+  const fs::path run = scratch() / "torchrun";
   // Debian's torchrun 1.13 on Python 3.11 cannot parse its own default --redirects 0 (an IntFlag
   // change), so the test passes explicit redirects; our side reads the same environment either way.
   auto r = run_shell("/usr/bin/torchrun --standalone --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " +
-                     (*dir_ / "torchrun-logs").string() + " --no_python " + bin() + " " +
+                     (scratch() / "torchrun-logs").string() + " --no_python " + bin() + " " +
                      train(run, "--batch-size 4 --epochs 1 --max-steps 4"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto summary = read_json(run / "summary.json");
@@ -225,7 +217,7 @@ TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   const int port = ntohs(sa.sin_port);
   auto busy = run_shoplens("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- " + bin() + " " +
-                           train(*dir_ / "busy", "--batch-size 4"));
+                           train(scratch() / "busy", "--batch-size 4"));
   ::close(fd);
   EXPECT_EQ(busy.exit_code, 2) << busy.output;
   EXPECT_NE(busy.output.find("port " + std::to_string(port)), std::string::npos) << busy.output;
@@ -234,22 +226,22 @@ TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   // timeout is an hour, beyond the test's own limit: only a refusal that does not wait for it
   // lets the test finish (no clock is read).
   const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
-  const std::string patient = train(*dir_ / "mismatch", "--batch-size 4") + " --set dist.timeout_seconds=3600";
+  const std::string patient = train(scratch() / "mismatch", "--batch-size 4") + " --set dist.timeout_seconds=3600";
   auto mismatch = run_shell("(" + env + "RANK=1 WORLD_SIZE=3 " + bin() + " " + patient + " > " +
-                            (*dir_ / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " + bin() +
-                            " " + patient + "; rc=$?; wait; exit $rc)");
+                            (scratch() / "mismatch-1.txt").string() + " 2>&1 & " + env + "RANK=0 WORLD_SIZE=2 " +
+                            bin() + " " + patient + "; rc=$?; wait; exit $rc)");
   EXPECT_NE(mismatch.exit_code, 0) << mismatch.output;
   EXPECT_NE(mismatch.output.find("WORLD_SIZE"), std::string::npos) << mismatch.output;
-  EXPECT_NE(testing::read_text(*dir_ / "mismatch-1.txt").find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(testing::read_text(scratch() / "mismatch-1.txt").find("WORLD_SIZE"), std::string::npos);
 
   // A rank that never comes: the other reports who is missing when the timeout runs out.
-  auto lonely = run_shell(env + "RANK=0 WORLD_SIZE=2 " + bin() + " " + train(*dir_ / "alone", "--batch-size 4") +
+  auto lonely = run_shell(env + "RANK=0 WORLD_SIZE=2 " + bin() + " " + train(scratch() / "alone", "--batch-size 4") +
                           " --set dist.timeout_seconds=3");
   EXPECT_EQ(lonely.exit_code, 1) << lonely.output;
   EXPECT_NE(lonely.output.find("rank(s) 1 of 2 never joined"), std::string::npos) << lonely.output;
 
   // A worker's config error is not worth a restart: the launcher ends with 2 at once.
-  auto bad = run_shoplens(launch(2, "--max-restarts 3") + train(*dir_ / "bad", "--batch-size 0"));
+  auto bad = run_shoplens(launch(2, "--max-restarts 3") + train(scratch() / "bad", "--batch-size 0"));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_EQ(bad.output.find("restart 1"), std::string::npos) << bad.output;
 }

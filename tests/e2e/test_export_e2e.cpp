@@ -8,6 +8,7 @@
 
 #include "shoplens/infer/model_export.h"
 #include "shoplens/core/errors.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -17,10 +18,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::run_shoplens;
 
-class E2eExport : public ::testing::Test {
+class E2eExport : public testing::ScratchSuite<E2eExport> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-export");
     shards_ = testing::shared_image_data({120, "40:60", 9, 36}) / "shards";
     // The trained run is shared too: export only reads it.
     run_ = testing::shared_fixture(
@@ -33,19 +33,13 @@ class E2eExport : public ::testing::Test {
                }) /
            "run";
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
   static fs::path run() { return run_; }
-  static testing::ScratchDir* dir_;
   static fs::path shards_, run_;
 };
-testing::ScratchDir* E2eExport::dir_ = nullptr;
 fs::path E2eExport::shards_, E2eExport::run_;
 
 TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
-  const fs::path model = *dir_ / "model";
+  const fs::path model = scratch() / "model";
   auto r = run_shoplens("export --run " + run().string() + " --out " + model.string() + " --variants bf16,fp16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* f : {"model.safetensors", "model.bf16.safetensors", "model.fp16.safetensors", "model_card.json"})
@@ -74,7 +68,7 @@ TEST_F(E2eExport, WritesAVerifiedModelFolderThatTorchvisionLoadsByName) {
 }
 
 TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
-  const fs::path model = *dir_ / "model2";
+  const fs::path model = scratch() / "model2";
   ASSERT_EQ(run_shoplens("export --run " + run().string() + " --out " + model.string()).exit_code, 0);
   EXPECT_EQ(run_shoplens("export --check --out " + model.string()).exit_code, 0);
 
@@ -94,35 +88,36 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
   EXPECT_THROW(load_exported_model(model), DataError);
   EXPECT_THROW(load_exported_model(model / "nope"), UsageError);
 
-  auto no_run = run_shoplens("export --run " + shards_.string() + " --out " + (*dir_ / "m3").string());
+  auto no_run = run_shoplens("export --run " + shards_.string() + " --out " + (scratch() / "m3").string());
   EXPECT_EQ(no_run.exit_code, 2) << no_run.output;
   EXPECT_NE(no_run.output.find("no checkpoints"), std::string::npos) << no_run.output;
-  EXPECT_FALSE(fs::exists(*dir_ / "m3"));
-  for (const auto& e : fs::directory_iterator(dir_->path()))
+  EXPECT_FALSE(fs::exists(scratch() / "m3"));
+  for (const auto& e : fs::directory_iterator(scratch().path()))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
 // A run with train.ema_decay exports its EMA weights unless told otherwise; a run without one has
 // none to give (usage error naming the flag).
 TEST_F(E2eExport, ExportsTheEmaWeightsOfARunThatKeptThem) {
-  const fs::path ema_run = *dir_ / "ema_run";
+  const fs::path ema_run = scratch() / "ema_run";
   auto trained =
       run_shoplens("train --shards " + shards_.string() + " --out " + ema_run.string() +
                    " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(trained.output.find("val (EMA weights)"), std::string::npos) << trained.output;
   for (const char* choice : {"auto", "ema", "raw"}) {
-    const fs::path model = *dir_ / (std::string("ema_model_") + choice);
+    const fs::path model = scratch() / (std::string("ema_model_") + choice);
     auto r = run_shoplens("export --run " + ema_run.string() + " --out " + model.string() + " --weights " + choice);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const json card = json::parse(testing::read_text(model / "model_card.json"));
     EXPECT_EQ(card["source"]["weights"], std::string(choice) == "raw" ? "raw" : "ema") << choice;
   }
-  const fs::path raw_model = *dir_ / "no_ema_model";
+  const fs::path raw_model = scratch() / "no_ema_model";
   auto plain = run_shoplens("export --run " + run().string() + " --out " + raw_model.string());
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_EQ(json::parse(testing::read_text(raw_model / "model_card.json"))["source"]["weights"], "raw");
-  auto none = run_shoplens("export --run " + run().string() + " --out " + (*dir_ / "m4").string() + " --weights ema");
+  auto none =
+      run_shoplens("export --run " + run().string() + " --out " + (scratch() / "m4").string() + " --weights ema");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_NE(none.output.find("--weights ema"), std::string::npos) << none.output;
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sanitizer.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -18,22 +19,15 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::run_shoplens;
 
-class E2eFindBatch : public ::testing::Test {
+class E2eFindBatch : public testing::ScratchSuite<E2eFindBatch> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-find-batch");
-    data_ = testing::shared_image_data({200, "40:60", 8, 36, 64});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
+  static void SetUpTestSuite() { data_ = testing::shared_image_data({200, "40:60", 8, 36, 64}); }
   static fs::path shards() { return data_ / "shards"; }
   // The small CNN at 32 px under 40 MiB: a few dozen samples fit.
   static std::string job_args(const std::string& budget = "40MiB", const std::string& model = "small_cnn") {
     return " --shards " + shards().string() + " -m " + model + " --memory-budget " + budget +
            " --threads 2 --set augment.image_size=32 --set loader.workers=2 --set find_batch.cache_dir=" +
-           (*dir_ / "cache").string() + testing::process_check_args();
+           (scratch() / "cache").string() + testing::process_check_args();
   }
   static json find_batch_json(const std::string& extra) {
     auto r = run_shoplens("find-batch --json" + job_args() + " " + extra);
@@ -47,10 +41,8 @@ class E2eFindBatch : public ::testing::Test {
     for (const auto& p : doc["probes"]) n += p.value("purpose", "memory") == "memory";
     return n;
   }
-  static testing::ScratchDir* dir_;
   static fs::path data_;
 };
-testing::ScratchDir* E2eFindBatch::dir_ = nullptr;
 fs::path E2eFindBatch::data_;
 
 // The tensors' search (the process check, which lowers every strategy's answer by what a fresh
@@ -140,7 +132,7 @@ TEST_F(E2eFindBatch, ThePlanDoublesTheBatchOnlyWhileThroughputClearlyRises) {
 // 96 MiB budget; with the check but the retaining heap, at 76-110 MiB (thread timing decided).
 TEST_F(E2eFindBatch, CpuAutoBatchKeepsARealEpochsWholeProcessWithinTheBudget) {
   SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();
-  const fs::path run = *dir_ / "whole-job";
+  const fs::path run = scratch() / "whole-job";
   auto r = run_shoplens("train" + job_args("96MiB") + " --out " + run.string() +
                         " --epochs 1 -b auto --set find_batch.objective=memory --set find_batch.cache=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -188,7 +180,7 @@ TEST_F(E2eFindBatch, BudgetsThatCannotWorkGetClearErrors) {
 }
 
 TEST_F(E2eFindBatch, TrainWithAutoBatchRunsTheFoundBatchWithoutOutOfMemory) {
-  const fs::path run = *dir_ / "auto-run";
+  const fs::path run = scratch() / "auto-run";
   auto r = run_shoplens("train" + job_args() + " --out " + run.string() +
                         " --epochs 1 -b auto --set augment.worst_case=true --set find_batch.objective=memory");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -206,7 +198,7 @@ TEST_F(E2eFindBatch, AutoBatchNeverExceedsWhatTheTrainingSplitHolds) {
   const json report = json::parse(testing::read_text(shards() / "report.json"));
   int train_samples = 0;
   for (const auto& [name, splits] : report["per_class"].items()) train_samples += splits["train"].get<int>();
-  const fs::path run = *dir_ / "capped-run";
+  const fs::path run = scratch() / "capped-run";
   auto r = run_shoplens("train" + job_args("512MiB") + " --out " + run.string() + " --epochs 1 -b auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the batch search stops at " + std::to_string(train_samples)), std::string::npos) << r.output;
@@ -217,7 +209,7 @@ TEST_F(E2eFindBatch, AutoBatchNeverExceedsWhatTheTrainingSplitHolds) {
 }
 
 TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobalBatch) {
-  const fs::path run = *dir_ / "oom-run";
+  const fs::path run = scratch() / "oom-run";
   auto r =
       run_shoplens("train" + job_args() + " --out " + run.string() + " --epochs 2 -b 80 --set train.log_every_steps=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -232,7 +224,7 @@ TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobal
   EXPECT_NE(testing::read_text(run / "metrics.jsonl").find("\"oom_retries\""), std::string::npos);
 
   // With recovery off, the same job fails with the OOM named.
-  auto off = run_shoplens("train" + job_args() + " --out " + (*dir_ / "oom-off").string() +
+  auto off = run_shoplens("train" + job_args() + " --out " + (scratch() / "oom-off").string() +
                           " --epochs 1 -b 80 --set train.oom_recovery=false");
   EXPECT_EQ(off.exit_code, 1) << off.output;
   EXPECT_NE(off.output.find("out of memory"), std::string::npos) << off.output;
@@ -240,25 +232,16 @@ TEST_F(E2eFindBatch, TrainRecoversFromOutOfMemoryWithoutLosingTheStepOrTheGlobal
 
 // find-batch on a text dataset: the text config is resolved from text_dataset.json, the head has
 // 2 classes, the probes run at text.max_length, and the answer comes back as a token budget too.
-class E2eFindBatchText : public ::testing::Test {
+class E2eFindBatchText : public testing::ScratchSuite<E2eFindBatchText> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-find-batch-text");
-    shards_ = testing::shared_text_data({200, 64, 1024, 0, 5});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
+  static void SetUpTestSuite() { shards_ = testing::shared_text_data({200, 64, 1024, 0, 5}); }
   static fs::path shards() { return shards_; }
   static std::string common() {
     return " -m text_tiny --memory-budget 40MiB --threads 2 --set loader.workers=1 --set find_batch.cache_dir=" +
-           (*dir_ / "cache").string() + testing::process_check_args();
+           (scratch() / "cache").string() + testing::process_check_args();
   }
-  static testing::ScratchDir* dir_;
   static fs::path shards_;
 };
-testing::ScratchDir* E2eFindBatchText::dir_ = nullptr;
 fs::path E2eFindBatchText::shards_;
 
 TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
@@ -306,7 +289,7 @@ TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefu
   auto tight = run_shoplens(
       "find-batch --no-cache -m text_tiny --memory-budget 24MiB --threads 2 --set text.vocab_size=8192 "
       "--set text.max_length=32 --set find_batch.cache_dir=" +
-      (*dir_ / "cache").string());
+      (scratch() / "cache").string());
   EXPECT_EQ(tight.exit_code, 1) << tight.output;
   EXPECT_NE(tight.output.find("batch 1 does not fit"), std::string::npos) << tight.output;
   EXPECT_NE(tight.output.find("a smaller model or text.max_length"), std::string::npos) << tight.output;

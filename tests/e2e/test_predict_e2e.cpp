@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/data/csv.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -22,10 +23,9 @@ using testing::run_shoplens;
 
 constexpr int kImageSize = 64;  // resized to floor(64 / 0.875) = 73 first
 
-class E2ePredict : public ::testing::Test {
+class E2ePredict : public testing::ScratchSuite<E2ePredict> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-predict");
     auto probe = run_shell(testing::python() + " -c 'import torchvision, PIL, sklearn' 2>&1");
     if (probe.exit_code != 0) {
       skip_reason_ = "no torchvision, Pillow or scikit-learn for the Python side: " + probe.output;
@@ -51,10 +51,6 @@ class E2ePredict : public ::testing::Test {
     r = python("predict " + (dir / "resnet18.pth").string() + " " + (dir / "catalog" / "images").string() + " " +
                std::to_string(kImageSize) + " 0.875 " + (dir / "torchvision.json").string());
     return r.exit_code == 0 ? "" : r.output;
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
   }
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
@@ -93,18 +89,16 @@ class E2ePredict : public ::testing::Test {
     return names;
   }
 
-  static testing::ScratchDir* dir_;  // this process's outputs
-  static fs::path fixture_;          // shared, read-only inputs
+  static fs::path fixture_;  // shared, read-only inputs
   static std::string skip_reason_, classes_;
   static json reference_;
 };
-testing::ScratchDir* E2ePredict::dir_ = nullptr;
 fs::path E2ePredict::fixture_;
 std::string E2ePredict::skip_reason_, E2ePredict::classes_;
 json E2ePredict::reference_;
 
 TEST_F(E2ePredict, AFolderTreeFromAPthMatchesTorchvisionsPipeline) {
-  const fs::path out = *dir_ / "tree.jsonl";
+  const fs::path out = scratch() / "tree.jsonl";
   const auto names = class_list();
   auto r = run_shoplens("predict " + model_args() + " --input " + tree().string() + " --out " + out.string() +
                         " --top-k " + std::to_string(names.size()));
@@ -137,20 +131,20 @@ TEST_F(E2ePredict, AFolderTreeFromAPthMatchesTorchvisionsPipeline) {
 TEST_F(E2ePredict, EveryInputFormGivesTheSameAnswers) {
   const auto names = class_list();
   const std::string first = reference_.begin().key(), second = std::next(reference_.begin()).key();
-  testing::write_text(*dir_ / "list.txt", "# two files\n" + first + "\n\n" + second + "\n");
-  testing::write_text(*dir_ / "rows.csv", "id,path\na," + first + "\nb," + second + "\n");
+  testing::write_text(scratch() / "list.txt", "# two files\n" + first + "\n\n" + second + "\n");
+  testing::write_text(scratch() / "rows.csv", "id,path\na," + first + "\nb," + second + "\n");
   const std::string k = " --top-k " + std::to_string(names.size());
-  auto r = run_shoplens("predict " + model_args() + " --input " + (*dir_ / "list.txt").string() + " --root " +
-                        tree().string() + " --out " + (*dir_ / "list.jsonl").string() + k);
+  auto r = run_shoplens("predict " + model_args() + " --input " + (scratch() / "list.txt").string() + " --root " +
+                        tree().string() + " --out " + (scratch() / "list.jsonl").string() + k);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_shoplens("predict " + model_args() + " --input " + (*dir_ / "rows.csv").string() + " --root " +
-                   tree().string() + " --out " + (*dir_ / "rows.jsonl").string() + k);
+  r = run_shoplens("predict " + model_args() + " --input " + (scratch() / "rows.csv").string() + " --root " +
+                   tree().string() + " --out " + (scratch() / "rows.jsonl").string() + k);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_shoplens("predict " + model_args() + " --input " + (tree() / first).string() + " --out " +
-                   (*dir_ / "one.jsonl").string() + k);
+                   (scratch() / "one.jsonl").string() + k);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto listed = read_jsonl(*dir_ / "list.jsonl", names), csv = read_jsonl(*dir_ / "rows.jsonl", names),
-             one = read_jsonl(*dir_ / "one.jsonl", names);
+  const auto listed = read_jsonl(scratch() / "list.jsonl", names), csv = read_jsonl(scratch() / "rows.jsonl", names),
+             one = read_jsonl(scratch() / "one.jsonl", names);
   ASSERT_EQ(listed.size(), 2u);
   ASSERT_EQ(csv.size(), 2u);
   ASSERT_EQ(one.size(), 1u);
@@ -162,7 +156,7 @@ TEST_F(E2ePredict, EveryInputFormGivesTheSameAnswers) {
 }
 
 TEST_F(E2ePredict, CsvOutputHasTopKAndLogitsForEveryRowErrorsIncluded) {
-  const fs::path out = *dir_ / "tree.csv";
+  const fs::path out = scratch() / "tree.csv";
   auto r = run_shoplens("predict " + model_args() + " --input " + tree().string() + " --out " + out.string() +
                         " --top-k 3 --logits");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -187,14 +181,14 @@ TEST_F(E2ePredict, CsvOutputHasTopKAndLogitsForEveryRowErrorsIncluded) {
 }
 
 TEST_F(E2ePredict, EvaluateMetricsEqualScikitLearnsOnTheSamePredictions) {
-  const fs::path out = *dir_ / "evaluation";
+  const fs::path out = scratch() / "evaluation";
   auto r = run_shoplens("evaluate " + model_args() + " --input " + tree().string() + " --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json ours = testing::read_json(out / "metrics.json");
   r = python("metrics " + (out / "predictions.csv").string() + " " + classes_ + " " +
-             (*dir_ / "sklearn.json").string());
+             (scratch() / "sklearn.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json theirs = testing::read_json(*dir_ / "sklearn.json");
+  const json theirs = testing::read_json(scratch() / "sklearn.json");
   EXPECT_EQ(ours["samples"], theirs["samples"]);
   EXPECT_NEAR(ours["accuracy"].get<double>(), theirs["accuracy"].get<double>(), 1e-12);
   EXPECT_NEAR(ours["macro_f1"].get<double>(), theirs["macro_f1"].get<double>(), 1e-12);
@@ -212,26 +206,27 @@ TEST_F(E2ePredict, EvaluateMetricsEqualScikitLearnsOnTheSamePredictions) {
 }
 
 TEST_F(E2ePredict, EvaluateRefusesAnInputWithoutLabels) {
-  const fs::path flat = *dir_ / "flat";
+  const fs::path flat = scratch() / "flat";
   fs::create_directories(flat);
   fs::copy_file(tree() / reference_.begin().key(), flat / "a.jpg", fs::copy_options::overwrite_existing);
-  auto r = run_shoplens("evaluate " + model_args() + " --input " + flat.string() + " --out " + (*dir_ / "e").string());
+  auto r =
+      run_shoplens("evaluate " + model_args() + " --input " + flat.string() + " --out " + (scratch() / "e").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("no labels"), std::string::npos) << r.output;
 }
 
 TEST_F(E2ePredict, AWeightsFileWithoutItsArchitectureIsAUsageError) {
   auto r = run_shoplens("predict --model " + weights().string() + " --input " + tree().string() + " --out " +
-                        (*dir_ / "x.csv").string());
+                        (scratch() / "x.csv").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--arch"), std::string::npos) << r.output;
 }
 
 TEST_F(E2ePredict, WeightsThatDoNotFitTheArchitectureAreRefused) {
   auto r = run_shoplens("predict --model " + weights().string() + " --arch resnet50 --input " + tree().string() +
-                        " --out " + (*dir_ / "y.csv").string());
+                        " --out " + (scratch() / "y.csv").string());
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(fs::exists(*dir_ / "y.csv"));
+  EXPECT_FALSE(fs::exists(scratch() / "y.csv"));
 }
 
 }  // namespace

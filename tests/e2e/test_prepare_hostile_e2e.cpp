@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "image_test_util.h"
+#include "prepare_test_util.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/data/csv.h"
 #include "shoplens/data/image_io.h"
@@ -17,11 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::read_json;
 
-void write_jpeg(const fs::path& file, int seed) {
-  const testing::Bytes jpeg = encode_jpeg(testing::test_picture(48, 40, seed), 85);
-  fs::create_directories(file.parent_path());
-  write_file_atomic(file, std::string(jpeg.begin(), jpeg.end()));
-}
+void write_jpeg(const fs::path& file, int seed) { testing::write_picture_jpeg(file, 48, 40, seed); }
 
 // dir/dataset: manifest.csv with 4 good rows and `extra` rows.
 fs::path make_dataset(const testing::ScratchDir& dir, const std::string& extra) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/data/csv.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -25,10 +26,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::run_shoplens;
 
-class E2eScore : public ::testing::Test {
+class E2eScore : public testing::ScratchSuite<E2eScore> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-score");
     fixture_ = testing::shared_fixture("score", [](const fs::path& dir) {
       const std::string failed = testing::make_exported_model(dir, 80, 5);
       if (!failed.empty()) return failed;
@@ -47,10 +47,6 @@ class E2eScore : public ::testing::Test {
     });
     rows_ = static_cast<int>(parse_csv(testing::read_text(manifest())).size()) - 1;
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
   static fs::path model() { return fixture_ / "model"; }
   static fs::path manifest() { return fixture_ / "score.csv"; }
   static std::string score_args(const fs::path& out) {
@@ -62,16 +58,14 @@ class E2eScore : public ::testing::Test {
     recs.erase(recs.begin());  // header
     return recs;
   }
-  static testing::ScratchDir* dir_;  // this process's outputs
-  static fs::path fixture_;          // shared, read-only inputs
+  static fs::path fixture_;  // shared, read-only inputs
   static int rows_;
 };
-testing::ScratchDir* E2eScore::dir_ = nullptr;
 fs::path E2eScore::fixture_;
 int E2eScore::rows_ = 0;
 
 TEST_F(E2eScore, EveryRowOnceWithErrorRowsForWhatCannotBeRead) {
-  const fs::path out = *dir_ / "plain";
+  const fs::path out = scratch() / "plain";
   auto r = run_shoplens(score_args(out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto recs = predictions(out);
@@ -106,9 +100,9 @@ TEST_F(E2eScore, EveryRowOnceWithErrorRowsForWhatCannotBeRead) {
 
 TEST_F(E2eScore, ALabelledInputGetsTheMetricsOfItsPredictions) {
   // The catalog's own manifest has a label column; its paths are relative to --root.
-  const fs::path manifest = *dir_ / "labelled.csv";
+  const fs::path manifest = scratch() / "labelled.csv";
   fs::copy_file(fixture_ / "catalog" / "manifest.csv", manifest, fs::copy_options::overwrite_existing);
-  const fs::path out = *dir_ / "labelled";
+  const fs::path out = scratch() / "labelled";
   auto r = run_shoplens("score --model " + model().string() + " --input " + manifest.string() + " --root " +
                         (fixture_ / "catalog").string() + " --out " + out.string() + " -b 8 --workers 1 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -139,7 +133,7 @@ TEST_F(E2eScore, PredictFromTheRunItsCheckpointAndItsExportAgreesWithScore) {
   std::map<std::string, std::map<std::string, std::string>> top1;  // source -> id -> label
   for (const auto& [name, source] : std::vector<std::pair<std::string, fs::path>>{
            {"export", model()}, {"run", fixture_ / "run"}, {"checkpoint", checkpoint}}) {
-    const fs::path out = *dir_ / ("predict-" + name + ".csv");
+    const fs::path out = scratch() / ("predict-" + name + ".csv");
     auto r = run_shoplens("predict --model " + source.string() + " --input " + images.string() + " --out " +
                           out.string() + " --top-k 1 --threads 1 --workers 1");
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
@@ -154,10 +148,10 @@ TEST_F(E2eScore, PredictFromTheRunItsCheckpointAndItsExportAgreesWithScore) {
 }
 
 TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {
-  const fs::path reference = *dir_ / "reference";
+  const fs::path reference = scratch() / "reference";
   ASSERT_EQ(run_shoplens(score_args(reference)).exit_code, 0);
 
-  const fs::path out = *dir_ / "killed";
+  const fs::path out = scratch() / "killed";
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -196,7 +190,7 @@ TEST_F(E2eScore, SigtermThenRerunScoresEachRowExactlyOnce) {
 }
 
 TEST_F(E2eScore, ReducedPrecisionReportsDriftFirst) {
-  const fs::path out = *dir_ / "bf16";
+  const fs::path out = scratch() / "bf16";
   auto r = run_shoplens(score_args(out) + " --precision bf16 --drift-sample 32");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("bf16 vs fp32 on"), std::string::npos) << r.output;
@@ -208,21 +202,21 @@ TEST_F(E2eScore, ReducedPrecisionReportsDriftFirst) {
 }
 
 TEST_F(E2eScore, MaxLatencyPicksTheLargestBatchWhoseP95Fits) {
-  auto generous = run_shoplens(score_args(*dir_ / "lat1") + " --max-latency-ms 100000 --max-batch 16");
+  auto generous = run_shoplens(score_args(scratch() / "lat1") + " --max-latency-ms 100000 --max-batch 16");
   ASSERT_EQ(generous.exit_code, 0) << generous.output;
-  json report = json::parse(testing::read_text(*dir_ / "lat1" / "report.json"));
+  json report = json::parse(testing::read_text(scratch() / "lat1" / "report.json"));
   EXPECT_EQ(report["batch_size"], 16);
   EXPECT_EQ(report["latency_curve"].size(), 5u);  // 1, 2, 4, 8, 16
 
-  auto strict = run_shoplens(score_args(*dir_ / "lat2") + " --max-latency-ms 0.000001 --max-batch 16");
+  auto strict = run_shoplens(score_args(scratch() / "lat2") + " --max-latency-ms 0.000001 --max-batch 16");
   ASSERT_EQ(strict.exit_code, 0) << strict.output;
-  report = json::parse(testing::read_text(*dir_ / "lat2" / "report.json"));
+  report = json::parse(testing::read_text(scratch() / "lat2" / "report.json"));
   EXPECT_EQ(report["batch_size"], 1);  // nothing fits: the smallest batch, with the curve to show why
   EXPECT_FALSE(report["latency_curve"][0]["fits"].get<bool>());
 }
 
 TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
-  const fs::path prices = *dir_ / "prices.json";
+  const fs::path prices = scratch() / "prices.json";
   const json row_cpu = {{"name", "cpu-vm"},         {"provider", "Test"},        {"kind", "cpu"},
                         {"accelerators", 0},        {"on_demand_per_hour", 0.4}, {"spot_per_hour", 0.1},
                         {"source", "test fixture"}, {"date", "2026-11-23"}};
@@ -234,9 +228,9 @@ TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
   row_gpu8["spot_per_hour"] = 9.6;
   testing::write_text(prices, json{{"offers", {row_cpu, row_gpu8}}}.dump());
 
-  auto r = run_shoplens(score_args(*dir_ / "price-cpu") + " --prices " + prices.string() + " --instance cpu-vm");
+  auto r = run_shoplens(score_args(scratch() / "price-cpu") + " --prices " + prices.string() + " --instance cpu-vm");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  json report = json::parse(testing::read_text(*dir_ / "price-cpu" / "report.json"));
+  json report = json::parse(testing::read_text(scratch() / "price-cpu" / "report.json"));
   double ips = report["images_per_second"].get<double>();
   ASSERT_GT(ips, 0.0);
   EXPECT_NEAR(report["cost_per_million_images"].get<double>(), 0.4 / (ips * 3600) * 1e6, 1e-9);
@@ -245,30 +239,31 @@ TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
   EXPECT_EQ(report["cost"]["date"], "2026-11-23");
 
   // An 8-GPU instance at spot: one job uses one device, so the price per device is 9.6 / 8.
-  r = run_shoplens(score_args(*dir_ / "price-gpu") + " --prices " + prices.string() +
+  r = run_shoplens(score_args(scratch() / "price-gpu") + " --prices " + prices.string() +
                    " --instance gpu-8x --price-basis spot");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("measured on cpu but priced as gpu-8x"), std::string::npos) << r.output;
-  report = json::parse(testing::read_text(*dir_ / "price-gpu" / "report.json"));
+  report = json::parse(testing::read_text(scratch() / "price-gpu" / "report.json"));
   ips = report["images_per_second"].get<double>();
   EXPECT_DOUBLE_EQ(report["cost"]["price_per_device_hour"].get<double>(), 1.2);
   EXPECT_EQ(report["cost"]["basis"], "spot");
   EXPECT_NEAR(report["cost_per_million_images"].get<double>(), 1.2 / (ips * 3600) * 1e6, 1e-9);
 
   // Mistakes fail before any scoring, with exit 2 and the file, row and nearest name.
-  auto unknown = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + prices.string() + " --instance gpu-8");
+  auto unknown =
+      run_shoplens(score_args(scratch() / "price-bad") + " --prices " + prices.string() + " --instance gpu-8");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("did you mean 'gpu-8x'"), std::string::npos) << unknown.output;
   json no_source = row_cpu;
   no_source.erase("source");
-  testing::write_text(*dir_ / "bad_prices.json", json{{"offers", {no_source}}}.dump());
-  auto bad = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + (*dir_ / "bad_prices.json").string() +
-                          " --instance cpu-vm");
+  testing::write_text(scratch() / "bad_prices.json", json{{"offers", {no_source}}}.dump());
+  auto bad = run_shoplens(score_args(scratch() / "price-bad") + " --prices " +
+                          (scratch() / "bad_prices.json").string() + " --instance cpu-vm");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("bad_prices.json: offers[0] ('cpu-vm'): missing \"source\""), std::string::npos)
       << bad.output;
-  EXPECT_FALSE(fs::exists(*dir_ / "price-bad" / "chunks"));
-  auto both = run_shoplens(score_args(*dir_ / "price-bad") + " --prices " + prices.string() +
+  EXPECT_FALSE(fs::exists(scratch() / "price-bad" / "chunks"));
+  auto both = run_shoplens(score_args(scratch() / "price-bad") + " --prices " + prices.string() +
                            " --instance cpu-vm --price-per-hour 2");
   EXPECT_EQ(both.exit_code, 2) << both.output;
 }
@@ -327,14 +322,14 @@ int hidden_files(const fs::path& dir) {
 }
 
 TEST_F(E2eScore, FullDiskFailsClearlyLeavesOnlyWholeChunksAndARerunCompletes) {
-  const fs::path reference = *dir_ / "disk-reference";
+  const fs::path reference = scratch() / "disk-reference";
   ASSERT_EQ(run_shoplens(score_args(reference)).exit_code, 0);
   const auto chunk_bytes = fs::file_size(reference / "chunks" / "chunk-000000.csv");
   const auto predictions_bytes = fs::file_size(reference / "predictions.csv");
   ASSERT_GT(predictions_bytes, 4 * chunk_bytes);
 
   // 1. No room even for one chunk: the first chunk write fails; clear error, exit 1, no chunk.
-  const fs::path out = *dir_ / "disk";
+  const fs::path out = scratch() / "disk";
   auto full = run_with_file_size_limit(score_args(out), chunk_bytes / 2, /*ignore_sigxfsz=*/true);
   EXPECT_EQ(full.exit_code, 1) << full.output;
   EXPECT_NE(full.output.find("chunk-000000.csv"), std::string::npos) << full.output;  // names the file
@@ -359,7 +354,7 @@ TEST_F(E2eScore, FullDiskFailsClearlyLeavesOnlyWholeChunksAndARerunCompletes) {
 
   // 3. The same limit with SIGXFSZ at its default (which killed the process, exit 153, leaving its
   //    temporary behind): shoplens ignores the signal itself, so it is the same clean error.
-  const fs::path crashed = *dir_ / "disk-crash";
+  const fs::path crashed = scratch() / "disk-crash";
   auto killed = run_with_file_size_limit(score_args(crashed), chunk_bytes / 2, /*ignore_sigxfsz=*/false);
   EXPECT_EQ(killed.exit_code, 1) << killed.output;
   EXPECT_NE(killed.output.find("File too large"), std::string::npos) << killed.output;

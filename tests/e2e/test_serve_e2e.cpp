@@ -22,6 +22,7 @@
 
 #include "shoplens/data/csv.h"
 #include "shoplens/serve/http_client.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -105,10 +106,9 @@ std::string file_bytes(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-class E2eServe : public ::testing::Test {
+class E2eServe : public testing::ScratchSuite<E2eServe> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-serve");
     // The model and `shoplens score`'s answers on the catalog's files (the reference for the
     // server's), made once for every test process.
     fixture_ = testing::shared_fixture("serve", [](const fs::path& dir) {
@@ -140,7 +140,7 @@ class E2eServe : public ::testing::Test {
     server_ = new ServerProcess(
         "--model " + model().string() + " --image-root " + catalog().string() +
             " --max-batch 8 --max-queue-delay-ms 20 --max-body-bytes 200000 --threads 1 --warmup-reps 2",
-        dir_->path(), "main");
+        scratch().path(), "main");
     ASSERT_TRUE(server_->wait_ready()) << server_->log();
   }
   static void TearDownTestSuite() {
@@ -150,8 +150,7 @@ class E2eServe : public ::testing::Test {
       delete server_;
     }
     server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
+    ScratchSuite::TearDownTestSuite();
   }
   static fs::path model() { return fixture_ / "model"; }
   static fs::path catalog() { return fixture_ / "catalog"; }
@@ -160,13 +159,11 @@ class E2eServe : public ::testing::Test {
     std::string label;
     std::vector<double> probs;
   };
-  static testing::ScratchDir* dir_;
   static fs::path fixture_;
   static ServerProcess* server_;
   static std::map<std::string, Expected> expected_;
   static std::vector<std::string> classes_;
 };
-testing::ScratchDir* E2eServe::dir_ = nullptr;
 fs::path E2eServe::fixture_;
 ServerProcess* E2eServe::server_ = nullptr;
 std::map<std::string, E2eServe::Expected> E2eServe::expected_;
@@ -208,7 +205,7 @@ TEST_F(E2eServe, ABf16ServerComputesInBf16) {
   // ones by far more than fp32's own rounding (autocast took the convolutions and matmuls to
   // bf16) but stay close.
   ServerProcess bf16("--model " + model().string() + " --precision bf16 --max-batch 4 --threads 1 --warmup-reps 1",
-                     dir_->path(), "bf16");
+                     scratch().path(), "bf16");
   ASSERT_TRUE(bf16.wait_ready()) << bf16.log();
   double bf16_off = 0, fp32_off = 0;  // largest probability difference from score's fp32 rows
   int compared = 0;
@@ -281,7 +278,7 @@ TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
   ServerProcess slow("--model " + model().string() + " --image-root " + catalog().string() +
                          " --max-batch 64 --max-queue 2 --max-queue-delay-ms 600000 --request-timeout-ms 600000 "
                          "--threads 1 --warmup-reps 1",
-                     dir_->path(), "slow");
+                     scratch().path(), "slow");
   ASSERT_TRUE(slow.wait_ready()) << slow.log();
   const std::string body = json{{"path", expected_.begin()->first}}.dump();
   auto first = std::async(std::launch::async, [&] { return slow.post(body, "application/json"); });
@@ -312,7 +309,7 @@ TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
   ServerProcess lonely(
       "--model " + model().string() + " --image-root " + catalog().string() +
           " --max-batch 64 --max-queue-delay-ms 600000 --request-timeout-ms 300 --threads 1 --warmup-reps 1",
-      dir_->path(), "lonely");
+      scratch().path(), "lonely");
   ASSERT_TRUE(lonely.wait_ready()) << lonely.log();
   const HttpReply r = lonely.post(json{{"path", expected_.begin()->first}}.dump(), "application/json");
   EXPECT_EQ(r.status, 504) << r.body << r.error;

@@ -12,6 +12,7 @@
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
 #include "model_test_util.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -24,16 +25,9 @@ using testing::run_shoplens;
 using testing::expect_close;
 using testing::read_json;
 
-class E2eText : public ::testing::Test {
+class E2eText : public testing::ScratchSuite<E2eText> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-text");
-    data_ = testing::shared_text_data({480, 64, 1024, 100, 3});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
+  static void SetUpTestSuite() { data_ = testing::shared_text_data({480, 64, 1024, 100, 3}); }
   static fs::path data() { return data_; }
   static std::string bin() { return testing::shoplens_bin(); }
   // text_tiny with SGD (see E2eDist: exact comparisons need it), the ledger on, ROC AUC as the
@@ -50,14 +44,12 @@ class E2eText : public ::testing::Test {
     return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
            " -- " + bin() + " ";
   }
-  static testing::ScratchDir* dir_;
   static fs::path data_;
 };
-testing::ScratchDir* E2eText::dir_ = nullptr;
 fs::path E2eText::data_;
 
 TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
-  const fs::path whole = *dir_ / "whole", split = *dir_ / "split";
+  const fs::path whole = scratch() / "whole", split = scratch() / "split";
   auto a = run_shoplens(train(whole, "--batch-size 16"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("ROC AUC"), std::string::npos) << a.output;
@@ -101,7 +93,7 @@ TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
 // 5 and restarted by the launcher: every example is read exactly once per epoch, and the weights
 // equal one uninterrupted process with the same global batch.
 TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExact) {
-  const fs::path single = *dir_ / "one-rank", ranks = *dir_ / "two-ranks";
+  const fs::path single = scratch() / "one-rank", ranks = scratch() / "two-ranks";
   auto a = run_shoplens(train(single, "--batch-size 16"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto b =
@@ -132,7 +124,7 @@ TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExac
 // need the cores OpenMP's spinning threads would take), with the same arguments; a user's own
 // OMP_WAIT_POLICY is left alone.
 TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
-  const fs::path run = *dir_ / "passive";
+  const fs::path run = scratch() / "passive";
   auto r = run_shoplens("train --shards " + data().string() + " --out " + run.string() +
                         " --model text_tiny --max-steps 3 --threads 2 --set text.max_length=64");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -140,9 +132,9 @@ TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
   EXPECT_NE(first, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("restarting with", first + 1), std::string::npos) << "once only: " << r.output;
   EXPECT_EQ(read_json(run / "summary.json")["steps"], 3);
-  auto own =
-      run_shell("OMP_WAIT_POLICY=ACTIVE " + bin() + " train --shards " + data().string() + " --out " +
-                (*dir_ / "active").string() + " --model text_tiny --max-steps 1 --threads 2 --set text.max_length=64");
+  auto own = run_shell("OMP_WAIT_POLICY=ACTIVE " + bin() + " train --shards " + data().string() + " --out " +
+                       (scratch() / "active").string() +
+                       " --model text_tiny --max-steps 1 --threads 2 --set text.max_length=64");
   ASSERT_EQ(own.exit_code, 0) << own.output;
   EXPECT_EQ(own.output.find("restarting with"), std::string::npos) << own.output;
 }
@@ -151,7 +143,7 @@ TEST_F(E2eText, TwoThreadsRestartOnceWithPassiveOpenMPAndKeepTheArguments) {
 // padding fraction it reports falls when length bucketing is on.
 TEST_F(E2eText, LoadReportsEveryExampleOnceAndLessPaddingWithBucketing) {
   auto padding = [&](const std::string& bucketing) {
-    const fs::path out = *dir_ / ("load-" + bucketing);
+    const fs::path out = scratch() / ("load-" + bucketing);
     auto r = run_shoplens("load --shards " + data().string() + " --out " + out.string() + " --batch-size 16 --verify " +
                           "--set text.max_length=64 --set text.bucket_by_length=" + bucketing);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -164,14 +156,14 @@ TEST_F(E2eText, LoadReportsEveryExampleOnceAndLessPaddingWithBucketing) {
   };
   const double bucketed = padding("true"), plain = padding("false");
   EXPECT_LT(bucketed, plain / 2) << bucketed << " vs " << plain;
-  auto preview = run_shoplens("load --shards " + data().string() + " --out " + (*dir_ / "load-preview").string() +
+  auto preview = run_shoplens("load --shards " + data().string() + " --out " + (scratch() / "load-preview").string() +
                               " --preview p.png");
   EXPECT_EQ(preview.exit_code, 2) << preview.output;
 }
 
 TEST_F(E2eText, AnImageModelOnTextDataIsAConfigError) {
-  auto r =
-      run_shoplens("train --shards " + data().string() + " --out " + (*dir_ / "wrong").string() + " --model small_cnn");
+  auto r = run_shoplens("train --shards " + data().string() + " --out " + (scratch() / "wrong").string() +
+                        " --model small_cnn");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("text_tiny"), std::string::npos) << r.output;
 }

@@ -19,6 +19,7 @@
 #include "shoplens/models/weights.h"
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
+#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -41,30 +42,21 @@ std::vector<std::pair<long, double>> train_losses(const fs::path& run) {
 }
 
 // One catalog and its shards for every test in this file, built once (testing::shared_image_data).
-class E2eTrain : public ::testing::Test {
+class E2eTrain : public testing::ScratchSuite<E2eTrain> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir("e2e-train");
-    data_ = testing::shared_image_data({240, "48:72", 4, 40, 64});
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
+  static void SetUpTestSuite() { data_ = testing::shared_image_data({240, "48:72", 4, 40, 64}); }
   static fs::path shards() { return data_ / "shards"; }
   static std::string train_args(const fs::path& run) {
     return "train --shards " + shards().string() + " --out " + run.string() +
            " --model small_cnn --epochs 3 --batch-size 16 --threads 2 --lr 0.003 --set augment.image_size=32"
            " --set train.log_every_steps=1 --set train.deterministic=true --set loader.workers=2";
   }
-  static testing::ScratchDir* dir_;
   static fs::path data_;
 };
-testing::ScratchDir* E2eTrain::dir_ = nullptr;
 fs::path E2eTrain::data_;
 
 TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
-  const fs::path run = *dir_ / "run";
+  const fs::path run = scratch() / "run";
   auto r = run_shoplens(train_args(run) + " --accumulation 2 --set train.class_balance=weighted_loss");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* f : {"config.json", "train.log", "metrics.jsonl", "metrics.csv", "summary.json", "test_report.md",
@@ -106,7 +98,7 @@ TEST_F(E2eTrain, TrainsEvaluatesAndLeavesACompleteRunDirectory) {
 // must start on a line of its own: at a newline, or after the bar's line was cleared.
 TEST_F(E2eTrain, LogLinesNeverStartInsideTheProgressBarOnATerminal) {
   if (testing::run_shell("command -v script >/dev/null").exit_code != 0) GTEST_SKIP() << "no `script` (util-linux)";
-  const fs::path run = *dir_ / "tty-run";
+  const fs::path run = scratch() / "tty-run";
   const std::string cmd = testing::shoplens_bin() + " " + train_args(run);
   auto r = testing::run_shell("script -qefc '" + cmd + "' /dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -127,7 +119,7 @@ TEST_F(E2eTrain, LogLinesNeverStartInsideTheProgressBarOnATerminal) {
 }
 
 TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
-  const fs::path reference = *dir_ / "reference", run = *dir_ / "interrupted";
+  const fs::path reference = scratch() / "reference", run = scratch() / "interrupted";
   auto ref = run_shoplens(train_args(reference));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   const auto expected = train_losses(reference);
@@ -169,7 +161,7 @@ TEST_F(E2eTrain, SigtermCheckpointsAndResumeMatchesAnUninterruptedRun) {
 // A first attempt that died before its first checkpoint left only config.json: --resume auto
 // starts afresh from it (no --shards needed), as it would from a checkpoint's saved config.
 TEST_F(E2eTrain, ResumeAutoBeforeTheFirstCheckpointStartsFromTheSavedConfig) {
-  const fs::path run = *dir_ / "no-checkpoint-yet";
+  const fs::path run = scratch() / "no-checkpoint-yet";
   std::string args = train_args(run);
   args.replace(args.find("--epochs 3"), 10, "--epochs 1");
   auto printed = run_shoplens(args + " --print-config 2>/dev/null");
@@ -184,7 +176,7 @@ TEST_F(E2eTrain, ResumeAutoBeforeTheFirstCheckpointStartsFromTheSavedConfig) {
 }
 
 TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
-  const fs::path run = *dir_ / "bad";
+  const fs::path run = scratch() / "bad";
   const std::string base = "train --shards " + shards().string() + " --out " + run.string() + " --epochs 1";
   auto unknown = run_shoplens(base + " --model resnet19");
   EXPECT_EQ(unknown.exit_code, 2);
@@ -197,17 +189,17 @@ TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   auto zero_batch = run_shoplens(base + " --batch-size 0");
   EXPECT_EQ(zero_batch.exit_code, 2);
 
-  auto no_shards = run_shoplens("train --shards " + (*dir_ / "nowhere").string() + " --out " + run.string());
+  auto no_shards = run_shoplens("train --shards " + (scratch() / "nowhere").string() + " --out " + run.string());
   EXPECT_EQ(no_shards.exit_code, 2);
   EXPECT_NE(no_shards.output.find("nowhere"), std::string::npos) << no_shards.output;
 
-  testing::write_text(*dir_ / "garbage.ckpt", "not a checkpoint at all");
-  auto bad_ckpt = run_shoplens(train_args(run) + " --resume " + (*dir_ / "garbage.ckpt").string());
+  testing::write_text(scratch() / "garbage.ckpt", "not a checkpoint at all");
+  auto bad_ckpt = run_shoplens(train_args(run) + " --resume " + (scratch() / "garbage.ckpt").string());
   EXPECT_EQ(bad_ckpt.exit_code, 1);
   EXPECT_NE(bad_ckpt.output.find("garbage.ckpt"), std::string::npos) << bad_ckpt.output;
 
   // --resume auto where nothing was ever started asked for --shards; now it says so.
-  auto nothing = run_shoplens("train --out " + (*dir_ / "never-started").string() + " --resume auto");
+  auto nothing = run_shoplens("train --out " + (scratch() / "never-started").string() + " --resume auto");
   EXPECT_EQ(nothing.exit_code, 2);
   EXPECT_NE(nothing.output.find("nothing to resume"), std::string::npos) << nothing.output;
 
@@ -221,14 +213,14 @@ TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
 TEST_F(E2eTrain, FineTunesTorchvisionWeightsWithFreezeThenGradualUnfreeze) {
   auto probe = testing::run_shell(testing::python() + " -c 'import torchvision' 2>&1");
   if (probe.exit_code != 0) GTEST_SKIP() << testing::python() << " cannot import torchvision: " << probe.output;
-  const fs::path weights = *dir_ / "torchvision_resnet18.pt";
+  const fs::path weights = scratch() / "torchvision_resnet18.pt";
   auto saved = testing::run_shell(testing::python() +
                                   " -c 'import torch, torchvision; torch.manual_seed(3); "
                                   "torch.save(torchvision.models.resnet18().state_dict(), \"" +
                                   weights.string() + "\")' 2>&1");
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
 
-  const fs::path run = *dir_ / "finetune";
+  const fs::path run = scratch() / "finetune";
   auto r =
       run_shoplens("train --shards " + shards().string() + " --out " + run.string() +
                    " --model resnet18 --pretrained " + weights.string() +

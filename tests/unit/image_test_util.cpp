@@ -241,6 +241,27 @@ Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, 
   return bmp;
 }
 
+namespace {
+
+// TurboJPEG's encoding of `pixels` (width x height, tightly packed in `format`).
+Bytes turbojpeg_bytes(const std::uint8_t* pixels, int width, int height, TJPF format, TJSAMP subsampling, int quality) {
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int failed = tjCompress2(h, pixels, width, 0, height, format, &out, &size, subsampling, quality, 0);
+  Bytes jpeg = failed ? Bytes() : Bytes(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  if (failed) throw std::runtime_error("TurboJPEG refused to compress");
+  return jpeg;
+}
+
+}  // namespace
+
+Bytes gray_jpeg(const cv::Mat& rgb, int quality) {
+  return turbojpeg_bytes(rgb.data, rgb.cols, rgb.rows, TJPF_RGB, TJSAMP_GRAY, quality);
+}
+
 // 32x32 CMYK in four flat quadrants, as Adobe stores it (255 = no ink), written by TurboJPEG as
 // YCCK; `plain_cmyk` flips the Adobe marker's transform to 0 so the file reads as plain CMYK.
 Bytes cmyk_jpeg(bool plain_cmyk) {
@@ -250,14 +271,7 @@ Bytes cmyk_jpeg(bool plain_cmyk) {
   for (int y = 0; y < 32; ++y)
     for (int x = 0; x < 32; ++x)
       for (int c = 0; c < 4; ++c) pixels[(y * 32 + x) * 4 + c] = quadrants[(y >= 16) * 2 + (x >= 16)][c];
-  tjhandle h = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  if (tjCompress2(h, pixels.data(), 32, 0, 32, TJPF_CMYK, &out, &size, TJSAMP_444, 95, 0) != 0)
-    throw std::runtime_error("cmyk_jpeg: TurboJPEG refused to compress");
-  Bytes jpeg(out, out + size);
-  tjFree(out);
-  tjDestroy(h);
+  Bytes jpeg = turbojpeg_bytes(pixels.data(), 32, 32, TJPF_CMYK, TJSAMP_444, 95);
   // APP14 "Adobe": marker (2), length (2), "Adobe" (5), version (2), flags (4), transform (1).
   if (jpeg[2] != 0xFF || jpeg[3] != 0xEE) throw std::runtime_error("cmyk_jpeg: no Adobe marker where expected");
   if (plain_cmyk) jpeg[2 + 15] = 0;

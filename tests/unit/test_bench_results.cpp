@@ -8,13 +8,13 @@
 
 #include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_results.h"
-#include "shoplens/core/strings.h"
 #include "shoplens/bench/compute_plan.h"
 #include "shoplens/bench/train_bench.h"
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
+#include "test_util.h"
 
 namespace shoplens {
 namespace {
@@ -232,11 +232,7 @@ TEST(BenchWriters, JunitHasOneTestcasePerScenarioAndAFailurePerRegression) {
   const std::vector<ScenarioResult> results = {fake("a", {50, 50}), fake("b<&>", {100, 100}), failed};
   std::map<std::string, BaselineEntry> base{{"a", {100, {100, 100}, ""}}, {"b<&>", {100, {100}, ""}}};
   const std::string xml = results_junit(results, gate_results(results, base, 0.05), "ci");
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (auto p = xml.find(what); p != std::string::npos; p = xml.find(what, p + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return testing::occurrences(xml, what); };
   EXPECT_EQ(count("<testcase "), 3u);
   EXPECT_EQ(count("</testcase>"), 3u);
   EXPECT_EQ(count("<failure "), 1u);
@@ -375,11 +371,7 @@ TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   BatchStudyOptions o;
   o.shards = "s&hards";
   const std::string html = batch_study_html(base, cand, fb, o);
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (auto p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
-    return n;
-  };
+  auto count = [&](const std::string& what) { return testing::occurrences(html, what); };
   EXPECT_EQ(count("<svg "), 4u);
   EXPECT_EQ(count("</svg>"), 4u);
   EXPECT_EQ(count("class=\"x-label\""), 4u);

@@ -6,6 +6,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/infer/evaluation.h"
+#include "test_util.h"
 
 namespace shoplens {
 namespace {
@@ -64,9 +65,7 @@ TEST(Evaluation, TheReportPageEscapesNamesAndDrawsEveryCell) {
   EXPECT_NE(html.find("b&amp;b"), std::string::npos);
   EXPECT_NE(html.find("run &quot;x&quot;"), std::string::npos);
   // 2x2 confusion cells, each with its share in a title.
-  std::size_t cells = 0;
-  for (std::size_t at = html.find("of the row"); at != std::string::npos; at = html.find("of the row", at + 1)) ++cells;
-  EXPECT_EQ(cells, 4u);
+  EXPECT_EQ(testing::occurrences(html, "of the row"), 4u);
 }
 
 }  // namespace

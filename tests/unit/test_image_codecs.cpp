@@ -70,13 +70,7 @@ TEST(ImageCodecsJpeg, CmykJpegDecodesAsOpenCvDid) {
 
 TEST(ImageCodecsJpeg, GrayscaleJpegDecodesToEqualChannels) {
   const cv::Mat picture = testing::test_picture(40, 24, 1);
-  tjhandle h = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  ASSERT_EQ(tjCompress2(h, picture.data, 40, 0, 24, TJPF_RGB, &out, &size, TJSAMP_GRAY, 90, 0), 0);
-  const Bytes jpeg(out, out + size);
-  tjFree(out);
-  tjDestroy(h);
+  const Bytes jpeg = testing::gray_jpeg(picture, 90);
   const cv::Mat rgb = decode(jpeg).rgb;
   ASSERT_EQ(rgb.size(), cv::Size(40, 24));
   const cv::Vec3b px = rgb.at<cv::Vec3b>(10, 10);
@@ -88,13 +82,7 @@ TEST(ImageCodecsJpeg, GrayscaleJpegDecodesToEqualChannels) {
 TEST(ImageCodecsJpeg, UsableAsPayloadPromisesTheShardDecoderGivesTheSamePixels) {
   const cv::Mat picture = testing::test_picture(40, 24, 5);
   const Bytes colour = encode_jpeg(picture, 90);
-  tjhandle h = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  ASSERT_EQ(tjCompress2(h, picture.data, 40, 0, 24, TJPF_RGB, &out, &size, TJSAMP_GRAY, 90, 0), 0);
-  const Bytes gray(out, out + size);
-  tjFree(out);
-  tjDestroy(h);
+  const Bytes gray = testing::gray_jpeg(picture, 90);
   for (const Bytes* jpeg : {&colour, &gray}) {
     const DecodedImage full = decode(*jpeg);
     ASSERT_TRUE(full.usable_as_payload);

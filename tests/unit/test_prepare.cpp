@@ -12,6 +12,7 @@
 #include "shoplens/data/prepare.h"
 #include "shoplens/data/shards.h"
 #include "image_test_util.h"
+#include "prepare_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -73,24 +74,18 @@ struct TinyDataset {
   }
 };
 
-std::string reason_for(const PrepareReport& r, const std::string& id) {
-  for (const auto& q : r.quarantined)
-    if (q.id == id) return q.stage + ": " + q.reason;
-  return "";
-}
-
 TEST(Prepare, AccountsForEveryRowAndQuarantinesWithReasons) {
   TinyDataset data;
   PrepareReport r = prepare_dataset(data.options());
   EXPECT_EQ(r.total_rows, 18u);
   EXPECT_EQ(r.kept, 12u);
   EXPECT_EQ(r.quarantined.size(), 6u);
-  EXPECT_NE(reason_for(r, "e1").find("decode: empty file"), std::string::npos);
-  EXPECT_NE(reason_for(r, "e2").find("not an image"), std::string::npos);
-  EXPECT_NE(reason_for(r, "e3").find("corrupt JPEG"), std::string::npos);
-  EXPECT_NE(reason_for(r, "e4").find("cannot read file"), std::string::npos);
-  EXPECT_NE(reason_for(r, "e5").find("manifest: path escapes"), std::string::npos);
-  EXPECT_NE(reason_for(r, "e6").find("manifest: unknown split"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e1").find("decode: empty file"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e2").find("not an image"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e3").find("corrupt JPEG"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e4").find("cannot read file"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e5").find("manifest: path escapes"), std::string::npos);
+  EXPECT_NE(testing::quarantine_reason(r, "e6").find("manifest: unknown split"), std::string::npos);
   // Missing metadata is counted, and the rows are kept.
   ASSERT_EQ(r.metadata_fields, (std::vector<std::string>{"channel"}));
   EXPECT_EQ(r.metadata_missing[0], 3u);  // i0, i5, i10

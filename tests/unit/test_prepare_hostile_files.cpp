@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "image_test_util.h"
+#include "prepare_test_util.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/data/prepare.h"
@@ -16,11 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write_jpeg(const fs::path& file, int seed) {
-  const testing::Bytes jpeg = encode_jpeg(testing::test_picture(48, 40, seed), 85);
-  fs::create_directories(file.parent_path());
-  write_file_atomic(file, std::string(jpeg.begin(), jpeg.end()));
-}
+void write_jpeg(const fs::path& file, int seed) { testing::write_picture_jpeg(file, 48, 40, seed); }
 
 // dir/data is the dataset root with four valid images; dir/outside holds a valid image that no
 // row may read. Tests add hostile rows with add_row().
@@ -40,25 +37,15 @@ struct HostileDataset {
   }
   PrepareReport prepare(std::uint64_t max_file_bytes = 64u << 20) {
     testing::write_text(root / "manifest.csv", csv);
-    PrepareOptions o;
-    o.input = root / "manifest.csv";
-    o.out_dir = dir / "shards";
-    o.storage_size = 24;
-    o.threads = 2;
+    PrepareOptions o = testing::prepare_options_for(root / "manifest.csv", dir / "shards", 24, 2);
     o.max_file_bytes = max_file_bytes;
     return prepare_dataset(o);
   }
 };
 
-std::string reason_for(const PrepareReport& r, const std::string& id) {
-  for (const auto& q : r.quarantined)
-    if (q.id == id) return q.stage + ": " + q.reason;
-  return "<kept>";
-}
-
 void expect_valid_rows_kept(const PrepareReport& r) {
   EXPECT_EQ(r.kept + r.quarantined.size(), r.total_rows);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(reason_for(r, "ok" + std::to_string(i)), "<kept>") << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(testing::quarantine_reason(r, "ok" + std::to_string(i)), "<kept>") << i;
 }
 
 TEST(PrepareHostileFiles, RowNamingADirectoryIsQuarantined) {
@@ -67,7 +54,7 @@ TEST(PrepareHostileFiles, RowNamingADirectoryIsQuarantined) {
   data.add_row("folder", "img/folder.jpg");
   const PrepareReport r = data.prepare();
   expect_valid_rows_kept(r);
-  EXPECT_EQ(reason_for(r, "folder"), "decode: not a regular file (a directory)");
+  EXPECT_EQ(testing::quarantine_reason(r, "folder"), "decode: not a regular file (a directory)");
 }
 
 TEST(PrepareHostileFiles, RowNamingAFifoIsQuarantinedWithoutOpeningIt) {
@@ -76,7 +63,7 @@ TEST(PrepareHostileFiles, RowNamingAFifoIsQuarantinedWithoutOpeningIt) {
   data.add_row("pipe", "img/pipe.jpg");
   const PrepareReport r = data.prepare();
   expect_valid_rows_kept(r);
-  EXPECT_EQ(reason_for(r, "pipe"), "decode: not a regular file (a FIFO)");
+  EXPECT_EQ(testing::quarantine_reason(r, "pipe"), "decode: not a regular file (a FIFO)");
 }
 
 TEST(PrepareHostileFiles, SymlinkLoopIsQuarantined) {
@@ -86,8 +73,8 @@ TEST(PrepareHostileFiles, SymlinkLoopIsQuarantined) {
   data.add_row("loop", "img/loop_a.jpg");
   const PrepareReport r = data.prepare();
   expect_valid_rows_kept(r);
-  EXPECT_NE(reason_for(r, "loop").find("decode: cannot read file: symlink loop"), std::string::npos)
-      << reason_for(r, "loop");
+  EXPECT_NE(testing::quarantine_reason(r, "loop").find("decode: cannot read file: symlink loop"), std::string::npos)
+      << testing::quarantine_reason(r, "loop");
 }
 
 TEST(PrepareHostileFiles, FileOverTheSizeLimitIsQuarantinedWithTheLimit) {
@@ -99,9 +86,10 @@ TEST(PrepareHostileFiles, FileOverTheSizeLimitIsQuarantinedWithTheLimit) {
   write_file_atomic(data.root / "img/small.bmp", std::string(bmp.begin(), bmp.end()));
   // Every valid JPEG here is over 1000 bytes; the limit is set just under the big one.
   const PrepareReport r = data.prepare(size - 1);
-  EXPECT_EQ(reason_for(r, "big"), "decode: file too large: " + std::to_string(size) + " bytes, over the limit of " +
-                                      std::to_string(size - 1) + " bytes (data.max_file_mb)");
-  EXPECT_EQ(reason_for(r, "small_enough"), "<kept>");
+  EXPECT_EQ(testing::quarantine_reason(r, "big"), "decode: file too large: " + std::to_string(size) +
+                                                      " bytes, over the limit of " + std::to_string(size - 1) +
+                                                      " bytes (data.max_file_mb)");
+  EXPECT_EQ(testing::quarantine_reason(r, "small_enough"), "<kept>");
 }
 
 TEST(PrepareHostileFiles, SymlinkOutOfTheRootIsQuarantined) {
@@ -119,8 +107,9 @@ TEST(PrepareHostileFiles, SymlinkOutOfTheRootIsQuarantined) {
   const PrepareReport r = data.prepare();
   expect_valid_rows_kept(r);
   for (const char* id : {"absolute_link", "relative_link", "linked_folder", "passwd"})
-    EXPECT_EQ(reason_for(r, id).rfind("decode: path escapes root", 0), 0u) << id << ": " << reason_for(r, id);
-  EXPECT_EQ(reason_for(r, "inside_link"), "<kept>");
+    EXPECT_EQ(testing::quarantine_reason(r, id).rfind("decode: path escapes root", 0), 0u)
+        << id << ": " << testing::quarantine_reason(r, id);
+  EXPECT_EQ(testing::quarantine_reason(r, "inside_link"), "<kept>");
 }
 
 TEST(PrepareHostileFiles, ImageFolderReportsEveryEntryThatIsNotAnImageFile) {
@@ -141,13 +130,14 @@ TEST(PrepareHostileFiles, ImageFolderReportsEveryEntryThatIsNotAnImageFile) {
   const PrepareReport r = prepare_dataset(o);
   EXPECT_EQ(r.total_rows, 7u);
   EXPECT_EQ(r.kept, 2u);
-  EXPECT_EQ(reason_for(r, "cat/pipe.jpg"), "manifest: not a regular file (a FIFO)");
-  EXPECT_NE(reason_for(r, "cat/loop.jpg").find("symlink loop"), std::string::npos) << reason_for(r, "cat/loop.jpg");
-  EXPECT_EQ(reason_for(r, "dog/escape.jpg").rfind("decode: path escapes root", 0), 0u)
-      << reason_for(r, "dog/escape.jpg");
-  EXPECT_NE(reason_for(r, "dog/dangling.jpg").find("No such file"), std::string::npos)
-      << reason_for(r, "dog/dangling.jpg");
-  EXPECT_EQ(reason_for(r, "dog/folder_link"), "manifest: symlink to a folder (not followed)");
+  EXPECT_EQ(testing::quarantine_reason(r, "cat/pipe.jpg"), "manifest: not a regular file (a FIFO)");
+  EXPECT_NE(testing::quarantine_reason(r, "cat/loop.jpg").find("symlink loop"), std::string::npos)
+      << testing::quarantine_reason(r, "cat/loop.jpg");
+  EXPECT_EQ(testing::quarantine_reason(r, "dog/escape.jpg").rfind("decode: path escapes root", 0), 0u)
+      << testing::quarantine_reason(r, "dog/escape.jpg");
+  EXPECT_NE(testing::quarantine_reason(r, "dog/dangling.jpg").find("No such file"), std::string::npos)
+      << testing::quarantine_reason(r, "dog/dangling.jpg");
+  EXPECT_EQ(testing::quarantine_reason(r, "dog/folder_link"), "manifest: symlink to a folder (not followed)");
 }
 
 }  // namespace

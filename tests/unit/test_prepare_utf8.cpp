@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "image_test_util.h"
+#include "prepare_test_util.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/utf8.h"
 #include "shoplens/data/csv.h"
@@ -42,11 +43,7 @@ TEST(Utf8, EscapesOnlyTheInvalidBytes) {
   EXPECT_EQ(back.at("k\\xFF").at(1).at("deep"), "x\\x80");
 }
 
-void write_jpeg(const fs::path& file, int seed) {
-  const testing::Bytes jpeg = encode_jpeg(testing::test_picture(40, 32, seed), 85);
-  fs::create_directories(file.parent_path());
-  write_file_atomic(file, std::string(jpeg.begin(), jpeg.end()));
-}
+void write_jpeg(const fs::path& file, int seed) { testing::write_picture_jpeg(file, 40, 32, seed); }
 
 // Rows: good ones, a Latin-1 label, a Latin-1 file name (a fine image), a Latin-1 id on a broken
 // file, a Latin-1 metadata value, all under a Latin-1 metadata column name and input folder.
@@ -77,20 +74,14 @@ struct Latin1Dataset {
   }
 };
 
-std::string reason_for(const PrepareReport& r, const std::string& id) {
-  for (const auto& q : r.quarantined)
-    if (q.id == id) return q.stage + ": " + q.reason;
-  return "<kept>";
-}
-
 TEST(PrepareNonUtf8, LabelIsQuarantinedOtherNamesAreKeptAndEscapedInJson) {
   Latin1Dataset data;
   const PrepareReport r = prepare_dataset(data.options());
   EXPECT_EQ(r.total_rows, 8u);
-  EXPECT_EQ(reason_for(r, "latin_label"), "manifest: label is not valid UTF-8: 'caf\\xE9'");
-  EXPECT_EQ(reason_for(r, "latin_path"), "<kept>");
-  EXPECT_EQ(reason_for(r, "latin_meta"), "<kept>");
-  EXPECT_EQ(reason_for(r, "latin_id_\xFE"), "decode: not an image (unrecognised content)");
+  EXPECT_EQ(testing::quarantine_reason(r, "latin_label"), "manifest: label is not valid UTF-8: 'caf\\xE9'");
+  EXPECT_EQ(testing::quarantine_reason(r, "latin_path"), "<kept>");
+  EXPECT_EQ(testing::quarantine_reason(r, "latin_meta"), "<kept>");
+  EXPECT_EQ(testing::quarantine_reason(r, "latin_id_\xFE"), "decode: not an image (unrecognised content)");
   EXPECT_EQ(r.kept, 6u);
 
   // Every JSON output parses, and names the bytes it could not hold as \xNN.
@@ -119,7 +110,7 @@ TEST(PrepareNonUtf8, RerunReusesShardsAndReportsTheSameRawNames) {
   const std::string first = read_file(data.dir / "shards/quarantine.csv");
   const PrepareReport again = prepare_dataset(data.options());
   EXPECT_EQ(again.shards_written, 0u);
-  EXPECT_EQ(reason_for(again, "latin_id_\xFE"), "decode: not an image (unrecognised content)");
+  EXPECT_EQ(testing::quarantine_reason(again, "latin_id_\xFE"), "decode: not an image (unrecognised content)");
   EXPECT_EQ(read_file(data.dir / "shards/quarantine.csv"), first);
 }
 
@@ -133,7 +124,7 @@ TEST(PrepareNonUtf8, ImageFolderClassWithALatin1NameIsQuarantined) {
   o.storage_size = 16;
   const PrepareReport r = prepare_dataset(o);
   EXPECT_EQ(r.kept, 1u);
-  EXPECT_EQ(reason_for(r, "caf\xE9/b.jpg"), "manifest: label is not valid UTF-8: 'caf\\xE9'");
+  EXPECT_EQ(testing::quarantine_reason(r, "caf\xE9/b.jpg"), "manifest: label is not valid UTF-8: 'caf\\xE9'");
   EXPECT_NO_THROW(testing::read_json(dir / "out/report.json"));
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "shoplens/core/svg_chart.h"
+#include "test_util.h"
 
 namespace shoplens {
 namespace {
@@ -44,9 +45,7 @@ TEST(SvgChart, ABatchAxisIsLog2WithPowerOfTwoTicks) {
   const auto ticks = tick_texts(svg);
   EXPECT_NE(std::find(ticks.begin(), ticks.end(), "512"), ticks.end());
   // The point at batch 0 cannot sit on a log axis: two markers, not three.
-  std::size_t circles = 0;
-  for (auto p = svg.find("<circle"); p != std::string::npos; p = svg.find("<circle", p + 1)) ++circles;
-  EXPECT_EQ(circles, 2u);
+  EXPECT_EQ(testing::occurrences(svg, "<circle"), 2u);
 }
 
 TEST(SvgChart, ALoneLinePointIsDrawnAsAFullMarkerAndLegendsSitBesideThePlot) {
