@@ -10,6 +10,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/core/json_lines.h"
 #include "shoplens/core/strings.h"
 
@@ -30,41 +31,8 @@ std::string hours_text(double h) { return h < 1 ? fmt::format("{:.0f} min", h * 
 
 namespace {
 
-// One record's fields, each checked; DataError naming `where` (file:line) and the field.
-class RecordReader {
- public:
-  RecordReader(const json& j, const std::string& where) : j_(j), where_(where) {}
-  [[noreturn]] void fail(const std::string& what) const { throw DataError(where_ + ": " + what); }
-  std::string text(const char* key, bool required) const {
-    if (!j_.contains(key)) {
-      if (required) fail(std::string("missing \"") + key + "\"");
-      return std::string();
-    }
-    if (!j_[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-    std::string v(trim(j_[key].get<std::string>()));
-    if (required && v.empty()) fail(std::string("\"") + key + "\" is empty");
-    return v;
-  }
-  int count(const char* key, int fallback) const {
-    if (!j_.contains(key)) return fallback;
-    if (!j_[key].is_number_integer() || j_[key].get<long>() < 1)
-      fail(std::string("\"") + key + "\" must be a whole number >= 1");
-    return static_cast<int>(j_[key].get<long>());
-  }
-  double rate(const char* key) const {
-    if (!j_.contains(key) || !j_[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
-    const double v = j_[key].get<double>();
-    if (!(v > 0) || !std::isfinite(v)) fail(fmt::format("{} {} must be > 0", key, v));
-    return v;
-  }
-
- private:
-  const json& j_;
-  const std::string& where_;
-};
-
 ThroughputRecord record_from_json(const json& j, const std::string& where) {
-  const RecordReader read(j, where);
+  const JsonFields<DataError> read(j, where);  // DataError naming `where` (file:line) and the field
   ThroughputRecord r;
   r.origin = where;
   r.scenario = read.text("scenario", true);
@@ -76,9 +44,9 @@ ThroughputRecord record_from_json(const json& j, const std::string& where) {
   r.precision = read.text("precision", false);
   r.source = read.text("source", true);
   r.date = read.text("date", true);
-  r.images_per_second = read.rate("images_per_second");
-  r.devices = read.count("devices", 1);
-  r.vcpus = read.count("vcpus", 0);
+  r.images_per_second = read.positive("images_per_second");
+  r.devices = read.whole_number("devices", 1, 1);
+  r.vcpus = read.whole_number("vcpus", 1, 0);
   if (r.device == "cpu" && r.vcpus < 1) read.fail("a cpu record needs \"vcpus\" (the cores it ran on)");
   if (j.contains("estimate")) {
     if (!j["estimate"].is_boolean()) read.fail("\"estimate\" must be true or false");

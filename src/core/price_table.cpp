@@ -8,6 +8,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
 
@@ -66,46 +67,10 @@ const PriceOffer& PriceTable::find(std::string_view name) const {
 namespace {
 
 // Reads one offers[] row's fields; every error names the row.
-class OfferRow {
- public:
-  OfferRow(const json& row, const std::string& where) : row_(row), where_(where) {}
-
-  [[noreturn]] void fail(const std::string& what) const { throw ConfigError(where_ + ": " + what); }
-
-  std::string text(const char* key, bool required) const {
-    if (!row_.contains(key) || row_[key].is_null()) {
-      if (required) fail(std::string("missing \"") + key + "\"");
-      return std::string();
-    }
-    if (!row_[key].is_string()) fail(std::string("\"") + key + "\" must be a string");
-    const std::string value(trim(row_[key].get<std::string>()));
-    if (required && value.empty()) fail(std::string("\"") + key + "\" is empty");
-    return value;
-  }
-
-  std::optional<double> number(const char* key) const {
-    if (!row_.contains(key) || row_[key].is_null()) return std::nullopt;
-    if (!row_[key].is_number()) fail(std::string("\"") + key + "\" must be a number");
-    return row_[key].get<double>();
-  }
-
-  int whole_number(const char* key) const {
-    const double v = number(key).value_or(0);
-    if (v < 0 || v != std::floor(v)) fail(std::string("\"") + key + "\" must be a whole number >= 0");
-    return static_cast<int>(v);
-  }
-
- private:
-  const json& row_;
-  const std::string& where_;
-};
+using OfferRow = JsonFields<ConfigError>;
 
 void read_prices(const OfferRow& row, PriceOffer& o) {
-  const auto on_demand = row.number("on_demand_per_hour");
-  if (!on_demand) row.fail("missing \"on_demand_per_hour\"");
-  if (!(*on_demand > 0) || !std::isfinite(*on_demand))
-    row.fail(fmt::format("on_demand_per_hour {} must be > 0", *on_demand));
-  o.on_demand_per_hour = *on_demand;
+  o.on_demand_per_hour = row.positive("on_demand_per_hour");
   o.spot_per_hour = row.number("spot_per_hour");
   if (!o.spot_per_hour) return;
   if (!(*o.spot_per_hour > 0) || !std::isfinite(*o.spot_per_hour))
@@ -136,10 +101,10 @@ PriceOffer read_offer(const json& row, const std::string& where) {
   if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu")
     r.fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
   read_prices(r, o);
-  o.accelerators = r.whole_number("accelerators");
+  o.accelerators = r.whole_number("accelerators", 0, 0);
   if (o.kind != "cpu" && o.accelerators < 1) r.fail("a " + o.kind + " offer needs \"accelerators\" >= 1");
   if (o.kind == "cpu" && o.accelerators != 0) r.fail("a cpu offer has \"accelerators\" 0");
-  o.vcpus = r.whole_number("vcpus");
+  o.vcpus = r.whole_number("vcpus", 0, 0);
   return o;
 }
 
