@@ -201,17 +201,13 @@ std::int64_t meminfo_bytes(const std::string& key) {
 class CpuMemoryProbe final : public MemoryProbe {
  public:
   CpuMemoryProbe() : allocator_(BudgetCpuAllocator::instance()), previous_budget_(allocator_.budget_.load()) {}
-  ~CpuMemoryProbe() override {
-    allocator_.budget_.store(previous_budget_);
-    if (previous_budget_ == 0) allocator_.mapped_.clear();
-  }
+  ~CpuMemoryProbe() override { store_budget(previous_budget_); }
 
   std::string device_name() const override { return "cpu (" + cpu_model() + ")"; }
   std::int64_t device_total_bytes() const override { return meminfo_bytes("MemTotal"); }
   std::int64_t device_free_bytes() const override { return meminfo_bytes("MemAvailable"); }
   void set_budget(std::int64_t bytes) override {
-    allocator_.budget_.store(bytes > 0 ? bytes : 0);
-    if (bytes <= 0) allocator_.mapped_.clear();
+    store_budget(bytes);
     // A CPU budget covers the process (find_batch.process_check measures it): the heap must give
     // back what the tensors free, or fragmentation decides the process's size (core/runtime.h).
     if (bytes > 0) bound_host_allocator();
@@ -230,6 +226,12 @@ class CpuMemoryProbe final : public MemoryProbe {
   }
 
  private:
+  // Blocks are kept mapped for reuse only under a budget: without one they go back now.
+  void store_budget(std::int64_t bytes) {
+    allocator_.budget_.store(bytes > 0 ? bytes : 0);
+    if (bytes <= 0) allocator_.mapped_.clear();
+  }
+
   BudgetCpuAllocator& allocator_;
   std::int64_t previous_budget_;
 };

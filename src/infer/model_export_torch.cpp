@@ -475,6 +475,14 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
   return loaded;
 }
 
+LoadedModel verify_exported_model(const fs::path& dir) {
+  LoadedModel loaded = load_exported_model(dir, "fp32", true);
+  for (const auto& [file, entry] : loaded.card.at("files").items())
+    if (file != weights_file("fp32") && fs::path(file).extension() == ".safetensors")
+      load_exported_model(dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
+  return loaded;
+}
+
 LoadedModel load_run_model(const fs::path& run_dir, const std::string& checkpoint) {
   ExportOptions o;
   o.run_dir = run_dir;

@@ -215,6 +215,21 @@ double plan_input_rate(const Config& config, const TrainData& data, const DistEn
   return rate.samples_per_second * share;
 }
 
+std::optional<Checkpoint> find_resume_checkpoint(const Config& config, const std::string& resume) {
+  if (resume.empty()) return std::nullopt;
+  if (resume != "auto") return read_checkpoint(resume);
+  if (config.run.dir.empty())
+    throw UsageError("train: --resume auto needs the run directory (--out or run.dir) to look for checkpoints in");
+  const fs::path dir = fs::path(config.run.dir) / "checkpoints";
+  if (!fs::is_directory(dir)) {
+    spdlog::info("train: no checkpoints in {} yet; starting a fresh run", dir.string());
+    return std::nullopt;
+  }
+  auto found = CheckpointStore(dir, config.train.keep_last).newest_valid();
+  if (!found) spdlog::warn("train: no valid checkpoint in {}; starting a fresh run", dir.string());
+  return found;
+}
+
 TrainData open_train_data(Config& config) {
   return is_text_dataset(config.data.shards) ? open_text_data(config) : open_image_data(config);
 }

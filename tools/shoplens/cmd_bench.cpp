@@ -5,12 +5,10 @@
 #include <iostream>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "command.h"
 #include "shoplens/bench/batch_study.h"
-#include "shoplens/bench/bench_runner.h"
-#include "shoplens/core/atomic_file.h"
+#include "shoplens/bench/bench_recorder.h"
 
 namespace shoplens::cli {
 namespace {
@@ -19,17 +17,17 @@ class BenchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     app.add_option(
-        "--config", config_,
+        "--config", record_.config,
         "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
         "(empty: the defaults)");
     app.add_option("--out", out_,
                    "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
         ->required();
-    app.add_option("--baseline", baseline_, "a previous results.jsonl to gate against (empty: no gate)");
-    app.add_option("--max-regression", max_regression_,
+    app.add_option("--baseline", record_.baseline, "a previous results.jsonl to gate against (empty: no gate)");
+    app.add_option("--max-regression", record_.max_regression,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
-    app.add_option("--trials", trials_, "repeated trials per scenario (0: the config's)")->check(non_negative());
-    app.add_option("--source", source_, "the records' \"source\" field (empty: the command line)");
+    app.add_option("--trials", record_.trials, "repeated trials per scenario (0: the config's)")->check(non_negative());
+    app.add_option("--source", record_.source, "the records' \"source\" field (empty: the command line)");
     app.add_option(
            "--study", study_,
            "\"batch\": the batch-size study (baseline vs find-batch) instead of the recorder (empty: the recorder)")
@@ -51,7 +49,7 @@ class BenchCommand : public Command {
   }
 
   int run_study() {
-    study_options_.train_config = config_;
+    study_options_.train_config = record_.config.string();
     study_options_.out = out_;
     const auto report = run_batch_study(study_options_, self_binary());
     std::cout << "study: " << (std::filesystem::path(out_) / "study.json").string() << "\nreport: " << report.string()
@@ -68,77 +66,17 @@ class BenchCommand : public Command {
 
   int run() override {
     if (study_ == "batch") return run_study();
-    if (config_.empty()) throw UsageError("bench: --config is required (a bench config; see docs/BENCH.md)");
-    // Everything that can make the run pointless is checked before minutes of measuring.
-    BenchConfig config = load_bench_config(config_);
-    const double max_regression = parse_max_regression(max_regression_);
-    std::map<std::string, BaselineEntry> baseline;
-    if (!baseline_.empty()) baseline = load_baseline(baseline_);
-    if (trials_ > 0)
-      for (auto& s : config.scenarios) s.trials = trials_;
-    std::filesystem::create_directories(out_);
-    const std::string source = !source_.empty() ? source_
-                                                : fmt::format("shoplens bench --config {}{}",
-                                                              std::filesystem::path(config_).filename().string(),
-                                                              trials_ > 0 ? fmt::format(" --trials {}", trials_) : "");
-
-    const Nvml nvml;
-    const BenchEnvironment env = bench_environment(nvml);
-    spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), config_,
-                 nvml.available() ? "NVML " + env.driver : nvml.why());
-    const std::filesystem::path out(out_);
-    std::vector<ScenarioResult> results;
-    std::vector<GateVerdict> gate;
-    auto write_outputs = [&] {
-      if (!baseline_.empty()) gate = gate_results(results, baseline, max_regression);
-      write_file_atomic(out / "results.jsonl", results_jsonl(results, env, source));
-      write_file_atomic(out / "results.csv", results_csv(results, env));
-      write_file_atomic(out / "results.md", results_markdown(results, env, gate));
-      write_file_atomic(out / "junit.xml", results_junit(results, gate, config.name));
-    };
-    for (std::size_t i = 0; i < config.scenarios.size(); ++i) {
-      const auto& s = config.scenarios[i];
-      spdlog::info("bench: [{}/{}] {}", i + 1, config.scenarios.size(), s.name);
-      try {
-        results.push_back(run_scenario(s, nvml));
-      } catch (const InterruptedError&) {
-        // The scenarios that finished are still worth having; the interrupted one is left out.
-        write_outputs();
-        spdlog::warn("bench: interrupted; {} finished scenario(s) written to {}", results.size(), out.string());
-        throw;
-      }
-      const auto sum = summarise(results.back());
-      if (results.back().error.empty())
-        spdlog::info("bench: {}: {:.1f} images/s (noise {:.1f}%), step p50 {:.1f} ms", s.name, sum.images_per_second,
-                     sum.noise * 100, sum.step_p50 * 1e3);
-    }
-    write_outputs();
-    std::cout << results_markdown(results, env, gate);
-
-    int failed = 0, regressed = 0;
-    for (const auto& r : results)
-      if (!r.error.empty()) ++failed;
-    for (const auto& g : gate) {
-      if (g.regressed) {
-        ++regressed;
-        spdlog::error("bench: REGRESSION {}", g.message);
-      } else if (g.compared) {
-        spdlog::info("bench: ok {}", g.message);
-      } else {
-        spdlog::warn("bench: {}", g.message);
-      }
-    }
-    std::cout << fmt::format("\nresults: {}\n", (out / "results.md").string());
-    if (failed) spdlog::error("bench: {} scenario(s) failed", failed);
-    if (regressed)
-      spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", regressed, max_regression * 100);
-    return failed || regressed ? 1 : 0;
+    if (record_.config.empty()) throw UsageError("bench: --config is required (a bench config; see docs/BENCH.md)");
+    record_.out = out_;
+    const BenchRecorderResult record = run_bench_recorder(record_);
+    std::cout << results_markdown(record.results, record.env, record.gate)
+              << fmt::format("\nresults: {}\n", record.markdown.string());
+    return record.failed || record.regressed ? 1 : 0;
   }
 
  private:
-  std::string config_, out_, baseline_, source_;
-  std::string max_regression_ = "5%";
-  int trials_ = 0;
+  BenchRecorderOptions record_;
+  std::string out_;
   std::string study_;
   BatchStudyOptions study_options_;
 };

@@ -43,11 +43,7 @@ class ExportCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     if (check_only_) {
-      const auto loaded = load_exported_model(o_.out_dir, "fp32", true);
-      // Each reduced-precision weights file too; model.onnx is covered by the checksums above.
-      for (const auto& [file, entry] : loaded.card.at("files").items())
-        if (file != "model.safetensors" && std::filesystem::path(file).extension() == ".safetensors")
-          load_exported_model(o_.out_dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
+      const auto loaded = verify_exported_model(o_.out_dir);
       std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>()
                 << ", " << loaded.class_names.size() << " classes)" << std::endl;
       return 0;

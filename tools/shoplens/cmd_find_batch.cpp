@@ -1,16 +1,10 @@
 // `shoplens find-batch`: the largest micro-batch of the configured job that fits the memory
 // budget, by probing the real training step (docs/FIND_BATCH.md).
-#include <fstream>
 #include <iostream>
-#include <optional>
-
-#include <spdlog/spdlog.h>
 
 #include "command.h"
-#include "shoplens/batch/find_batch.h"
 #include "shoplens/core/atomic_file.h"
-#include "shoplens/jobs/train_job.h"
-#include "shoplens/models/classifier.h"
+#include "shoplens/jobs/find_batch_job.h"
 
 namespace shoplens::cli {
 namespace {
@@ -47,36 +41,17 @@ class FindBatchCommand : public Command {
   int run() override {
     auto config = begin(options_);
     if (!config) return 0;
-    int classes = classes_;
-    // Text tasks are binary unless told otherwise.
-    if (is_text_model(config->model.name) && classes_option_->count() == 0) classes = 2;
-    if (!config->data.classes.empty()) classes = static_cast<int>(config->data.classes.size());
-    std::optional<TrainData> data;
-    if (!config->data.shards.empty()) {
-      // The dataset sizes the head (and a text dataset the model's shape, as `train` resolves it),
-      // and its loader's rate caps the throughput plan.
-      data = open_train_data(*config);
-      classes = static_cast<int>(data->class_names.size());
-    }
-    if (is_text_model(config->model.name) && config->text.vocab_size < 3)
-      throw UsageError(
-          "find-batch: " + config->model.name +
-          " needs a vocabulary: give --shards TEXT_DATASET, or --set text.vocab_size=N for synthetic tokens");
-    if (classes < 2) throw UsageError("find-batch: the head needs at least 2 classes, got " + std::to_string(classes));
-
+    FindBatchJob job{std::move(*config), classes_, classes_option_->count() > 0, !no_cache_,
+                     std::filesystem::read_symlink("/proc/self/exe")};
     if (probe_process_at_ > 0) {
-      const auto probe = process_probe_to_json(probe_this_process(*config, classes, probe_process_at_));
+      const auto probe = process_probe_to_json(run_process_probe_job(std::move(job), probe_process_at_));
       if (out_.empty())
         std::cout << probe.dump() << std::endl;
       else
         write_file_atomic(out_, probe.dump() + "\n");
       return 0;
     }
-    const double input_rate = data ? plan_input_rate(*config, *data, DistEnv{}) : 0.0;
-    ProbeFolder folder;
-    const FindBatchResult result =
-        find_batch(*config, classes, !no_cache_, input_rate,
-                   spawn_process_probe(std::filesystem::read_symlink("/proc/self/exe"), *config, classes, folder));
+    const FindBatchResult result = run_find_batch_job(std::move(job));
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
     if (json_)

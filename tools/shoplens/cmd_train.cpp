@@ -48,7 +48,7 @@ class TrainCommand : public Command {
     if (job.env.restart_count > 0 && resume_.empty()) resume_ = "auto";
     auto config = begin(options_);
     if (!config) return 0;
-    job.checkpoint = find_checkpoint(*config);
+    job.checkpoint = find_resume_checkpoint(*config, resume_);
     if (job.checkpoint) {
       // flashlight's rule: the saved config comes back, and this command line overrides it.
       config = options_.resolve_over(job.checkpoint->state.at("config"));
@@ -71,21 +71,6 @@ class TrainCommand : public Command {
   }
 
  private:
-  std::optional<Checkpoint> find_checkpoint(const Config& config) {
-    if (resume_.empty()) return std::nullopt;
-    if (resume_ != "auto") return read_checkpoint(resume_);  // an unreadable file given by name is an error
-    if (config.run.dir.empty())
-      throw UsageError("train: --resume auto needs the run directory (--out or run.dir) to look for checkpoints in");
-    const fs::path dir = fs::path(config.run.dir) / "checkpoints";
-    if (!fs::is_directory(dir)) {
-      spdlog::info("train: no checkpoints in {} yet; starting a fresh run", dir.string());
-      return std::nullopt;
-    }
-    auto found = CheckpointStore(dir, config.train.keep_last).newest_valid();
-    if (!found) spdlog::warn("train: no valid checkpoint in {}; starting a fresh run", dir.string());
-    return found;
-  }
-
   // `--resume auto` before the first checkpoint: the run directory's saved config.json (the one a
   // crashed first attempt wrote) is the base, as a checkpoint's would be; without it there is
   // nothing to resume, which is said plainly instead of asking for --shards.

@@ -1,14 +1,12 @@
 // `shoplens verify-ledger RUN_DIR`: proves from the sample ledger that every training sample was
 // used exactly once per epoch, across restarts and world-size changes (docs/DISTRIBUTED.md).
-#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "shoplens/core/logging.h"
-#include "shoplens/data/open_dataset.h"
-#include "shoplens/dist/ledger.h"
+#include "shoplens/jobs/ledger_check.h"
 
 namespace shoplens::cli {
 namespace {
@@ -27,28 +25,7 @@ class VerifyLedgerCommand : public Command {
 
   int run() override {
     set_log_level(log_level_);
-    std::string shards = shards_;
-    if (shards.empty()) {
-      const fs::path config_file = run_dir_ / "config.json";
-      std::ifstream in(config_file);
-      if (!in)
-        throw IoError("verify-ledger: cannot read " + config_file.string() + " (is " + run_dir_.string() +
-                      " a run directory?)");
-      nlohmann::json config;
-      try {
-        config = nlohmann::json::parse(in);
-        shards = config.at("data").at("shards").get<std::string>();
-      } catch (const std::exception& e) {
-        throw DataError("verify-ledger: " + config_file.string() + ": no data.shards (" + e.what() +
-                        "); pass --shards");
-      }
-    }
-    // Image or text shards alike: the ledger speaks of sample ids only.
-    const std::shared_ptr<const SampleSource> train = open_split(shards, Split::kTrain).source;
-    std::vector<std::uint64_t> ids;
-    ids.reserve(train->size());
-    for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample_id(i));
-    const auto report = verify_ledger(read_ledger_files(run_dir_), ids);
+    const auto report = verify_run_ledger(run_dir_, shards_);
     if (as_json_)
       std::cout << report.to_json().dump(2) << std::endl;
     else
@@ -58,7 +35,7 @@ class VerifyLedgerCommand : public Command {
 
  private:
   fs::path run_dir_;
-  std::string shards_;
+  fs::path shards_;
   bool as_json_ = false;
   std::string log_level_ = "info";
 };

@@ -71,6 +71,11 @@ struct LoadedModel {
 LoadedModel load_exported_model(const std::filesystem::path& dir, const std::string& variant = "fp32",
                                 bool verify = true);
 
+// `export --check`: load_exported_model with verification for the fp32 weights and for each
+// reduced-precision copy the card lists (model.onnx is covered by the checksums). Returns the fp32
+// model.
+LoadedModel verify_exported_model(const std::filesystem::path& dir);
+
 // A training run's model (checkpoint "best", "last", or a checkpoint file of the run), with the
 // run's class names and evaluation transform. UsageError for a text model.
 LoadedModel load_run_model(const std::filesystem::path& run_dir, const std::string& checkpoint = "best");

@@ -35,6 +35,11 @@ struct TrainJobResult {
 // Runs the job to its end. Rank 0 writes the run directory's files; every rank returns the summary.
 TrainJobResult run_train_job(TrainJob job);
 
+// The checkpoint `--resume` names: "" none; a checkpoint file (an unreadable one is an error); or
+// "auto", the newest valid one in the run directory's checkpoints/ (none there: a fresh start, said
+// in the log). UsageError for "auto" without a run directory.
+std::optional<Checkpoint> find_resume_checkpoint(const Config& config, const std::string& resume);
+
 // The splits of a prepared dataset folder, image or text shards (a text dataset also fills
 // config.text with its shape). DataError when the train split is empty.
 TrainData open_train_data(Config& config);

@@ -1,0 +1,37 @@
+// `shoplens bench`'s recorder (docs/BENCH.md): every scenario of a bench config measured in turn,
+// its outputs (results.jsonl, results.csv, results.md, junit.xml) written, and the results gated
+// against a previous results.jsonl.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "shoplens/bench/bench_results.h"
+
+namespace shoplens {
+
+struct BenchRecorderOptions {
+  std::filesystem::path config;       // the bench config (a scenario matrix)
+  std::filesystem::path out;          // folder for the outputs, created if missing
+  std::filesystem::path baseline;     // a previous results.jsonl to gate against (empty: no gate)
+  std::string max_regression = "5%";  // parse_max_regression's forms
+  int trials = 0;                     // repeated trials per scenario (0: the config's)
+  std::string source;                 // the records' "source" field (empty: the command line)
+};
+
+struct BenchRecorderResult {
+  BenchEnvironment env;
+  std::vector<ScenarioResult> results;
+  std::vector<GateVerdict> gate;   // empty without a baseline
+  int failed = 0;                  // scenarios that came back with an error
+  int regressed = 0;               // scenarios the gate found slower beyond the limit and the noise
+  std::filesystem::path markdown;  // results.md
+};
+
+// Everything that can make the run pointless (the config, the baseline, the limit) is checked
+// before the first scenario. An interrupt (SIGINT/SIGTERM) writes the finished scenarios' outputs
+// and rethrows. A failed scenario does not stop the others.
+BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& options);
+
+}  // namespace shoplens

@@ -1,0 +1,85 @@
+#include "shoplens/bench/bench_recorder.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shoplens/bench/bench_runner.h"
+#include "shoplens/core/atomic_file.h"
+#include "shoplens/core/errors.h"
+
+namespace shoplens {
+namespace {
+
+std::string source_of(const BenchRecorderOptions& o) {
+  if (!o.source.empty()) return o.source;
+  return fmt::format("shoplens bench --config {}{}", o.config.filename().string(),
+                     o.trials > 0 ? fmt::format(" --trials {}", o.trials) : "");
+}
+
+void log_verdicts(BenchRecorderResult& record, double max_regression) {
+  for (const auto& r : record.results) record.failed += !r.error.empty();
+  for (const auto& g : record.gate) {
+    if (g.regressed) {
+      ++record.regressed;
+      spdlog::error("bench: REGRESSION {}", g.message);
+    } else if (g.compared) {
+      spdlog::info("bench: ok {}", g.message);
+    } else {
+      spdlog::warn("bench: {}", g.message);
+    }
+  }
+  if (record.failed) spdlog::error("bench: {} scenario(s) failed", record.failed);
+  if (record.regressed)
+    spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", record.regressed,
+                  max_regression * 100);
+}
+
+}  // namespace
+
+BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
+  BenchConfig config = load_bench_config(o.config);
+  const double max_regression = parse_max_regression(o.max_regression);
+  std::map<std::string, BaselineEntry> baseline;
+  if (!o.baseline.empty()) baseline = load_baseline(o.baseline);
+  if (o.trials > 0)
+    for (auto& s : config.scenarios) s.trials = o.trials;
+  std::filesystem::create_directories(o.out);
+  const std::string source = source_of(o);
+
+  const Nvml nvml;
+  BenchRecorderResult record;
+  record.env = bench_environment(nvml);
+  record.markdown = o.out / "results.md";
+  spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), o.config.string(),
+               nvml.available() ? "NVML " + record.env.driver : nvml.why());
+  auto write_outputs = [&] {
+    if (!o.baseline.empty()) record.gate = gate_results(record.results, baseline, max_regression);
+    write_file_atomic(o.out / "results.jsonl", results_jsonl(record.results, record.env, source));
+    write_file_atomic(o.out / "results.csv", results_csv(record.results, record.env));
+    write_file_atomic(record.markdown, results_markdown(record.results, record.env, record.gate));
+    write_file_atomic(o.out / "junit.xml", results_junit(record.results, record.gate, config.name));
+  };
+  for (std::size_t i = 0; i < config.scenarios.size(); ++i) {
+    const auto& s = config.scenarios[i];
+    spdlog::info("bench: [{}/{}] {}", i + 1, config.scenarios.size(), s.name);
+    try {
+      record.results.push_back(run_scenario(s, nvml));
+    } catch (const InterruptedError&) {
+      // The scenarios that finished are still worth having; the interrupted one is left out.
+      write_outputs();
+      spdlog::warn("bench: interrupted; {} finished scenario(s) written to {}", record.results.size(), o.out.string());
+      throw;
+    }
+    const auto sum = summarise(record.results.back());
+    if (record.results.back().error.empty())
+      spdlog::info("bench: {}: {:.1f} images/s (noise {:.1f}%), step p50 {:.1f} ms", s.name, sum.images_per_second,
+                   sum.noise * 100, sum.step_p50 * 1e3);
+  }
+  write_outputs();
+  log_verdicts(record, max_regression);
+  return record;
+}
+
+}  // namespace shoplens
