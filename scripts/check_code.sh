@@ -6,6 +6,7 @@
 #   so does an entry that is no longer needed (delete its line).
 #   format: every tracked C++ file is as clang-format (.clang-format) writes it; fix with
 #   `git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i`.
+#   one definition: no namespace-level type is defined twice under one name (scripts/check_one_definition.py).
 #   shell: every tracked shell script is shellcheck clean (sourced files followed from the script's
 #   own folder).
 # Usage: scripts/check_code.sh
@@ -36,6 +37,7 @@ for k in stale:
 print(f"check_code: {len(long)} functions over {limit} lines, {len(allowed)} allowed")
 sys.exit(1 if new or stale else 0)
 PY
+/usr/bin/python3 scripts/check_one_definition.py
 unformatted=$(git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --style=file --dry-run 2>&1 | grep -oE '^[^:]+\.(cpp|h|cu):' | sort -u | tr -d ':' || true)
 if [[ -n $unformatted ]]; then
   echo "check_code: not as clang-format writes them (git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i):"
