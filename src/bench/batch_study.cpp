@@ -119,7 +119,7 @@ namespace {
 // One `shoplens train` run of the study, as its own process (peak memory is per process).
 fs::path train_run(const BatchStudyOptions& o, const std::string& binary, const std::string& name, std::int64_t seed,
                    const std::vector<std::string>& batch_args) {
-  const fs::path dir = o.out / fmt::format("seed-{}", seed) / name;
+  fs::path dir = o.out / fmt::format("seed-{}", seed) / name;
   if (fs::exists(dir)) fs::remove_all(dir);  // a fresh run: an old one's checkpoints would be refused
   fs::create_directories(dir.parent_path());
   std::vector<std::string> argv{binary, "train"};
@@ -195,7 +195,7 @@ fs::path run_batch_study(const BatchStudyOptions& o, const std::string& binary) 
     if (i == 0) find_batch = read_json(c / "find_batch.json");
   }
   const StudySummary summary = summarize_study(base, cand);
-  const fs::path report = o.out / "report.html";
+  fs::path report = o.out / "report.html";
   write_file_atomic(report, batch_study_html(base, cand, find_batch, o));
   write_file_atomic(o.out / "study.json", study_json(base, cand, summary, report).dump(2) + "\n");
   return report;

@@ -1,4 +1,6 @@
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/utils.h>
 #include <torch/version.h>
 
 #include <c10/util/Exception.h>

@@ -125,7 +125,7 @@ std::string format_bytes(double bytes) {
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
-  long s = static_cast<long>(seconds + 0.5);
+  long s = std::lround(seconds);
   char buf[32];
   if (s >= 3600)
     std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);

@@ -55,6 +55,7 @@ ProcessExit run_process(const std::vector<std::string>& argv, const std::filesys
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
   if (rc != 0) throw IoError("cannot prepare the log " + log_file.string() + ": " + std::strerror(rc));
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;

@@ -19,19 +19,17 @@ std::size_t sequence_length(std::string_view text, std::size_t at) {
   if (b0 >= 0xC2 && b0 <= 0xDF)
     length = 2;
   else if (b0 == 0xE0)
-    length = 3, lo = 0xA0;
-  else if (b0 >= 0xE1 && b0 <= 0xEC)
-    length = 3;
+    length = 3, lo = 0xA0;  // no overlong forms
   else if (b0 == 0xED)
-    length = 3, hi = 0x9F;
-  else if (b0 >= 0xEE && b0 <= 0xEF)
+    length = 3, hi = 0x9F;  // no UTF-16 surrogates
+  else if (b0 >= 0xE1 && b0 <= 0xEF)
     length = 3;
   else if (b0 == 0xF0)
-    length = 4, lo = 0x90;
+    length = 4, lo = 0x90;  // no overlong forms
+  else if (b0 == 0xF4)
+    length = 4, hi = 0x8F;  // nothing above U+10FFFF
   else if (b0 >= 0xF1 && b0 <= 0xF3)
     length = 4;
-  else if (b0 == 0xF4)
-    length = 4, hi = 0x8F;
   else
     return 0;
   if (at + length > text.size()) return 0;

@@ -41,8 +41,10 @@ Taps taps_for(int in_size, int out_size, int first, int count) {
   std::vector<double> w(t.width);
   for (int p = 0; p < count; ++p) {
     const double center = (first + p + 0.5) * scale;
-    const int lo = std::max(0, static_cast<int>(center - support + 0.5));
-    const int n = std::min(in_size, static_cast<int>(center + support + 0.5)) - lo;
+    // PIL's own bounds, truncating (int)(x + 0.5), so the taps match Pillow's exactly.
+    const int lo = std::max(0, static_cast<int>(center - support + 0.5));  // NOLINT(bugprone-incorrect-roundings)
+    const int n =
+        std::min(in_size, static_cast<int>(center + support + 0.5)) - lo;  // NOLINT(bugprone-incorrect-roundings)
     double sum = 0.0;
     for (int x = 0; x < n; ++x) sum += (w[x] = triangle((x + lo - center + 0.5) / filter_scale));
     for (int x = 0; x < n; ++x) {

@@ -74,7 +74,9 @@ void capture(cv::Mat3b& image, const Capture& cap, Rng& rng) {
       for (int c = 0; c < 3; ++c) {
         // Integer clamping compiles to conditional moves; a float clamp became a branch that
         // mispredicts on near-white studio backgrounds, where half the values clip.
-        const int v = static_cast<int>(tone[c][row[c]] + sigma[c][row[c]] * (l + chroma_w * chroma[c]) + 0.5f);
+        // Rounds half up without a libm call; what falls below 0 is clamped to 0 either way.
+        const float shade = tone[c][row[c]] + sigma[c][row[c]] * (l + chroma_w * chroma[c]);
+        const int v = static_cast<int>(shade + 0.5f);  // NOLINT(bugprone-incorrect-roundings)
         row[c] = static_cast<uchar>(std::min(std::max(v, 0), 255));
       }
     }

@@ -467,7 +467,9 @@ void floor_shadow(cv::Mat3b& canvas, const cv::Rect2d& box, Rng& rng) {
     const uchar* m = shadow.ptr<uchar>(y);
     for (int x = 0; x < region.width; ++x) {
       const float f = 1.0f - static_cast<float>(strength) * m[x] / 255.0f;
-      for (int k = 0; k < 3; ++k) out[x][k] = static_cast<uchar>(out[x][k] * f + 0.5f);
+      // Non-negative: adding 0.5 and truncating rounds to nearest, without a libm call per pixel.
+      for (int k = 0; k < 3; ++k)
+        out[x][k] = static_cast<uchar>(out[x][k] * f + 0.5f);  // NOLINT(bugprone-incorrect-roundings)
     }
   }
 }

@@ -201,7 +201,7 @@ class Supervisor {
     while (start <= dirs.size()) {
       const auto end = dirs.find(':', start);
       const std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+      std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
       if (::access(candidate.c_str(), X_OK) == 0) return candidate;
       if (end == std::string::npos) break;
       start = end + 1;

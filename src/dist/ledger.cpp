@@ -183,6 +183,7 @@ void read_ledger_file(const LedgerFile& file, ParsedLedger& parsed, LedgerReport
 // Replays the segments in the order they started: each one redoes everything after its start.
 std::vector<StepRecord> replay_segments(const std::map<std::string, Segment>& segments, LedgerReport& report) {
   std::vector<const Segment*> ordered;
+  ordered.reserve(segments.size());
   for (const auto& [id, seg] : segments) ordered.push_back(&seg);
   std::sort(ordered.begin(), ordered.end(), [](const Segment* a, const Segment* b) {
     return a->started_at_ms != b->started_at_ms ? a->started_at_ms < b->started_at_ms : a->id < b->id;

@@ -108,6 +108,7 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
     }
     if (present == world_size) {
       std::vector<Announcement> members;
+      members.reserve(seen.size());
       for (const auto& m : seen) members.push_back(*m);
       return members;
     }
@@ -254,6 +255,7 @@ class C10dGroup : public ProcessGroup {
     try {
       store_->set(base + "/" + std::to_string(rank_), to_bytes(value));
       std::vector<std::string> keys;
+      keys.reserve(world_);
       for (int r = 0; r < world_; ++r) keys.push_back(base + "/" + std::to_string(r));
       store_->wait(keys, members_.timeout);
       for (const auto& k : keys) out.push_back(to_string(store_->get(k)));
@@ -281,8 +283,8 @@ class C10dGroup : public ProcessGroup {
   std::uint64_t sequence_ = 0;
 };
 
-std::shared_ptr<ProcessGroup> create_group(c10::intrusive_ptr<c10d::Store> base, const std::string& prefix, int rank,
-                                           int world_size, const std::string& master_addr,
+std::shared_ptr<ProcessGroup> create_group(const c10::intrusive_ptr<c10d::Store>& base, const std::string& prefix,
+                                           int rank, int world_size, const std::string& master_addr,
                                            const GroupOptions& options) {
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, base);
   const auto members = describe_members(rendezvous(*store, rank, world_size, options), rank, options.timeout);

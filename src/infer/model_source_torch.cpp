@@ -44,6 +44,7 @@ int head_size_of(const ModelSource& s, const StateDict& weights) {
 
 std::vector<std::string> numbered_classes(int n) {
   std::vector<std::string> names;
+  names.reserve(n);
   for (int i = 0; i < n; ++i) names.push_back(std::to_string(i));
   return names;
 }

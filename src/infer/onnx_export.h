@@ -39,6 +39,7 @@ struct TritonOptions {
 
 // The batching Triton should use: chosen, as `serve --p95-target-ms` chooses, from the model's
 // measured batch -> latency curve (infer/latency_curve.h, as serve uses it).
+// NOLINTNEXTLINE(bugprone-exception-escape): its implicit moves move a json, which does not throw
 struct TritonBatching {
   int preferred_batch = 1;
   long max_queue_delay_us = 0;

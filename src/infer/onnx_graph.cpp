@@ -207,7 +207,7 @@ std::string Graph::int64s(const std::vector<std::int64_t>& values) {
 
 std::string Graph::node(const std::string& op, std::vector<std::string> inputs, std::vector<Attribute> attributes,
                         const std::string& output) {
-  const std::string out = output.empty() ? unique(op) : output;
+  std::string out = output.empty() ? unique(op) : output;
   if (!output.empty()) used_[output]++;
   nodes_.push_back({op, std::move(inputs), {out}, std::move(attributes), unique("n_" + op)});
   return out;
@@ -216,6 +216,7 @@ std::string Graph::node(const std::string& op, std::vector<std::string> inputs, 
 std::vector<std::string> Graph::node_outputs(const std::string& op, std::vector<std::string> inputs, int outputs,
                                              std::vector<Attribute> attributes) {
   std::vector<std::string> names;
+  names.reserve(outputs);
   for (int i = 0; i < outputs; ++i) names.push_back(unique(op));
   nodes_.push_back({op, std::move(inputs), names, std::move(attributes), unique("n_" + op)});
   return names;

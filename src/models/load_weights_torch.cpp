@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "models_internal.h"

@@ -1,6 +1,7 @@
 // Shared by the model files and the registry; not part of the public interface.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,13 @@ std::shared_ptr<Classifier> make_small_cnn(const ModelSpec& spec);
 std::shared_ptr<Classifier> make_resnet(const ModelSpec& spec, int depth);  // 18, 34 or 50
 std::shared_ptr<Classifier> make_vit(const ModelSpec& spec, int width, int heads);
 std::shared_ptr<Classifier> make_text_encoder(const ModelSpec& spec, int dim, int depth, int heads);
+
+// The attention logits' scale, 1 / sqrt(head size), with timm's whole-number head size
+// (dim // heads).
+inline double attention_scale(int dim, int heads) {
+  const int head_dim = dim / heads;
+  return 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
 
 // Converts every 4-d parameter and buffer of `module` to channels_last in place, so that
 // cuDNN/oneDNN pick NHWC kernels without a conversion per step.

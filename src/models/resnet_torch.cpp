@@ -158,9 +158,9 @@ class ResNet : public Classifier {
   void init_weights() {
     torch::NoGradGuard no_grad;
     for (auto& m : modules(/*include_self=*/false)) {
-      if (auto* c = m->as<nn::Conv2d>()) {
+      if (auto* c = m->template as<nn::Conv2d>()) {
         nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-      } else if (auto* b = m->as<nn::BatchNorm2d>()) {
+      } else if (auto* b = m->template as<nn::BatchNorm2d>()) {
         nn::init::ones_(b->weight);
         nn::init::zeros_(b->bias);
       }

@@ -2,6 +2,7 @@
 // file by models/safetensors_header (torch-free, fuzzed) before any tensor is allocated.
 #include <fstream>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "safetensors_header.h"

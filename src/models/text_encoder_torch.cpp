@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "models_internal.h"
 #include "onnx_emit.h"
 #include "shoplens/core/errors.h"
 #include "torch_compat.h"
@@ -59,7 +60,7 @@ class TextEmbedding : public nn::Module {
 class TextSelfAttention : public nn::Module {
  public:
   TextSelfAttention(int dim, int heads, double dropout, bool fused)
-      : heads_(heads), scale_(1.0 / std::sqrt(static_cast<double>(dim / heads))), fused_(fused) {
+      : heads_(heads), scale_(detail::attention_scale(dim, heads)), fused_(fused) {
     qkv = register_module("qkv", nn::Linear(dim, dim * 3));
     proj = register_module("proj", nn::Linear(dim, dim));
     drop = register_module("drop", nn::Dropout(dropout));
@@ -228,63 +229,90 @@ TextEncoderNet::TextEncoderNet(TextEncoderSpec spec) : spec_(std::move(spec)) {
                                                                      spec_.num_classes, spec_.dropout));
 }
 
-at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask,
-                                   const at::Tensor& categorical, const at::Tensor& numeric) {
+namespace {
+
+std::string shape_of(const at::Tensor& t) { return t.defined() ? c10::str(t.sizes()) : "an undefined tensor"; }
+
+// The inputs' shapes against the spec; DataError or ConfigError naming the input.
+void check_shapes(const TextEncoderSpec& spec, const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                  const at::Tensor& categorical, const at::Tensor& numeric) {
   if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.size(1) < 1)
-    throw DataError("input_ids must be [batch, length] with length >= 1, got " +
-                    (input_ids.defined() ? c10::str(input_ids.sizes()) : std::string("an undefined tensor")));
+    throw DataError("input_ids must be [batch, length] with length >= 1, got " + shape_of(input_ids));
   const int64_t b = input_ids.size(0), len = input_ids.size(1);
-  if (len > spec_.max_length)
+  if (len > spec.max_length)
     throw ConfigError(
         fmt::format("input length {} exceeds the text encoder's max_length {} (its position "
                     "embeddings); truncate the inputs or build the model with a larger max_length",
-                    len, spec_.max_length));
+                    len, spec.max_length));
   if (!attention_mask.defined() || attention_mask.sizes() != input_ids.sizes())
     throw DataError("attention_mask must have the shape of input_ids " + c10::str(input_ids.sizes()) + ", got " +
-                    (attention_mask.defined() ? c10::str(attention_mask.sizes()) : std::string("an undefined tensor")));
-  const auto fields = static_cast<int64_t>(spec_.categorical_cardinalities.size());
+                    shape_of(attention_mask));
   auto check_meta = [&](const at::Tensor& t, int64_t count, const char* name) {
     if (count == 0 && (!t.defined() || t.numel() == 0)) return;
     if (!t.defined() || t.dim() != 2 || t.size(0) != b || t.size(1) != count)
-      throw DataError(fmt::format("{} must be [{}, {}], got {}", name, b, count,
-                                  t.defined() ? c10::str(t.sizes()) : std::string("an undefined tensor")));
+      throw DataError(fmt::format("{} must be [{}, {}], got {}", name, b, count, shape_of(t)));
   };
-  check_meta(categorical, fields, "categorical");
-  check_meta(numeric, spec_.numeric_fields, "numeric");
+  check_meta(categorical, static_cast<int64_t>(spec.categorical_cardinalities.size()), "categorical");
+  check_meta(numeric, spec.numeric_fields, "numeric");
+}
 
-  const auto ids = input_ids.to(torch::kLong);
-  const auto codes = fields > 0 ? categorical.to(torch::kLong) : at::Tensor();
-  // One host sync for every range check; the details only on failure.
-  auto bad = (ids.lt(0) | ids.ge(spec_.vocab_size)).any();
-  at::Tensor limits;
+// Token ids within the vocabulary and category codes within their fields (0 = missing): one host
+// sync for every check, the details only on failure.
+void check_ranges(const TextEncoderSpec& spec, const at::Tensor& ids, const at::Tensor& codes) {
+  const auto fields = static_cast<int64_t>(spec.categorical_cardinalities.size());
+  auto bad = (ids.lt(0) | ids.ge(spec.vocab_size)).any();
   if (fields > 0) {
-    limits = torch::tensor(
-                 std::vector<int64_t>(spec_.categorical_cardinalities.begin(), spec_.categorical_cardinalities.end()))
-                 .to(codes.device());
+    const auto limits = torch::tensor(std::vector<int64_t>(spec.categorical_cardinalities.begin(),
+                                                           spec.categorical_cardinalities.end()))
+                            .to(codes.device());
     bad = bad | (codes.lt(0) | codes.gt(limits.unsqueeze(0))).any();
   }
-  if (bad.item<bool>()) {
-    const auto lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-    if (lo < 0 || hi >= spec_.vocab_size)
+  if (!bad.item<bool>()) return;
+  const auto lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  if (lo < 0 || hi >= spec.vocab_size)
+    throw DataError(
+        fmt::format("token ids must be in [0, {}) (vocab_size), found {}", spec.vocab_size, lo < 0 ? lo : hi));
+  for (int64_t i = 0; i < fields; ++i) {
+    auto col = codes.select(1, i);
+    const auto clo = col.min().item<int64_t>(), chi = col.max().item<int64_t>();
+    const int card = spec.categorical_cardinalities[static_cast<size_t>(i)];
+    if (clo < 0 || chi > card)
       throw DataError(
-          fmt::format("token ids must be in [0, {}) (vocab_size), found {}", spec_.vocab_size, lo < 0 ? lo : hi));
-    for (int64_t i = 0; i < fields; ++i) {
-      auto col = codes.select(1, i);
-      const auto clo = col.min().item<int64_t>(), chi = col.max().item<int64_t>();
-      const int card = spec_.categorical_cardinalities[static_cast<size_t>(i)];
-      if (clo < 0 || chi > card)
-        throw DataError(fmt::format("categorical field {} has code {}, outside [0, {}] (0 = missing)", i,
-                                    clo < 0 ? clo : chi, card));
-    }
+          fmt::format("categorical field {} has code {}, outside [0, {}] (0 = missing)", i, clo < 0 ? clo : chi, card));
   }
+}
 
-  const auto real = attention_mask.scalar_type() == torch::kBool ? attention_mask : attention_mask.ne(0);
-  // A row without a real token attends to its first position, so no softmax row is empty (NaN).
+// What each position attends to, [B, 1, 1, L]: the real tokens. A row without a real token attends
+// to its first position, so no softmax row is empty (NaN).
+at::Tensor attention_of(const at::Tensor& real) {
   auto empty_row = real.any(1).logical_not();
   auto first = torch::zeros_like(real);
   first.select(1, 0).fill_(true);
-  const auto attend = (real | (first & empty_row.unsqueeze(1))).view({b, 1, 1, len});
+  return (real | (first & empty_row.unsqueeze(1))).view({real.size(0), 1, 1, real.size(1)});
+}
 
+// One vector per row: the first real token's ("cls") or the mean of the real tokens'.
+at::Tensor pool(const std::string& pooling, const at::Tensor& x, const at::Tensor& real) {
+  if (pooling == "cls") {
+    // The first real token (position 0 with right padding); argmax returns the first maximum.
+    auto index = real.to(torch::kInt).argmax(1);
+    return x.index({torch::arange(x.size(0), index.options()), index});
+  }
+  auto weights = real.unsqueeze(-1).to(x.scalar_type());
+  return (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
+}
+
+}  // namespace
+
+at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                   const at::Tensor& categorical, const at::Tensor& numeric) {
+  check_shapes(spec_, input_ids, attention_mask, categorical, numeric);
+  const auto ids = input_ids.to(torch::kLong);
+  const auto codes = spec_.categorical_cardinalities.empty() ? at::Tensor() : categorical.to(torch::kLong);
+  check_ranges(spec_, ids, codes);
+
+  const auto real = attention_mask.scalar_type() == torch::kBool ? attention_mask : attention_mask.ne(0);
+  const auto attend = attention_of(real);
   auto x = embed_->forward(ids);
   at::Tensor bias;
   if (!fused_)
@@ -293,16 +321,7 @@ at::Tensor TextEncoderNet::forward(const at::Tensor& input_ids, const at::Tensor
   for (auto& layer : layers_) x = layer->forward(x, attend, bias);
   x = norm_->forward(x);
 
-  at::Tensor pooled;
-  if (spec_.pooling == "cls") {
-    // The first real token (position 0 with right padding); argmax returns the first maximum.
-    auto index = real.to(torch::kInt).argmax(1);
-    pooled = x.index({torch::arange(b, index.options()), index});
-  } else {
-    auto weights = real.unsqueeze(-1).to(x.scalar_type());
-    pooled = (x * weights).sum(1) / weights.sum(1).clamp_min(1.0);
-  }
-
+  at::Tensor pooled = pool(spec_.pooling, x, real);
   if (meta_->out_features() > 0) pooled = torch::cat({pooled, meta_->forward(codes, numeric, pooled.scalar_type())}, 1);
   return head_->forward(pooled);
 }

@@ -162,12 +162,10 @@ class Unpickler {
   // Lists, tuples, dicts. False: not one of them.
   bool container_op(unsigned char op, std::size_t at) {
     switch (op) {
-      case ']':
+      case ']':   // EMPTY_LIST
+      case 0x8f:  // EMPTY_SET: kept as a list
         push(make(Kind::kList));
-        return true;  // EMPTY_LIST
-      case 0x8f:
-        push(make(Kind::kList));
-        return true;  // EMPTY_SET: kept as a list
+        return true;
       case ')':
         push(make(Kind::kTuple));
         return true;  // EMPTY_TUPLE

@@ -22,7 +22,7 @@ constexpr double kLayerNormEps = 1e-6;
 // timm's trunc_normal_(t, mean, std, a=-2, b=2). The cut-off is absolute, not in stds: for std
 // 0.02 it sits 100 stds out, where a plain normal never reaches, so that case samples normal_
 // directly (erfinv_, the inverse-CDF route timm takes, costs ~4 s for ViT-B on one core).
-void trunc_normal_(at::Tensor t, double mean, double std, double a = -2.0, double b = 2.0) {
+void trunc_normal_(const at::Tensor& t, double mean, double std, double a = -2.0, double b = 2.0) {
   if ((b - mean) / std >= 8.0 && (mean - a) / std >= 8.0) {
     t.normal_(mean, std).clamp_(a, b);
     return;
@@ -46,7 +46,7 @@ class PatchEmbed : public nn::Module {
 
 class Attention : public nn::Module {
  public:
-  Attention(int dim, int heads) : heads_(heads), scale_(1.0 / std::sqrt(static_cast<double>(dim / heads))) {
+  Attention(int dim, int heads) : heads_(heads), scale_(detail::attention_scale(dim, heads)) {
     qkv = register_module("qkv", nn::Linear(dim, dim * 3));
     proj = register_module("proj", nn::Linear(dim, dim));
   }

@@ -51,7 +51,7 @@ std::optional<fs::path> resolve_under_root(const fs::path& root, const std::stri
   const auto base = real_path(root);
   if (!base) return std::nullopt;
   const fs::path p(requested);
-  const auto resolved = real_path(p.is_absolute() ? p : *base / p);
+  auto resolved = real_path(p.is_absolute() ? p : *base / p);
   if (!resolved || !is_within(*base, *resolved)) return std::nullopt;
   std::error_code ec;
   if (!fs::is_regular_file(*resolved, ec)) return std::nullopt;

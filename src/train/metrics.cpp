@@ -20,6 +20,7 @@ double ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 std::vector<std::string> resolved_names(const std::vector<std::string>& names, int num_classes) {
   if (names.empty()) {
     std::vector<std::string> out;
+    out.reserve(num_classes);
     for (int c = 0; c < num_classes; ++c) out.push_back(std::to_string(c));
     return out;
   }

@@ -31,6 +31,7 @@ struct BatchStudyOptions {
 };
 
 // What one training run left behind, read back.
+// NOLINTNEXTLINE(bugprone-exception-escape): its implicit moves move a json, which does not throw
 struct StudyRun {
   std::string label;
   std::int64_t seed = 0;
