@@ -345,6 +345,20 @@ class E2eSlurm : public TwoHosts {
     });
     return held() ? record : field(record, "JobState");
   }
+  // Slurm compares credential times in whole seconds.
+  static void wait_for_the_next_second() {
+    const auto second = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+    std::this_thread::sleep_until(second + std::chrono::milliseconds(1020));
+  }
+  // What explains a job that did not complete: its output, its record (state, reason, exit code)
+  // and the end of the daemons' logs, where a refused launch is told.
+  static std::string post_mortem(const std::string& job) {
+    std::string text = read_text(*dir_ / ("slurm-" + job + ".out"));
+    text += "\n--- scontrol show job " + job + ":\n" + run_shell(cluster("run") + " scontrol show job " + job).output;
+    for (const auto& entry : fs::directory_iterator(*dir_ / "cluster" / "log"))  // slurmctld and each slurmd
+      text += "\n--- tail " + entry.path().string() + ":\n" + run_shell("tail -n 25 " + entry.path().string()).output;
+    return text;
+  }
 };
 
 TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
@@ -353,7 +367,7 @@ TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
   auto one = run_shell(train(single, "--batch-size 8" + std::string(kEquivalence)));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string eq = submit(ranks, "--batch-size 4" + std::string(kEquivalence));
-  ASSERT_EQ(finished(eq), "COMPLETED") << read_text(*dir_ / ("slurm-" + eq + ".out"));
+  ASSERT_EQ(finished(eq), "COMPLETED") << post_mortem(eq);
   testing::expect_close(testing::final_parameters(ranks, 12), testing::final_parameters(single, 12),
                         "srun 2 nodes x 4 vs 1 process x 8");
   EXPECT_EQ(read_json(ranks / "summary.json")["world_size"], 2);
@@ -365,12 +379,14 @@ TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
   const std::string job = submit(run, "--batch-size 4 --epochs 3 --set train.checkpoint_every_steps=4");
   ASSERT_TRUE(eventually([&] { return testing::ledger_steps(run) >= 12; })) << job_state(job);
   ASSERT_EQ(run_shell(cluster("run") + " scontrol requeue " + job).exit_code, 0);
-  // A requeued job waits two minutes before it is eligible again; release it now.
+  // A requeued job waits two minutes before it is eligible again; release it now, but only once
+  // the second of the requeue has passed: slurmd refuses a credential made in the second it
+  // revoked the old one, and the job ends FAILED ("Job credential revoked").
   ASSERT_TRUE(eventually([&] { return job_state(job) == "PENDING"; })) << job_state(job);
+  wait_for_the_next_second();
   ASSERT_EQ(run_shell(cluster("run") + " scontrol update JobId=" + job + " StartTime=now").exit_code, 0);
-  const std::string log_path = (*dir_ / ("slurm-" + job + ".out")).string();
-  ASSERT_EQ(finished(job), "COMPLETED") << read_text(log_path);
-  const std::string log = read_text(log_path);
+  ASSERT_EQ(finished(job), "COMPLETED") << post_mortem(job);
+  const std::string log = read_text(*dir_ / ("slurm-" + job + ".out"));
   EXPECT_NE(log.find("CANCELLED AT"), std::string::npos) << log;
   EXPECT_NE(log.find("restart 1"), std::string::npos) << log;
   EXPECT_NE(log.find("from slurm"), std::string::npos) << log;
