@@ -34,11 +34,30 @@ std::string weights_file(const std::string& variant) {
   return variant == "fp32" ? "model.safetensors" : "model." + variant + ".safetensors";
 }
 
-at::ScalarType variant_dtype(const std::string& variant) {
-  if (variant == "bf16") return at::kBFloat16;
-  if (variant == "fp16") return at::kHalf;
-  if (variant == "fp32") return at::kFloat;
+// A weights variant's name (the flag, the file name), the dtype its card entry names, its tensors' type.
+struct WeightsVariant {
+  const char* name;
+  const char* card_dtype;
+  at::ScalarType scalar_type;
+};
+constexpr WeightsVariant kWeightsVariants[] = {
+    {"fp32", "float32", at::kFloat}, {"bf16", "bfloat16", at::kBFloat16}, {"fp16", "float16", at::kHalf}};
+
+const WeightsVariant& weights_variant(const std::string& variant) {
+  for (const auto& v : kWeightsVariants)
+    if (variant == v.name) return v;
   throw UsageError("export: variant '" + variant + "' is not one of bf16, fp16");
+}
+
+at::ScalarType variant_dtype(const std::string& variant) { return weights_variant(variant).scalar_type; }
+
+// The variant of a card's weights-file entry; an entry naming no known dtype is damage.
+std::string variant_of_card_entry(const std::string& file, const json& entry, const fs::path& card_file) {
+  const json dtype = entry.is_object() ? entry.value("dtype", json()) : json();
+  for (const auto& v : kWeightsVariants)
+    if (dtype == v.card_dtype) return v.name;
+  throw DataError(card_file.string() + ": files." + file + ".dtype is " + dtype.dump() +
+                  ", not one of float32, bfloat16, float16");
 }
 
 json file_entry(const fs::path& file, const std::string& dtype) {
@@ -207,7 +226,7 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
     return compare(logits_of(*fresh, t.spec.image_size), reference);
   };
   write_safetensors(staging / weights_file("fp32"), weights, metadata);
-  files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), "float32");
+  files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), weights_variant("fp32").card_dtype);
   const json fp32_check = reload("fp32");
   if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
     throw Error("export: the written weights give different logits (max diff " +
@@ -218,7 +237,7 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
     for (const auto& [name, tensor] : weights)
       reduced.emplace_back(name, tensor.is_floating_point() ? tensor.to(variant_dtype(v)) : tensor);
     write_safetensors(staging / weights_file(v), reduced, metadata);
-    files[weights_file(v)] = file_entry(staging / weights_file(v), v == "bf16" ? "bfloat16" : "float16");
+    files[weights_file(v)] = file_entry(staging / weights_file(v), weights_variant(v).card_dtype);
     variants[v] = reload(v);
     spdlog::info(
         "export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input", v,
@@ -479,7 +498,7 @@ LoadedModel verify_exported_model(const fs::path& dir) {
   LoadedModel loaded = load_exported_model(dir, "fp32", true);
   for (const auto& [file, entry] : loaded.card.at("files").items())
     if (file != weights_file("fp32") && fs::path(file).extension() == ".safetensors")
-      load_exported_model(dir, entry.at("dtype") == "bfloat16" ? "bf16" : "fp16", true);
+      load_exported_model(dir, variant_of_card_entry(file, entry, dir / "model_card.json"), true);
   return loaded;
 }
 
