@@ -21,8 +21,8 @@ std::string error_of(const std::function<void()>& read) {
 }
 
 TEST(JsonFields, ReadsCheckedFieldsAndNamesWhereAndTheKeyWhenOneIsWrong) {
-  const nlohmann::json j = {{"name", "  a  "}, {"blank", " "}, {"n", 3},     {"half", 2.5},
-                            {"none", nullptr}, {"zero", 0},    {"word", "x"}};
+  const nlohmann::json j = {{"name", "  a  "}, {"blank", " "}, {"n", 3},      {"half", 2.5},
+                            {"none", nullptr}, {"zero", 0},    {"word", "x"}, {"huge", 3e9}};
   const JsonFields<DataError> read(j, "f.jsonl:7");
   EXPECT_EQ(read.text("name", true), "a");
   EXPECT_EQ(read.text("none", false), "");  // null reads as absent
@@ -38,6 +38,8 @@ TEST(JsonFields, ReadsCheckedFieldsAndNamesWhereAndTheKeyWhenOneIsWrong) {
   EXPECT_EQ(error_of([&] { read.positive("none"); }), "f.jsonl:7: missing \"none\"");
   EXPECT_EQ(error_of([&] { read.whole_number("half", 0, 0); }), "f.jsonl:7: \"half\" must be a whole number >= 0");
   EXPECT_EQ(error_of([&] { read.whole_number("zero", 1, 0); }), "f.jsonl:7: \"zero\" must be a whole number >= 1");
+  EXPECT_EQ(error_of([&] { read.whole_number("huge", 1, 0); }),
+            "f.jsonl:7: \"huge\" must be a whole number from 1 to 1000000000");
 }
 
 TEST(JsonFields, ThrowsTheCallersErrorType) {

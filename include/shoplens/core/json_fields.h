@@ -50,11 +50,16 @@ class JsonFields {
     return *value;
   }
 
-  // Absent or null: `fallback`; otherwise a whole number of at least `minimum`.
+  // Counts, not sizes: far below INT_MAX, so whole_number's cast cannot overflow.
+  static constexpr int kLargestWholeNumber = 1000000000;
+
+  // Absent or null: `fallback`; otherwise a whole number from `minimum` to kLargestWholeNumber.
   int whole_number(const char* key, int minimum, int fallback) const {
     const auto value = number(key);
     if (!value) return fallback;
-    if (*value < minimum || *value != std::floor(*value) || *value > 1e9)
+    if (*value > kLargestWholeNumber)
+      fail(fmt::format("\"{}\" must be a whole number from {} to {}", key, minimum, kLargestWholeNumber));
+    if (*value < minimum || *value != std::floor(*value))
       fail(fmt::format("\"{}\" must be a whole number >= {}", key, minimum));
     return static_cast<int>(*value);
   }
