@@ -1,5 +1,6 @@
 #include "shoplens/bench/bench_recorder.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,25 +19,31 @@ std::string source_of(const BenchRecorderOptions& o) {
                      o.trials > 0 ? fmt::format(" --trials {}", o.trials) : "");
 }
 
-void log_verdicts(BenchRecorderResult& record, double max_regression) {
-  for (const auto& r : record.results) record.failed += !r.error.empty();
+void log_verdicts(const BenchRecorderResult& record, double max_regression) {
   for (const auto& g : record.gate) {
-    if (g.regressed) {
-      ++record.regressed;
+    if (g.regressed)
       spdlog::error("bench: REGRESSION {}", g.message);
-    } else if (g.compared) {
+    else if (g.compared)
       spdlog::info("bench: ok {}", g.message);
-    } else {
+    else
       spdlog::warn("bench: {}", g.message);
-    }
   }
-  if (record.failed) spdlog::error("bench: {} scenario(s) failed", record.failed);
-  if (record.regressed)
-    spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", record.regressed,
+  if (record.failed()) spdlog::error("bench: {} scenario(s) failed", record.failed());
+  if (record.regressed())
+    spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", record.regressed(),
                   max_regression * 100);
 }
 
 }  // namespace
+
+int BenchRecorderResult::failed() const {
+  return static_cast<int>(
+      std::count_if(results.begin(), results.end(), [](const auto& r) { return !r.error.empty(); }));
+}
+
+int BenchRecorderResult::regressed() const {
+  return static_cast<int>(std::count_if(gate.begin(), gate.end(), [](const auto& g) { return g.regressed; }));
+}
 
 BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
   BenchConfig config = load_bench_config(o.config);

@@ -1,8 +1,10 @@
 // The library functions behind the verbs that used to orchestrate in tools/shoplens: load's epoch
-// check, verify-ledger's run check and find-batch's job, each on what it refuses before it works.
+// check, verify-ledger's run check, find-batch's job and bench's recorder, each on what it refuses
+// before it works.
 #include <gtest/gtest.h>
 
 #include "prepare_test_util.h"
+#include "shoplens/bench/bench_recorder.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/load_check.h"
 #include "shoplens/jobs/find_batch_job.h"
@@ -91,6 +93,33 @@ TEST(FindBatchJob, AHeadOfOneClassIsAUsageError) {
   FindBatchJob job;
   job.config.data.classes = {"only"};
   EXPECT_THROW(run_find_batch_job(job), UsageError);
+}
+
+TEST(BenchRecorder, CountsFailedScenariosAndRegressionsFromItsResultsAndGate) {
+  BenchRecorderResult record;
+  record.results.resize(3);
+  record.results[1].error = "out of memory";
+  record.gate.resize(3);
+  record.gate[0].compared = record.gate[0].regressed = true;
+  record.gate[2].compared = true;
+  EXPECT_EQ(record.failed(), 1);
+  EXPECT_EQ(record.regressed(), 1);
+  EXPECT_EQ(BenchRecorderResult{}.failed() + BenchRecorderResult{}.regressed(), 0);
+}
+
+TEST(BenchRecorder, AMissingBaselineStopsItBeforeAnyScenarioOrOutput) {
+  testing::ScratchDir dir("recorder");
+  BenchRecorderOptions o;
+  o.config = testing::source_dir() + "/configs/bench_ci.json";
+  o.out = dir / "out";
+  o.baseline = dir / "no-such-results.jsonl";
+  try {
+    run_bench_recorder(o);
+    ADD_FAILURE() << "a missing baseline was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-results.jsonl"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(o.out));
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ class BenchCommand : public Command {
     const BenchRecorderResult record = run_bench_recorder(record_);
     std::cout << results_markdown(record.results, record.env, record.gate)
               << fmt::format("\nresults: {}\n", record.markdown.string());
-    return record.failed || record.regressed ? 1 : 0;
+    return record.failed() || record.regressed() ? 1 : 0;
   }
 
  private:

@@ -24,9 +24,12 @@ struct BenchRecorderResult {
   BenchEnvironment env;
   std::vector<ScenarioResult> results;
   std::vector<GateVerdict> gate;   // empty without a baseline
-  int failed = 0;                  // scenarios that came back with an error
-  int regressed = 0;               // scenarios the gate found slower beyond the limit and the noise
   std::filesystem::path markdown;  // results.md
+
+  // Scenarios that came back with an error.
+  int failed() const;
+  // Scenarios the gate found slower beyond the limit and the noise.
+  int regressed() const;
 };
 
 // Everything that can make the run pointless (the config, the baseline, the limit) is checked
