@@ -134,6 +134,13 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+std::vector<std::string> numbered_names(int count) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  for (int i = 0; i < count; ++i) names.push_back(std::to_string(i));
+  return names;
+}
+
 std::string xml_escape(std::string_view text) {
   std::string out;
   for (char c : text) {

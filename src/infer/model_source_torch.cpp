@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/strings.h"
 #include "shoplens/data/augment.h"
 #include "shoplens/infer/inference_session.h"
 #include "shoplens/models/classifier.h"
@@ -42,13 +43,6 @@ int head_size_of(const ModelSource& s, const StateDict& weights) {
   return report.weights_num_classes;
 }
 
-std::vector<std::string> numbered_classes(int n) {
-  std::vector<std::string> names;
-  names.reserve(n);
-  for (int i = 0; i < n; ++i) names.push_back(std::to_string(i));
-  return names;
-}
-
 LoadedModel load_weights_file_model(const ModelSource& s) {
   if (s.arch.empty())
     throw UsageError(s.path.string() + " is a weights file: name its architecture with --arch (e.g. resnet18)");
@@ -63,7 +57,7 @@ LoadedModel load_weights_file_model(const ModelSource& s) {
     throw DataError(s.path.string() + " does not fit " + s.arch + " with " + std::to_string(classes) +
                     " classes; every tensor must load for predictions to mean anything:\n" + report.summary());
   loaded.model->eval();
-  loaded.class_names = s.class_names.empty() ? numbered_classes(classes) : s.class_names;
+  loaded.class_names = s.class_names.empty() ? numbered_names(classes) : s.class_names;
   loaded.preprocessing.image_size = s.image_size;
   loaded.preprocessing.mean = s.mean;
   loaded.preprocessing.std = s.std;

@@ -18,12 +18,7 @@ namespace {
 double ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 std::vector<std::string> resolved_names(const std::vector<std::string>& names, int num_classes) {
-  if (names.empty()) {
-    std::vector<std::string> out;
-    out.reserve(num_classes);
-    for (int c = 0; c < num_classes; ++c) out.push_back(std::to_string(c));
-    return out;
-  }
+  if (names.empty()) return numbered_names(num_classes);
   if (names.size() != static_cast<std::size_t>(num_classes))
     throw DataError(fmt::format("{} class names for a report of {} classes", names.size(), num_classes));
   return names;

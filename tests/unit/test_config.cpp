@@ -181,5 +181,11 @@ TEST(Strings, NearestNameAndSizes) {
   EXPECT_THROW(parse_bytes("lots", "--memory-budget"), UsageError);
 }
 
+TEST(Strings, NumberedNamesCountFromZero) {
+  EXPECT_EQ(numbered_names(3), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_TRUE(numbered_names(0).empty());
+  EXPECT_TRUE(numbered_names(-1).empty());
+}
+
 }  // namespace
 }  // namespace shoplens

@@ -21,6 +21,8 @@ std::string_view trim(std::string_view s);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);
+// "0", "1", ... "count-1": the names of classes nobody named.
+std::vector<std::string> numbered_names(int count);
 
 // "24GiB", "512MB", "1024" -> bytes. Throws UsageError naming `what` on a bad value.
 std::size_t parse_bytes(std::string_view text, std::string_view what);
