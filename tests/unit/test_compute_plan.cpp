@@ -1,10 +1,12 @@
 // `shoplens recommend`'s cost model: bench records, the scaling model, projected time and cost
-// per run, the Pareto set, the recommendation and its fallback, and clear errors.
+// per run, the Pareto set, the recommendation and its fallback, clear errors, and the plan's table
+// and JSON.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "shoplens/bench/compute_plan.h"
+#include "shoplens/bench/plan_report.h"
 #include "shoplens/core/errors.h"
 
 namespace shoplens {
@@ -206,6 +208,46 @@ TEST_F(ComputePlan, SpotPricesAndImpossibleConstraintsAndUnknownScenario) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'vit'"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(ComputePlan, TheJsonNamesTheRequestEveryOptionAndTheChoices) {
+  request.deadline_hours = 1.0;
+  request.basis = PriceBasis::kSpot;
+  const Plan p = plan_compute(records, prices, ScalingModel::defaults(), request);
+  const json doc = json::parse(plan_json(p, request, "USD"));
+  EXPECT_EQ(doc["scenario"], "s");
+  EXPECT_EQ(doc["price_basis"], "spot");
+  EXPECT_EQ(doc["currency"], "USD");
+  EXPECT_DOUBLE_EQ(doc["deadline_hours"].get<double>(), 1.0);
+  ASSERT_EQ(doc["options"].size(), p.options.size());
+  EXPECT_EQ(doc["options"][0]["offer"], p.options[0].offer);
+  EXPECT_DOUBLE_EQ(doc["options"][0]["cost"].get<double>(), p.options[0].cost);
+  EXPECT_EQ(doc["recommended"], p.options[p.recommended].offer);
+  EXPECT_EQ(doc["fallback"], p.options[p.fallback].offer);
+  EXPECT_EQ(doc["reasoning"].size(), p.reasoning.size());
+
+  request.deadline_hours = 0.01;
+  request.budget = 1;
+  const json none =
+      json::parse(plan_json(plan_compute(records, prices, ScalingModel::defaults(), request), request, "USD"));
+  EXPECT_TRUE(none["recommended"].is_null());
+  EXPECT_TRUE(none["fallback"].is_null());
+}
+
+TEST_F(ComputePlan, TheTableFlagsTheRecommendedAndFallbackRowsAndGivesTheReasoning) {
+  request.deadline_hours = 1.0;
+  const Plan p = plan_compute(records, prices, ScalingModel::defaults(), request);
+  const std::string table = plan_table(p, request, "USD");
+  auto line_of = [&](const std::string& offer) {
+    const auto at = table.find("\n" + offer + " ");
+    return at == std::string::npos ? std::string() : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line_of("a100-8").find("RECOMMENDED"), std::string::npos) << table;
+  EXPECT_NE(line_of("h100-1").find("FALLBACK"), std::string::npos) << table;
+  EXPECT_NE(line_of("cpu-8").find("misses-deadline"), std::string::npos) << table;
+  EXPECT_EQ(line_of("a100-1").find("RECOMMENDED"), std::string::npos) << table;
+  EXPECT_NE(table.find(p.reasoning.front()), std::string::npos) << table;
+  EXPECT_NE(table.find("on-demand prices in USD, deadline 1.0 h"), std::string::npos) << table;
 }
 
 }  // namespace
