@@ -1,23 +1,21 @@
 // The CPU side of the memory probe: a tracking allocator installed as LibTorch's CPU allocator.
 // It counts live and peak bytes exactly and refuses beyond a budget with c10::OutOfMemoryError,
 // which makes the batch search and OOM recovery real and testable on machines without a GPU.
-// Under a budget it also keeps large freed blocks for reuse, within the live peak (below).
+// Under a budget it also keeps large freed blocks for reuse, within the live peak
+// (mapped_block_cache.h).
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 
+#include "batch/mapped_block_cache.h"
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
@@ -26,82 +24,6 @@
 
 namespace shoplens {
 namespace {
-
-// Under a budget, blocks of kMappedFrom and more are mapped by the allocator and, when freed, kept
-// for the next request of the same size, as CUDA's caching allocator keeps device blocks: a
-// training step asks for the same sizes every step, so after the first step nothing is mapped and
-// page-faulted again (the speed of the retaining heap, core/runtime.h). The kept blocks never take
-// the mapped total past the high-water mark of the mapped blocks in use since the last clear():
-// a miss first unmaps kept blocks of other sizes, largest first. So the process holds no more than
-// its live tensors' peak, as when every freed block is handed back (docs/FIND_BATCH.md).
-class MappedBlockCache {
- public:
-  static constexpr std::size_t kMappedFrom = 1 << 20;
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer sees the heap's blocks, not these mappings: its builds keep the heap's.
-  static constexpr bool kEnabled = false;
-#else
-  static constexpr bool kEnabled = true;
-#endif
-
-  // A block of `size` bytes (a multiple of the page size): a kept one, or a new mapping.
-  void* acquire(std::size_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ += static_cast<std::int64_t>(size);
-    if (auto it = kept_.find(size); it != kept_.end() && !it->second.empty()) {
-      void* block = it->second.back();
-      it->second.pop_back();
-      kept_bytes_ -= static_cast<std::int64_t>(size);
-      return block;
-    }
-    high_water_ = std::max(high_water_, in_use_);
-    unmap_kept_until(high_water_ - in_use_);
-    void* block = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (block != MAP_FAILED) return block;
-    in_use_ -= static_cast<std::int64_t>(size);
-    return nullptr;
-  }
-
-  // Keeps a freed block for reuse, or unmaps it when no budget is set any more.
-  void release(void* block, std::size_t size, bool keep) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ -= static_cast<std::int64_t>(size);
-    if (!keep) {
-      ::munmap(block, size);
-      return;
-    }
-    kept_[size].push_back(block);
-    kept_bytes_ += static_cast<std::int64_t>(size);
-  }
-
-  // Unmaps every kept block; the high-water mark starts again from the blocks in use.
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    unmap_kept_until(0);
-    high_water_ = in_use_;
-  }
-
-  std::int64_t kept_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return kept_bytes_;
-  }
-
- private:
-  void unmap_kept_until(std::int64_t limit) {
-    for (auto it = kept_.rbegin(); it != kept_.rend() && kept_bytes_ > limit; ++it)
-      while (!it->second.empty() && kept_bytes_ > limit) {
-        ::munmap(it->second.back(), it->first);
-        it->second.pop_back();
-        kept_bytes_ -= static_cast<std::int64_t>(it->first);
-      }
-  }
-
-  mutable std::mutex mutex_;
-  std::map<std::size_t, std::vector<void*>> kept_;
-  std::int64_t kept_bytes_ = 0;
-  std::int64_t in_use_ = 0;
-  std::int64_t high_water_ = 0;
-};
 
 class BudgetCpuAllocator final : public c10::Allocator {
  public:
