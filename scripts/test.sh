@@ -33,7 +33,7 @@ run_preset torch2
 # HTTP front end, fuzz targets) under ASan+UBSan, where any report fails the test; then the e2e
 # suites that feed the product hostile or damaged input through the code that handles memory by
 # hand (image decoding, shards, the unpickler, the HTTP server, model cards). The whole e2e suite
-# under the sanitizers takes 11 more minutes on 2 cores and is run by hand (CONTRIBUTING.md).
+# under the sanitizers takes 10 more minutes on 2 cores and is run by hand (CONTRIBUTING.md).
 run_preset debug-asan -L unit
 hostile_input_e2e='^E2e(PrepareHostile|Pipeline|Predict|Score|Serve|Export)\.'
 ctest --test-dir build/debug-asan -L e2e -R "$hostile_input_e2e" --output-on-failure --timeout 600 -j"$(nproc)"
