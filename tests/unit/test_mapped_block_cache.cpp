@@ -3,8 +3,11 @@
 // and the mapped total never passes the high-water mark of the blocks in use.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -119,6 +122,37 @@ TEST(MappedBlockCache, TheMappedTotalNeverPassesTheHighWaterMarkOfBlocksInUse) {
   const auto counts = cache.counts();
   EXPECT_GT(counts.exact + counts.trimmed + counts.grown, counts.fresh);  // mostly reuse
   for (const auto& [block, size] : live) cache.release(block, size, true);
+  cache.clear();
+  EXPECT_EQ(cache.mapped_bytes(), 0);
+}
+
+// The allocator is called from the loader's, OpenMP's and the training thread at once: no block is
+// handed to two owners, so what each thread writes is what it reads back.
+TEST(MappedBlockCache, ThreadsNeverShareABlock) {
+  MappedBlockCache cache;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<std::thread> threads;
+  std::vector<int> corrupted(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&cache, &corrupted, page, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      for (int i = 0; i < 4000; ++i) {
+        const std::size_t size = (1 + rng() % 4) * page;  // small: the threads meet in the cache often
+        void* block = cache.acquire(size);
+        if (block == nullptr) {
+          ++corrupted[static_cast<std::size_t>(t)];
+          continue;
+        }
+        const auto mark = static_cast<unsigned char>(16 * t + i % 16);
+        fill(block, size, mark);
+        std::this_thread::yield();
+        corrupted[static_cast<std::size_t>(t)] += !holds(block, size, mark);
+        cache.release(block, size, true);
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(corrupted, std::vector<int>(4, 0));
+  EXPECT_LE(cache.mapped_bytes(), cache.high_water());
   cache.clear();
   EXPECT_EQ(cache.mapped_bytes(), 0);
 }
