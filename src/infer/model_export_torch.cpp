@@ -51,13 +51,18 @@ const WeightsVariant& weights_variant(const std::string& variant) {
 
 at::ScalarType variant_dtype(const std::string& variant) { return weights_variant(variant).scalar_type; }
 
-// The variant of a card's weights-file entry; an entry naming no known dtype is damage.
+// The variant whose weights `file` is (the file name decides), its card entry naming that
+// variant's dtype; anything else in the card is damage.
 std::string variant_of_card_entry(const std::string& file, const json& entry, const fs::path& card_file) {
-  const json dtype = entry.is_object() ? entry.value("dtype", json()) : json();
-  for (const auto& v : kWeightsVariants)
-    if (dtype == v.card_dtype) return v.name;
-  throw DataError(card_file.string() + ": files." + file + ".dtype is " + dtype.dump() +
-                  ", not one of float32, bfloat16, float16");
+  for (const auto& v : kWeightsVariants) {
+    if (file != weights_file(v.name)) continue;
+    const json dtype = entry.is_object() ? entry.value("dtype", json()) : json();
+    if (dtype != v.card_dtype)
+      throw DataError(card_file.string() + ": files." + file + ".dtype is " + dtype.dump() + ", not \"" + v.card_dtype +
+                      "\"");
+    return v.name;
+  }
+  throw DataError(card_file.string() + ": files." + file + " is not the weights file of any variant");
 }
 
 json file_entry(const fs::path& file, const std::string& dtype) {

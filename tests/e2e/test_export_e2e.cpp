@@ -96,18 +96,22 @@ TEST_F(E2eExport, DamageAndMistakesAreCaughtAndNothingHalfWrittenIsLeft) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
-// A card whose reduced-precision weights name a dtype no variant has is damage, named by its key
-// (not read as some other variant).
-TEST_F(E2eExport, CheckNamesACardEntryWithAnUnknownDtype) {
+// A card whose reduced-precision weights name another dtype than their file's variant is damage,
+// named by its key: an unknown one, or fp32's (which would verify the fp32 weights twice and the
+// bf16 file never).
+TEST_F(E2eExport, CheckNamesACardEntryWhoseDtypeIsNotItsFilesVariant) {
   const fs::path model = scratch() / "model_dtype";
   ASSERT_EQ(run_shoplens("export --run " + run().string() + " --out " + model.string() + " --variants bf16").exit_code,
             0);
-  json card = json::parse(testing::read_text(model / "model_card.json"));
-  card["files"]["model.bf16.safetensors"]["dtype"] = "int8";
-  std::ofstream(model / "model_card.json") << card.dump(2);
-  auto checked = run_shoplens("export --check --out " + model.string());
-  EXPECT_EQ(checked.exit_code, 1) << checked.output;
-  EXPECT_NE(checked.output.find("files.model.bf16.safetensors.dtype"), std::string::npos) << checked.output;
+  const json card = json::parse(testing::read_text(model / "model_card.json"));
+  for (const char* wrong : {"int8", "float32"}) {
+    json damaged = card;
+    damaged["files"]["model.bf16.safetensors"]["dtype"] = wrong;
+    std::ofstream(model / "model_card.json") << damaged.dump(2);
+    auto checked = run_shoplens("export --check --out " + model.string());
+    EXPECT_EQ(checked.exit_code, 1) << wrong << ": " << checked.output;
+    EXPECT_NE(checked.output.find("files.model.bf16.safetensors.dtype"), std::string::npos) << checked.output;
+  }
 }
 
 // A run with train.ema_decay exports its EMA weights unless told otherwise; a run without one has
