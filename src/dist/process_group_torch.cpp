@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -197,6 +198,19 @@ void coalesced(std::vector<at::Tensor>& tensors, Op&& op) {
   }
 }
 
+// torch 2.x's flight recorder (c10d/FlightRecorderDetail.hpp, on by default) adds a group to a
+// process-wide map outside its own lock the first time that group records a collective. Groups in
+// one process (join_in_process's ranks) that start collectives at the same moment corrupted the map:
+// a SIGSEGV in std::_Rb_tree_insert_and_rebalance under ProcessGroupGloo::enqueue (twice in 360 runs
+// of the GradientReducer tests beside a build). Starting a collective only enqueues it, so starts
+// take turns and the waits still overlap. One group per process (a real job) never contends.
+template <typename F>
+auto start_collective(F&& start) {
+  static std::mutex start_mutex;
+  std::lock_guard<std::mutex> lock(start_mutex);
+  return start();
+}
+
 class PendingWork : public PendingCollective {
  public:
   PendingWork(c10::intrusive_ptr<c10d::Work> work, const GroupMembers& members)
@@ -235,7 +249,7 @@ class C10dGroup : public ProcessGroup {
   std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> one{tensor};
     try {
-      return std::make_unique<PendingWork>(backend_->allreduce(one), members_);
+      return std::make_unique<PendingWork>(start_collective([&] { return backend_->allreduce(one); }), members_);
     } catch (const std::exception& e) {
       throw Error(describe_failure("all-reduce", e, members_));
     }
@@ -269,7 +283,7 @@ class C10dGroup : public ProcessGroup {
   template <typename F>
   void run(const char* what, F&& start) {
     try {
-      start()->wait();
+      start_collective(start)->wait();
     } catch (const std::exception& e) {
       throw Error(describe_failure(what, e, members_));
     }

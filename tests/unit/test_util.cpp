@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 
+#include "shoplens/core/crash_report.h"
 #include "shoplens/data/csv.h"
 
 namespace shoplens::testing {
@@ -48,6 +49,9 @@ CommandResult run_shell(const std::string& command) {
 }
 
 namespace {
+// A test that crashes (in CI, once in hundreds of runs) leaves its stack in ctest's output.
+const bool kCrashReportInstalled = install_crash_report();
+
 std::string from_env(const char* name, const char* compiled) {
   const char* value = std::getenv(name);
   return value && *value ? value : compiled;

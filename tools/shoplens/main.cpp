@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "command.h"
+#include "shoplens/core/crash_report.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/logging.h"
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
   tune_host_allocator();
   remember_command_line(argc, argv);
   install_interrupt_handlers();
+  install_crash_report();
   init_logging("info");
   try {
     return cli::run_main(argc, argv);
