@@ -48,6 +48,9 @@ std::string python();
 // Runs `shoplens <args>` (shoplens_bin()) through the shell.
 CommandResult run_shoplens(const std::string& args);
 CommandResult run_shell(const std::string& command);
+// The arguments of `shoplens launch` for `nproc` local ranks on a free port, up to and including
+// the worker's binary (shoplens_bin()): append the worker's verb and flags. `extra` goes to launch.
+std::string launch_args(int nproc, const std::string& extra = "");
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 // How often `what` stands in `text`, overlapping ones counted.

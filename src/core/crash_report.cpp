@@ -32,18 +32,16 @@ void write_text(const char* text) {
 }
 
 void write_number(long long value) {
-  char digits[24];
-  int n = 0;
+  char text[24];  // filled from its end: a sign and up to 20 digits, then the terminator
+  char* start = text + sizeof(text) - 1;
+  *start = '\0';
   unsigned long long v = value < 0 ? 0ULL - static_cast<unsigned long long>(value) : value;
   do {
-    digits[n++] = static_cast<char>('0' + v % 10);
+    *--start = static_cast<char>('0' + v % 10);
     v /= 10;
-  } while (v > 0 && n < 23);
-  if (value < 0) write_text("-");
-  char text[24];
-  for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
-  text[n] = '\0';
-  write_text(text);
+  } while (v > 0);
+  if (value < 0) *--start = '-';
+  write_text(start);
 }
 
 const char* signal_name(int sig) {
@@ -76,7 +74,6 @@ extern "C" void report_crash(int sig) {
   ::backtrace_symbols_fd(frames, count, STDERR_FILENO);
   // SA_RESETHAND restored the default action: the process dies of the same signal (a fault
   // re-faults on return; a raised one is delivered when the handler returns).
-  std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
 

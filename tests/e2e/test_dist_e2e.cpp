@@ -38,10 +38,7 @@ class E2eDist : public testing::ScratchSuite<E2eDist> {
   static void SetUpTestSuite() { data_ = testing::shared_image_data({200, "40:56", 8, 24, 64}); }
   static fs::path shards() { return data_ / "shards"; }
   static std::string bin() { return testing::shoplens_bin(); }
-  static std::string launch(int nproc, const std::string& extra = "") {
-    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
-           " -- " + bin() + " ";
-  }
+  static std::string launch(int nproc, const std::string& extra = "") { return testing::launch_args(nproc, extra); }
   // A small CNN run with the ledger on; `extra` adds flags.
   static std::string train(const fs::path& run, const std::string& extra) {
     auto has = [&](const char* flag) { return extra.find(flag) != std::string::npos; };

@@ -40,10 +40,7 @@ class E2eText : public testing::ScratchSuite<E2eText> {
            "--set text.bucket_window=4 " +
            extra;
   }
-  static std::string launch(int nproc, const std::string& extra = "") {
-    return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra +
-           " -- " + bin() + " ";
-  }
+  static std::string launch(int nproc, const std::string& extra = "") { return testing::launch_args(nproc, extra); }
   static fs::path data_;
 };
 fs::path E2eText::data_;

@@ -64,6 +64,11 @@ std::string python() { return from_env("SHOPLENS_TEST_PYTHON", SHOPLENS_PYTHON);
 
 CommandResult run_shoplens(const std::string& args) { return run_shell(shoplens_bin() + " " + args); }
 
+std::string launch_args(int nproc, const std::string& extra) {
+  return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " +
+         shoplens_bin() + " ";
+}
+
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::filesystem::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);
