@@ -9,10 +9,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "serve_test_util.h"
@@ -132,8 +134,22 @@ TEST(ServeSlowClients, ABodyThatWaitedOffThePoolPastItsDeadlineGets408) {
   EXPECT_NE(reply.body.find("--body-timeout-ms"), std::string::npos);
 }
 
-// Silent connections past --max-waiting-connections: the ones waiting longest are closed, so a
-// new client is never locked out by a flood of idle sockets.
+// How many of `connections` the server has closed, once at least `want` are or `timeout_s` passed.
+std::size_t closed_by_server(const std::vector<std::unique_ptr<RawConnection>>& connections, std::size_t want,
+                             double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    std::size_t closed = 0;
+    for (const auto& c : connections) closed += c->wait_closed_by_peer(0) ? 1 : 0;
+    if (closed >= want || std::chrono::steady_clock::now() >= deadline) return closed;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+// Silent connections past --max-waiting-connections are closed, so a new client is never locked
+// out by a flood of idle sockets. Which ones go is not asserted here: a connection's wait starts
+// when a pool thread parks it, and under load the pool's two threads may park them out of
+// connect order (ConnectionParking.WhenFullTheConnectionWaitingLongestMakesRoom checks the order).
 TEST(ServeSlowClients, SilentConnectionsPastTheWaitingLimitMakeRoomForNewClients) {
   serve::FrontendOptions o = deadlines(600000, 600000, 600000, /*threads=*/2);
   o.max_waiting_connections = 8;
@@ -143,7 +159,7 @@ TEST(ServeSlowClients, SilentConnectionsPastTheWaitingLimitMakeRoomForNewClients
   RawConnection c(server.port());
   c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(c.read_reply(30).status, 200);
-  EXPECT_TRUE(flood.front()->wait_closed_by_peer(30));
+  EXPECT_GE(closed_by_server(flood, 12, 30), 12u);  // 21 arrived, 8 may wait
   c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   const std::string metrics = c.read_reply(30).body;
   const std::string name = "\nshoplens_serve_connections_evicted_total ";
