@@ -51,6 +51,11 @@ CommandResult run_shell(const std::string& command);
 // The arguments of `shoplens launch` for `nproc` local ranks on a free port, up to and including
 // the worker's binary (shoplens_bin()): append the worker's verb and flags. `extra` goes to launch.
 std::string launch_args(int nproc, const std::string& extra = "");
+// Starts `command` through the shell in the background (its output discarded), waits until
+// `under_way()` holds or `timeout_s` passes, checking every `poll_ms`, then sends it SIGTERM:
+// a preemption. Returns its exit code, or 128 + the signal that ended it.
+int interrupt_when(const std::string& command, const std::function<bool()>& under_way, double timeout_s,
+                   int poll_ms = 10);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
 // How often `what` stands in `text`, overlapping ones counted.

@@ -144,29 +144,30 @@ json run_json(const StudyRun& r) {
           {"summary", r.summary}, {"loss_spikes", r.loss_spikes}, {"final_val_macro_f1", r.final_val_f1}};
 }
 
+// Non-finite entries (a run that never reached the F1) become null: JSON has no NaN.
+json finite_or_null(const std::vector<double>& values) {
+  json a = json::array();
+  for (double x : values) a.push_back(std::isfinite(x) ? json(x) : json(nullptr));
+  return a;
+}
+
+// One arm of the study: its settings (the same for every seed) and its F1 and time to F1.
+json arm_json(const StudyRun& first, double f1_mean, double f1_sd, const std::vector<double>& seconds_to_f1) {
+  return {{"micro_batch", first.micro_batch},
+          {"lr", first.lr},
+          {"val_macro_f1_mean", f1_mean},
+          {"val_macro_f1_sd", f1_sd},
+          {"seconds_to_f1", finite_or_null(seconds_to_f1)}};
+}
+
 json study_json(const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand, const StudySummary& s,
                 const fs::path& report) {
   json runs = json::array();
   for (std::size_t i = 0; i < base.size(); ++i)
     runs.push_back({{"seed", base[i].seed}, {"baseline", run_json(base[i])}, {"find_batch", run_json(cand[i])}});
-  auto nan_null = [](const std::vector<double>& v) {
-    json a = json::array();
-    for (double x : v) a.push_back(std::isfinite(x) ? json(x) : json(nullptr));
-    return a;
-  };
   return {{"seeds", s.seeds},
-          {"baseline",
-           {{"micro_batch", base[0].micro_batch},
-            {"lr", base[0].lr},
-            {"val_macro_f1_mean", s.baseline_f1_mean},
-            {"val_macro_f1_sd", s.baseline_f1_sd},
-            {"seconds_to_f1", nan_null(s.baseline_seconds_to_f1)}}},
-          {"find_batch",
-           {{"micro_batch", cand[0].micro_batch},
-            {"lr", cand[0].lr},
-            {"val_macro_f1_mean", s.candidate_f1_mean},
-            {"val_macro_f1_sd", s.candidate_f1_sd},
-            {"seconds_to_f1", nan_null(s.candidate_seconds_to_f1)}}},
+          {"baseline", arm_json(base[0], s.baseline_f1_mean, s.baseline_f1_sd, s.baseline_seconds_to_f1)},
+          {"find_batch", arm_json(cand[0], s.candidate_f1_mean, s.candidate_f1_sd, s.candidate_seconds_to_f1)},
           {"macro_f1_difference_points", {{"mean", s.f1_difference_mean_points}, {"sd", s.f1_difference_sd_points}}},
           {"goal_met", s.goal_met},
           {"speedup", {{"mean", s.speedup_mean}, {"min", s.speedup_min}, {"max", s.speedup_max}}},

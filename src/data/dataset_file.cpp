@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "shoplens/core/enum_names.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/unique_fd.h"
 
@@ -57,39 +58,33 @@ fs::path real_path(const fs::path& path) {
   return fs::path(resolved.get());
 }
 
-std::string file_type_name(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISLNK(mode)) return "a symlink";
-  return "an unknown kind of file";
+namespace {
+
+constexpr EnumName<fs::file_type> kFileTypeNames[] = {{fs::file_type::regular, "a regular file"},
+                                                      {fs::file_type::directory, "a directory"},
+                                                      {fs::file_type::fifo, "a FIFO"},
+                                                      {fs::file_type::socket, "a socket"},
+                                                      {fs::file_type::character, "a character device"},
+                                                      {fs::file_type::block, "a block device"},
+                                                      {fs::file_type::symlink, "a symlink"},
+                                                      {fs::file_type::not_found, "missing"}};
+
+fs::file_type file_type_of(mode_t mode) {
+  if (S_ISREG(mode)) return fs::file_type::regular;
+  if (S_ISDIR(mode)) return fs::file_type::directory;
+  if (S_ISFIFO(mode)) return fs::file_type::fifo;
+  if (S_ISSOCK(mode)) return fs::file_type::socket;
+  if (S_ISCHR(mode)) return fs::file_type::character;
+  if (S_ISBLK(mode)) return fs::file_type::block;
+  if (S_ISLNK(mode)) return fs::file_type::symlink;
+  return fs::file_type::unknown;
 }
 
-std::string file_type_name(fs::file_type type) {
-  switch (type) {
-    case fs::file_type::regular:
-      return "a regular file";
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::character:
-      return "a character device";
-    case fs::file_type::block:
-      return "a block device";
-    case fs::file_type::symlink:
-      return "a symlink";
-    case fs::file_type::not_found:
-      return "missing";
-    default:
-      return "an unknown kind of file";
-  }
-}
+}  // namespace
+
+std::string file_type_name(mode_t mode) { return file_type_name(file_type_of(mode)); }
+
+std::string file_type_name(fs::file_type type) { return name_in(kFileTypeNames, type, "an unknown kind of file"); }
 
 DatasetRoot::DatasetRoot(const fs::path& root, const std::string& what) {
   const fs::path spelled = root.empty() ? fs::path(".") : root;

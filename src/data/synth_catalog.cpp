@@ -219,26 +219,8 @@ std::size_t pick_region(Defect d, Rng& rng) {
 // Mostly what the product is; one listing in ten is filed under some other category.
 std::size_t pick_category(ProductKind kind, Rng& rng) {
   if (rng.bernoulli(0.1)) return static_cast<std::size_t>(rng.uniform_int(0, 5));
-  // apparel, electronics, home, beauty, toys, sports
-  switch (kind) {
-    case ProductKind::kBottle:
-      return rng.pick({0, 0, 0.2, 0.6, 0, 0.2});
-    case ProductKind::kBox:
-      return rng.pick({0, 0.3, 0.3, 0, 0.4, 0});
-    case ProductKind::kShoe:
-      return rng.pick({0.5, 0, 0, 0, 0, 0.5});
-    case ProductKind::kShirt:
-      return rng.pick({0.8, 0, 0, 0, 0, 0.2});
-    case ProductKind::kMug:
-      return rng.pick({0, 0, 0.8, 0, 0.2, 0});
-    case ProductKind::kPhone:
-      return rng.pick({0, 0.9, 0, 0, 0.1, 0});
-    case ProductKind::kLamp:
-      return rng.pick({0, 0.3, 0.7, 0, 0, 0});
-    case ProductKind::kBag:
-      return rng.pick({0.6, 0, 0, 0.2, 0, 0.2});
-  }
-  return 0;
+  const auto& weights = synth::product_kind_facts(kind).category_weights;
+  return rng.pick(std::vector<double>(weights.begin(), weights.end()));
 }
 
 std::size_t pick_tier(Defect d, Rng& rng) {

@@ -2,6 +2,7 @@
 // (synth_render.cpp) and the defect processes (synth_defects.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
@@ -32,6 +33,22 @@ constexpr int kNumDefects = 12;
 
 enum class ProductKind : int { kBottle = 0, kBox, kShoe, kShirt, kMug, kPhone, kLamp, kBag };
 constexpr int kNumProductKinds = 8;
+
+// What one kind of product looks like and where it is listed: the renderer and the catalog read
+// their per-kind choices here, so a new kind is one row (kProductKindFacts in synth_kinds.cpp).
+struct ProductKindFacts {
+  ProductKind kind;
+  double aspect_min, aspect_max;  // height over width of its bounding box, drawn uniformly
+  bool flat;                      // printed or soft goods: little shading, no highlight
+  bool takes_brand;               // a brand name may be printed on it
+  // Surface pattern weights: none, stripes, dots, checks, weave. All zero: always plain, and
+  // no draw from the RNG.
+  std::array<double, 5> texture_weights;
+  // Category weights (apparel, electronics, home, beauty, toys, sports) of its listings.
+  std::array<double, 6> category_weights;
+};
+
+const ProductKindFacts& product_kind_facts(ProductKind kind);
 
 using shoplens::Rng;
 

@@ -89,24 +89,9 @@ struct Look {
 const std::array<const char*, 8> kBrands = {"AURA", "NOVA", "KIVO", "LUMA", "ORBIT", "PIKA", "ZENO", "MIRA"};
 
 Texture random_texture(ProductKind kind, Rng& rng) {
-  switch (kind) {
-    case ProductKind::kShirt:
-    case ProductKind::kBag:
-      return static_cast<Texture>(rng.pick({0.35, 0.25, 0.15, 0.1, 0.15}));
-    case ProductKind::kShoe:
-      return static_cast<Texture>(rng.pick({0.6, 0.15, 0, 0, 0.25}));
-    case ProductKind::kMug:
-      return static_cast<Texture>(rng.pick({0.6, 0.2, 0.2, 0, 0}));
-    case ProductKind::kBottle:
-      return static_cast<Texture>(rng.pick({0.75, 0.25, 0, 0, 0}));
-    case ProductKind::kBox:
-      return static_cast<Texture>(rng.pick({0.55, 0.15, 0.15, 0.15, 0}));
-    case ProductKind::kLamp:
-      return static_cast<Texture>(rng.pick({0.6, 0.2, 0, 0, 0.2}));
-    case ProductKind::kPhone:
-      return Texture::kNone;
-  }
-  return Texture::kNone;
+  const auto& weights = product_kind_facts(kind).texture_weights;
+  if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 0; })) return Texture::kNone;
+  return static_cast<Texture>(rng.pick(std::vector<double>(weights.begin(), weights.end())));
 }
 
 Look random_look(ProductKind kind, Rng& rng) {
@@ -118,39 +103,20 @@ Look random_look(ProductKind kind, Rng& rng) {
   look.texture = random_texture(kind, rng);
   look.texture_period = rng.uniform(0.05, 0.16);
   look.texture_angle = rng.pick({0.45, 0.35, 0.2}) * 45.0 * (rng.bernoulli(0.5) ? 1 : -1);
-  const bool flat = kind == ProductKind::kBox || kind == ProductKind::kShirt || kind == ProductKind::kBag;
+  const bool flat = product_kind_facts(kind).flat;
   look.shading = flat ? rng.uniform(0.02, 0.12) : rng.uniform(0.2, 0.45);
   look.vertical_falloff = rng.uniform(0.0, 0.2);
   look.highlight = flat ? 0.0 : rng.uniform(0.05, 0.35);
   look.highlight_pos = rng.uniform(0.2, 0.4);
-  look.brand = (kind == ProductKind::kBottle || kind == ProductKind::kBox || kind == ProductKind::kMug ||
-                kind == ProductKind::kBag) &&
-               rng.bernoulli(0.45);
+  look.brand = product_kind_facts(kind).takes_brand && rng.bernoulli(0.45);
   look.brand_index = rng.uniform_int(0, static_cast<int>(kBrands.size()) - 1);
   return look;
 }
 
 // Height over width of the product's bounding box.
 double product_aspect(ProductKind kind, Rng& rng) {
-  switch (kind) {
-    case ProductKind::kBottle:
-      return rng.uniform(2.1, 3.0);
-    case ProductKind::kBox:
-      return rng.uniform(0.8, 1.3);
-    case ProductKind::kShoe:
-      return rng.uniform(0.45, 0.6);
-    case ProductKind::kShirt:
-      return rng.uniform(0.95, 1.15);
-    case ProductKind::kMug:
-      return rng.uniform(0.85, 1.05);
-    case ProductKind::kPhone:
-      return rng.uniform(1.9, 2.2);
-    case ProductKind::kLamp:
-      return rng.uniform(1.4, 1.9);
-    case ProductKind::kBag:
-      return rng.uniform(0.9, 1.2);
-  }
-  return 1.0;
+  const ProductKindFacts& facts = product_kind_facts(kind);
+  return rng.uniform(facts.aspect_min, facts.aspect_max);
 }
 
 // A product drawn in its own box: colour plus coverage (alpha).

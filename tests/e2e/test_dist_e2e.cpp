@@ -2,15 +2,11 @@
 // Gloo over 127.0.0.1, 2 ranks, on a tiny catalog the test makes (docs/DISTRIBUTED.md).
 #include <gtest/gtest.h>
 
-#include <signal.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -165,21 +161,10 @@ TEST_F(E2eDist, ElasticResumeAcrossWorldSizesKeepsTheLedgerExact) {
 TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
   const fs::path run = scratch() / "preempted";
   const std::string cmd = bin() + " " + launch(2) + train(run, "--batch-size 4 --epochs 4");
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Wait until training is under way (rank 0's ledger has steps), then preempt.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  while (testing::ledger_steps(run) < 6 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 130);
+  // Preempted once training is under way (rank 0's ledger has steps).
+  ASSERT_EQ(testing::interrupt_when(
+                cmd, [&] { return testing::ledger_steps(run) >= 6; }, 180),
+            130);
   ASSERT_FALSE(fs::exists(run / "summary.json")) << "the run finished before the signal: make it longer";
   auto resumed = run_shoplens(launch(2) + "train --out " + run.string() + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

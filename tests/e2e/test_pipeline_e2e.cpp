@@ -1,12 +1,6 @@
 // End-to-end: the real `shoplens` binary on tiny data the tests make themselves.
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -159,21 +153,9 @@ TEST(E2ePipeline, SigtermStopsPrepareCleanlyAndARerunCompletes) {
       0);
   const std::string cmd = testing::shoplens_bin() + " prepare --input " + (catalog / "manifest.csv").string() +
                           " --out " + shards.string() + " --records-per-shard 16 --threads 1";
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Signal once the first shard is complete, so the run is really mid-way.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(shards / "train-00000.summary.json") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  // Signalled once the first shard is complete, so the run is really mid-way.
+  const auto first_shard_done = [&] { return fs::exists(shards / "train-00000.summary.json"); };
+  EXPECT_EQ(testing::interrupt_when(cmd, first_shard_done, 60, 20), 130);
   EXPECT_FALSE(fs::exists(shards / "dataset.json"));  // an interrupted run never looks finished
 
   auto rerun = run_shoplens("prepare --input " + (catalog / "manifest.csv").string() + " --out " + shards.string() +

@@ -19,11 +19,9 @@ namespace shoplens {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_json;
 using testing::run_shell;
 using testing::run_shoplens;
-
-using testing::expect_close;
-using testing::read_json;
 
 class E2eText : public testing::ScratchSuite<E2eText> {
  protected:
@@ -58,8 +56,8 @@ TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   auto b2 = run_shoplens("train --out " + split.string() + " --resume auto");
   ASSERT_EQ(b2.exit_code, 0) << b2.output;
   EXPECT_NE(b2.output.find("resumed from"), std::string::npos) << b2.output;
-  expect_close(testing::final_parameters(split, 2), testing::final_parameters(whole, 2),
-               "stopped at 7 + resumed vs uninterrupted");
+  testing::expect_close(testing::final_parameters(split, 2), testing::final_parameters(whole, 2),
+                        "stopped at 7 + resumed vs uninterrupted");
 
   const auto summary = read_json(whole / "summary.json");
   EXPECT_EQ(summary["status"], "completed");
@@ -99,8 +97,8 @@ TEST_F(E2eText, TwoRanksWithATokenBudgetAndAKillMatchOneRankAndKeepTheLedgerExac
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("killed by signal 9"), std::string::npos) << b.output;
   EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
-  expect_close(testing::final_parameters(ranks, 2), testing::final_parameters(single, 2),
-               "2 ranks x 8 (token budget, killed) vs 1 x 16");
+  testing::expect_close(testing::final_parameters(ranks, 2), testing::final_parameters(single, 2),
+                        "2 ranks x 8 (token budget, killed) vs 1 x 16");
 
   const auto summary = read_json(ranks / "summary.json");
   EXPECT_EQ(summary["world_size"], 2);

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <fcntl.h>
 
@@ -63,6 +65,22 @@ std::string source_dir() { return from_env("SHOPLENS_TEST_SOURCE_DIR", SHOPLENS_
 std::string python() { return from_env("SHOPLENS_TEST_PYTHON", SHOPLENS_PYTHON); }
 
 CommandResult run_shoplens(const std::string& args) { return run_shell(shoplens_bin() + " " + args); }
+
+int interrupt_when(const std::string& command, const std::function<bool()>& under_way, double timeout_s, int poll_ms) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed: " + command);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!under_way() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 std::string launch_args(int nproc, const std::string& extra) {
   return "launch --nproc-per-node " + std::to_string(nproc) + " --master-port 0 --grace-seconds 20 " + extra + " -- " +
