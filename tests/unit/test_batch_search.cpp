@@ -1,5 +1,6 @@
 // The batch search on fake devices whose memory curve the test chooses: linear, noisy,
 // non-linear; Lightning's binsearch; the exact maximum; and the failure messages.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,10 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -227,14 +232,9 @@ TEST(BatchSearchFit, BatchOneThatDoesNotFitNamesTheMemoryNeeded) {
   FakeDevice device;
   device.memory = [](int b) { return 900 * kMiB + 200 * kMiB * b; };
   device.budget = 1024 * kMiB;
-  try {
-    search_batch(std::ref(device), options_for(device.budget));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("batch 1 does not fit"), std::string::npos) << what;
-    EXPECT_NE(what.find("needs at least 1.1 GiB"), std::string::npos) << what;  // 900 + 200 MiB at batch 1
-  }
+  EXPECT_THAT([&] { search_batch(std::ref(device), options_for(device.budget)); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("batch 1 does not fit"),
+                                         HasSubstr("needs at least 1.1 GiB"))));  // 900 + 200 MiB at batch 1
 }
 
 TEST(BatchSearchFit, AFailedProbeIsNotMistakenForOutOfMemory) {
@@ -248,14 +248,8 @@ TEST(BatchSearchFit, AFailedProbeIsNotMistakenForOutOfMemory) {
     r.peak_bytes = static_cast<std::int64_t>(kMiB * b);
     return r;
   };
-  try {
-    search_batch(probe, options_for(1024 * kMiB));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("not for lack of memory"), std::string::npos) << what;
-    EXPECT_NE(what.find("shape mismatch in layer4"), std::string::npos) << what;
-  }
+  EXPECT_THAT([&] { search_batch(probe, options_for(1024 * kMiB)); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("not for lack of memory"), HasSubstr("shape mismatch in layer4"))));
 }
 
 TEST(BatchSearchBinsearch, ReproducesLightningAndNeedsMoreProbesThanFit) {

@@ -1,5 +1,6 @@
 // `shoplens bench`'s plain logic on fake results: the config matrix, percentiles and summaries,
 // the regression gate, and the shape of the CSV, Markdown, JUnit XML and JSON lines it writes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,9 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 using json = nlohmann::json;
 
@@ -278,12 +282,8 @@ TEST(BenchConfigMatrix, TextScenariosTakeASequenceLengthAndNameIt) {
   EXPECT_EQ(config.scenarios[1].vocab_size, 1024);
   EXPECT_EQ(config.scenarios[2].name, "small_cnn-fp32-b4-cpu-t0");  // image names unchanged
   EXPECT_THROW(parse_bench_config(json::parse(R"({"scenarios": [{"seq_len": 0}]})"), "b.json"), ConfigError);
-  try {
-    parse_bench_config(json::parse(R"({"scenarios": [{"seq_lenn": 64}]})"), "b.json");
-    FAIL() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean 'seq_len'"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { parse_bench_config(json::parse(R"({"scenarios": [{"seq_lenn": 64}]})"), "b.json"); },
+              ThrowsMessage<ConfigError>(HasSubstr("did you mean 'seq_len'")));
 }
 
 TEST(BenchWriters, TextScenariosRecordTokensPerSecondAndPadding) {

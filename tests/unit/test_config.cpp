@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +13,10 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 using nlohmann::json;
 
@@ -85,12 +90,8 @@ TEST(Config, OverridesParseByFieldType) {
 
 TEST(Config, BadOverridesNameTheFlag) {
   json doc = json::object();
-  try {
-    apply_override(doc, "loader.batch_size=lots");
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("--set loader.batch_size=lots"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { apply_override(doc, "loader.batch_size=lots"); },
+              ThrowsMessage<ConfigError>(HasSubstr("--set loader.batch_size=lots")));
   EXPECT_THROW(apply_override(doc, "loader.batchsize=3"), ConfigError);
   EXPECT_THROW(apply_override(doc, "nosection=3"), ConfigError);
   EXPECT_THROW(apply_override(doc, "loader.batch_size"), ConfigError);
@@ -109,12 +110,8 @@ TEST(Config, FileThenOverridesInOrder) {
 TEST(Config, InvalidJsonNamesLineAndColumn) {
   testing::ScratchDir dir("config");
   testing::write_text(dir / "bad.json", "{\n  \"loader\": {\n    \"batch_size\": 16,\n  }\n}\n");
-  try {
-    load_config((dir / "bad.json").string(), {});
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.json:4:"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { load_config((dir / "bad.json").string(), {}); },
+              ThrowsMessage<ConfigError>(HasSubstr("bad.json:4:")));
 }
 
 // A value nested 100,000 deep crashed `shoplens config` (SIGSEGV while printing it in the error).
@@ -122,13 +119,8 @@ TEST(Config, DeeplyNestedFileOrOverrideIsAConfigError) {
   testing::ScratchDir dir("config");
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   testing::write_text(dir / "deep.json", R"({"run": {"seed": )" + deep + "}}");
-  try {
-    load_config((dir / "deep.json").string(), {});
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("deep.json"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("nests deeper"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { load_config((dir / "deep.json").string(), {}); },
+              ThrowsMessage<ConfigError>(AllOf(HasSubstr("deep.json"), HasSubstr("nests deeper"))));
   json doc = json::object();
   EXPECT_THROW(apply_override(doc, "run.seed=" + deep), ConfigError);
 }

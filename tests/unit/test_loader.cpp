@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,6 +12,9 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // Raw RGB payloads in memory: no files, no decoding, deterministic content per sample.
 std::shared_ptr<InMemoryImageSource> fake_source(int n, int num_classes = 3) {
@@ -139,12 +143,7 @@ TEST(Loader, CorruptPayloadSurfacesAsDataErrorNamingTheSample) {
   for (int i = 0; i < 4; ++i) src->add({0xFF, 0xD8, 0xFF, 0x00, 0x01}, 10, 10, PayloadEncoding::kJpeg, 0);
   Loader loader(src, small_augment(), options(2));
   loader.start_epoch(0);
-  try {
-    loader.next();
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("sample "), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { loader.next(); }, ThrowsMessage<DataError>(HasSubstr("sample ")));
 }
 
 TEST(Loader, RejectsEmptySourceAndTooFewSamples) {

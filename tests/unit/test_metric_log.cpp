@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -17,6 +18,9 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 using testing::read_text;
 using testing::ScratchDir;
@@ -101,12 +105,11 @@ TEST(MetricLog, ValuesRoundTripExactly) {
 TEST(MetricLog, InvalidRecordsAreRejectedBeforeWriting) {
   ScratchDir dir("ml");
   MetricLog log(dir.path(), false);
-  try {
-    log.record(1, 0, "valid", {{"loss", 1}});
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean 'val'"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT(
+      [&] {
+        log.record(1, 0, "valid", {{"loss", 1}});
+      },
+      ThrowsMessage<DataError>(HasSubstr("did you mean 'val'")));
   EXPECT_THROW(log.record(1, 0, "train", {{"step", 1}}), DataError);
   EXPECT_THROW(log.record(1, 0, "train", {{"loss", 1}, {"loss", 2}}), DataError);
   EXPECT_THROW(log.record(1, 0, "train", {{"", 1}}), DataError);

@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -10,6 +11,9 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // Fills a matrix from (true, predicted, count) triples.
 ConfusionMatrix matrix_of(int num_classes, const std::vector<std::array<int, 3>>& cells) {
@@ -130,12 +134,8 @@ TEST(Metrics, OutOfRangeLabelsAreDataErrorsAndLeaveTheMatrixUnchanged) {
   EXPECT_THROW(m.add(0, 3), DataError);
   EXPECT_THROW(m.add(0, -2), DataError);
   const std::vector<std::int64_t> labels{0, 1, 7}, predicted{0, 1, 1};
-  try {
-    m.add_batch(labels.data(), predicted.data(), labels.size());
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { m.add_batch(labels.data(), predicted.data(), labels.size()); },
+              ThrowsMessage<DataError>(HasSubstr("label 7")));
   EXPECT_EQ(m.total(), 0);
   EXPECT_EQ(m.counts(), std::vector<std::int64_t>(9, 0));
   EXPECT_THROW(ConfusionMatrix(0), DataError);
@@ -191,12 +191,8 @@ TEST(Metrics, MetricValueAndDirection) {
 
 TEST(Metrics, UnknownMetricNameIsConfigErrorWithNearestName) {
   ClassificationReport r = classification_report(hand_example());
-  try {
-    metric_value(r, 0, "macro-f1");
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean 'macro_f1'"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { metric_value(r, 0, "macro-f1"); },
+              ThrowsMessage<ConfigError>(HasSubstr("did you mean 'macro_f1'")));
   EXPECT_THROW(metric_higher_is_better("f2"), ConfigError);
 }
 

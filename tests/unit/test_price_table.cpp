@@ -1,5 +1,6 @@
 // The price table reader (configs/prices.json): every row traceable (source, date), positive
 // prices, unique names, errors that name the file and the row; and the cost per million images.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,10 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 using json = nlohmann::json;
 
@@ -62,14 +67,9 @@ TEST(PriceTable, ReadsRowsWithTheirSourceDateAndBothPrices) {
 
 TEST(PriceTable, UnknownInstanceNamesTheTableAndTheNearestRow) {
   const PriceTable t = parse_price_table(table_with({valid_row("gcp-a2-highgpu-1g")}), "prices.json");
-  try {
-    t.find("gcp-a2-highgpu-1");
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("prices.json"), std::string::npos) << m;
-    EXPECT_NE(m.find("did you mean 'gcp-a2-highgpu-1g'"), std::string::npos) << m;
-  }
+  EXPECT_THAT(
+      [&] { t.find("gcp-a2-highgpu-1"); },
+      ThrowsMessage<ConfigError>(AllOf(HasSubstr("prices.json"), HasSubstr("did you mean 'gcp-a2-highgpu-1g'"))));
 }
 
 TEST(PriceTable, RowWithoutSourceOrDateIsRefusedNamingFileAndRow) {

@@ -1,5 +1,6 @@
 // find_batch.process_check's step (batch/process_fit.h) on fake processes: the whole process must
 // fit, the tensors' answer is lowered in few fresh-process probes, and what cannot fit says so.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,10 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -64,14 +69,9 @@ TEST(ProcessFit, RoundsToTheMultipleTheTensorsAnswerUses) {
 TEST(ProcessFit, AProcessThatNeverFitsIsAnErrorNamingWhatItHeld) {
   FakeProcess process;
   process.fixed = 2000;  // beside the tensors alone, more than the budget
-  try {
-    fit_process(40, static_cast<std::int64_t>(676 * kMiB), 1, std::ref(process));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("does not fit the budget"), std::string::npos) << message;
-    EXPECT_NE(message.find("find_batch.process_check=false"), std::string::npos) << message;
-  }
+  EXPECT_THAT(
+      [&] { fit_process(40, static_cast<std::int64_t>(676 * kMiB), 1, std::ref(process)); },
+      ThrowsMessage<Error>(AllOf(HasSubstr("does not fit the budget"), HasSubstr("find_batch.process_check=false"))));
   EXPECT_LE(process.probed.size(), 4u);
 }
 

@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -18,6 +19,10 @@
 
 namespace shoplens {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 using testing::ScratchDir;
 
@@ -174,33 +179,21 @@ TEST(TensorBoard, CorruptionAndTruncationMessagesNameFileAndOffset) {
   std::string bad = good;
   bad[good.size() - 6] = static_cast<char>(bad[good.size() - 6] ^ 1);  // inside the last payload
   testing::write_text(file, bad);
-  try {
-    read_tensorboard_events(file);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("CRC mismatch in the record payload"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
-  }
+  EXPECT_THAT(
+      [&] { read_tensorboard_events(file); },
+      ThrowsMessage<DataError>(AllOf(HasSubstr("CRC mismatch in the record payload"), HasSubstr(file.string()))));
   for (std::size_t cut : {std::size_t{1}, std::size_t{4}, std::size_t{20}}) {
     testing::write_text(file, good.substr(0, good.size() - cut));
-    try {
-      read_tensorboard_events(file);
-      FAIL() << "expected DataError for a file cut by " << cut;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
-    }
+    EXPECT_THAT([&] { read_tensorboard_events(file); }, ThrowsMessage<DataError>(HasSubstr("truncated")))
+        << "a file cut by " << cut;
   }
 }
 
 TEST(TensorBoard, UnwritableFolderIsIoErrorNamingIt) {
   ScratchDir dir("tb");
   testing::write_text(dir / "plain_file", "x");
-  try {
-    TensorBoardWriter writer(dir / "plain_file" / "logs");
-    FAIL() << "expected IoError";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("plain_file"), std::string::npos) << e.what();
-  }
+  EXPECT_THAT([&] { TensorBoardWriter writer(dir / "plain_file" / "logs"); },
+              ThrowsMessage<IoError>(HasSubstr("plain_file")));
   EXPECT_THROW(read_tensorboard_events(dir / "missing"), IoError);
 }
 
