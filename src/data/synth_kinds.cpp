@@ -21,6 +21,13 @@ constexpr ProductKindFacts kProductKindFacts[] = {
 };
 static_assert(std::size(kProductKindFacts) == kNumProductKinds, "one row per product kind");
 
+constexpr bool rows_follow_kind_order() {
+  for (int i = 0; i < kNumProductKinds; ++i)
+    if (static_cast<int>(kProductKindFacts[i].kind) != i) return false;
+  return true;
+}
+static_assert(rows_follow_kind_order(), "row i describes ProductKind i (product_kind_facts indexes by value)");
+
 }  // namespace
 
 const ProductKindFacts& product_kind_facts(ProductKind kind) { return kProductKindFacts[static_cast<int>(kind)]; }
