@@ -87,15 +87,15 @@ double Rng::beta(double alpha) {
   return g1 / sum;
 }
 
-std::size_t Rng::pick(const std::vector<double>& weights) {
+std::size_t Rng::pick(const double* weights, std::size_t count) {
   double total = 0;
-  for (double w : weights) total += w;
+  for (std::size_t i = 0; i < count; ++i) total += weights[i];
   double r = uniform() * total;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     if (r < weights[i]) return i;
     r -= weights[i];
   }
-  return weights.size() - 1;
+  return count - 1;
 }
 
 std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) {

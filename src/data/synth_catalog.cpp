@@ -219,8 +219,7 @@ std::size_t pick_region(Defect d, Rng& rng) {
 // Mostly what the product is; one listing in ten is filed under some other category.
 std::size_t pick_category(ProductKind kind, Rng& rng) {
   if (rng.bernoulli(0.1)) return static_cast<std::size_t>(rng.uniform_int(0, 5));
-  const auto& weights = synth::product_kind_facts(kind).category_weights;
-  return rng.pick(std::vector<double>(weights.begin(), weights.end()));
+  return rng.pick(synth::product_kind_facts(kind).category_weights);
 }
 
 std::size_t pick_tier(Defect d, Rng& rng) {

@@ -91,7 +91,7 @@ const std::array<const char*, 8> kBrands = {"AURA", "NOVA", "KIVO", "LUMA", "ORB
 Texture random_texture(ProductKind kind, Rng& rng) {
   const auto& weights = product_kind_facts(kind).texture_weights;
   if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 0; })) return Texture::kNone;
-  return static_cast<Texture>(rng.pick(std::vector<double>(weights.begin(), weights.end())));
+  return static_cast<Texture>(rng.pick(weights));
 }
 
 Look random_look(ProductKind kind, Rng& rng) {

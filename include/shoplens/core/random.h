@@ -3,6 +3,7 @@
 // standard library's std::*_distribution implementation or on thread scheduling.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -24,8 +25,13 @@ class Rng {
   double gamma(double shape);            // Gamma(shape, 1), Marsaglia-Tsang
   double beta(double alpha);             // Beta(alpha, alpha)
   // An index drawn with probability proportional to its weight.
-  std::size_t pick(const std::vector<double>& weights);
-  std::size_t pick(std::initializer_list<double> weights) { return pick(std::vector<double>(weights)); }
+  std::size_t pick(const double* weights, std::size_t count);
+  std::size_t pick(const std::vector<double>& weights) { return pick(weights.data(), weights.size()); }
+  std::size_t pick(std::initializer_list<double> weights) { return pick(weights.begin(), weights.size()); }
+  template <std::size_t N>
+  std::size_t pick(const std::array<double, N>& weights) {
+    return pick(weights.data(), N);
+  }
   template <class T>
   void shuffle(std::vector<T>& items) {
     for (std::size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[uniform_int(static_cast<int>(i))]);
