@@ -104,10 +104,11 @@ void check_budget_covers_the_model(const Config& config, const JobProbe& job, st
       format_bytes(static_cast<double>(static_bytes))));
 }
 
-SearchResult search_with_probes(const Config& config, JobProbe& job, std::int64_t budget) {
+SearchResult search_with_probes(const Config& config, JobProbe& job, std::int64_t budget, int round_to) {
   const auto& fb = config.find_batch;
   SearchOptions options;
   options.strategy = fb.strategy;
+  if (fb.strategy == "fit") options.granularity = round_to;  // binsearch and exact keep their own steps
   options.budget_bytes = budget;
   options.headroom_fraction = fb.headroom;
   options.first_batch = fb.first_batch;
@@ -155,7 +156,7 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   JobProbe job(config, num_classes, memory);
   check_budget_covers_the_model(config, job, budget);
   memory.set_budget(budget);  // the allocator refuses beyond it, as the real card would
-  SearchResult s = search_with_probes(config, job, budget);
+  SearchResult s = search_with_probes(config, job, budget, round_to);
   int micro = round_down(s.batch, round_to);
   if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
   json process_fit;

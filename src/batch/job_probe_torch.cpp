@@ -166,10 +166,17 @@ struct JobProbe::Impl {
     r.error = error_message(e);
     if (is_out_of_memory(e)) {
       r.outcome = ProbeResult::Outcome::kOutOfMemory;
-      r.peak_bytes = memory.stats().last_refused_need_bytes;
+      // A lower bound of what the batch needs: the refused request on top of what was live (CPU),
+      // else the peak the probe reached before the refusal (CUDA's allocator keeps no such figure).
+      const MemoryStats at_refusal = memory.stats();
+      r.peak_bytes = std::max(at_refusal.last_refused_need_bytes, at_refusal.peak_allocated_bytes);
     } else {
       r.outcome = ProbeResult::Outcome::kFailed;
     }
+    // Whatever failed (the step drains its own backward; the evaluation or the optimizer may fail
+    // too), the next probe must start from the job alone, its blocks back on the device.
+    drain_failed_backward(cuda);
+    synchronize();
     memory.release_cached();
   }
 
@@ -193,7 +200,9 @@ struct JobProbe::Impl {
       release_free_heap();
       reset_resident_peak();
     }
-    const std::int64_t retries_before = memory.stats().alloc_retries;
+    const MemoryStats at_start = memory.stats();
+    r.cached_at_start_bytes = std::max<std::int64_t>(0, at_start.reserved_bytes - at_start.allocated_bytes);
+    const std::int64_t retries_before = at_start.alloc_retries;
     std::vector<double> step_seconds;
     try {
       const StepPeaks peaks = run_steps(batch, steps, step_seconds);

@@ -125,53 +125,54 @@ nlohmann::json find_the_batch_in_a_child(const Config& config, const fs::path& p
   return nlohmann::json::parse(read_file(out));
 }
 
-// Runs the job with find-batch's plan (its JSON, from either process) and says so.
-void apply_found_batch(Config& config, const nlohmann::json& found, bool in_a_child) {
+// Runs the job with find-batch's plan (its JSON, from either process, agreed across ranks) and says so.
+void apply_found_batch(Config& config, const nlohmann::json& found) {
   apply_config_patch(config, found.at("config_patch"));
   spdlog::info(
       "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
       "({} probes{}{})",
       config.loader.batch_size, config.train.accumulation_steps, found.at("micro_batch").get<int>(), config.optim.lr,
-      found.at("probes").size(), in_a_child ? ", searched in a child process" : "",
+      found.at("probes").size(), found.value("searched_in_a_child", false) ? ", searched in a child process" : "",
       found.value("from_cache", false) ? ", cached" : "");
   for (const auto& note : found.value("notes", nlohmann::json::array()))
     spdlog::info("train: find-batch: {}", note.get<std::string>());
 }
 
-// loader.batch_size=auto: find-batch's plan replaces the batch, accumulation and learning rate.
-// Returns find-batch's record for the run directory.
-nlohmann::json find_the_batch(Config& config, const TrainData& data, const DistEnv& env, const fs::path& program) {
+// loader.batch_size=auto: find-batch's plan for this rank's device (applied once the ranks agree).
+nlohmann::json find_the_batch(const Config& config, const TrainData& data, const DistEnv& env,
+                              const fs::path& program) {
   const bool in_a_child = !program.empty() && !env.distributed() && !wants_cuda(config.train.device) &&
                           !config.train.memory_budget.empty() && config.find_batch.process_check;
   nlohmann::json found = in_a_child ? find_the_batch_in_a_child(config, program)
                                     : find_batch(config, static_cast<int>(data.class_names.size()),
                                                  /*use_cache=*/true, plan_input_rate(config, data, env))
                                           .to_json();
-  apply_found_batch(config, found, in_a_child);
+  if (in_a_child) found["searched_in_a_child"] = true;
   return found;
+}
+
+// What every rank must agree on to run the same job: its config, less what describes a rank's own
+// device (the memory budget: a card with less free memory), and the checkpoint it starts from.
+std::string job_fingerprint(const TrainJob& job) {
+  nlohmann::json config = config_to_json(job.config);
+  config["train"].erase("memory_budget");
+  return Fingerprint()
+      .add(config.dump())
+      .add(job.checkpoint ? job.checkpoint->path.filename().string() : std::string("fresh"))
+      .hex();
 }
 
 // Joins the data-parallel group: every rank must run the same job from the same checkpoint, and
 // takes rank 0's name for this start (`segment`).
-std::shared_ptr<ProcessGroup> join_group(const TrainJob& job, bool batch_was_searched, std::string& segment) {
+std::shared_ptr<ProcessGroup> join_group(const TrainJob& job, std::string& segment) {
   const Config& config = job.config;
   GroupOptions group_options;
   group_options.backend =
       config.dist.backend == "auto" ? (wants_cuda(config.train.device) ? "nccl" : "gloo") : config.dist.backend;
   group_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.dist.timeout_seconds * 1000));
-  group_options.fingerprint = Fingerprint()
-                                  .add(config_to_json(config).dump())
-                                  .add(job.checkpoint ? job.checkpoint->path.filename().string() : std::string("fresh"))
-                                  .hex();
+  group_options.fingerprint = job_fingerprint(job);
   auto group = join_process_group(job.env, group_options);
   segment = group->all_gather_string("segment", segment).front();
-  if (batch_was_searched) {
-    const auto batches = group->all_gather_string("micro_batch", std::to_string(config.loader.batch_size));
-    for (const auto& b : batches)
-      if (b != batches.front())
-        throw ConfigError("train: the ranks' batch searches found different micro-batches (" + join(batches, ", ") +
-                          "); set loader.batch_size explicitly");
-  }
   return group;
 }
 
@@ -277,7 +278,12 @@ TrainJobResult run_train_job(TrainJob job) {
   }
   std::string segment = segment_name(job.env);
   std::shared_ptr<ProcessGroup> group;
-  if (job.env.distributed()) group = join_group(job, found_batch.has_value(), segment);
+  // The group checks that every rank runs the same job before the plans, which may differ, are agreed.
+  if (job.env.distributed()) group = join_group(job, segment);
+  if (found_batch) {
+    if (group) found_batch = agree_on_found_batch(*group, *found_batch);
+    apply_found_batch(config, *found_batch);
+  }
   const fs::path run_dir = open_job_run_dir(job);
   if (found_batch && job.env.rank == 0) write_file_atomic(run_dir / "find_batch.json", found_batch->dump(2) + "\n");
   seed_torch(static_cast<std::uint64_t>(config.run.seed));

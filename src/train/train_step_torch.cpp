@@ -47,6 +47,16 @@ TrainStep::TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, Trai
   if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only
 }
 
+void drain_failed_backward(bool cuda) {
+  const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  try {
+    const auto x = torch::ones({1}, torch::TensorOptions().device(device).requires_grad(true));
+    (x * 2).sum().backward();
+  } catch (const std::exception& e) {  // no room even for that: the next backward drains them instead
+    if (!is_out_of_memory(e)) throw;
+  }
+}
+
 namespace {
 
 // What the forward and backward passes of one step left behind on this rank.
@@ -86,8 +96,10 @@ LocalPasses forward_backward(Classifier& model, const TrainStepOptions& options,
     }
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
-    // Nothing of the step was applied: drop its partial gradients so a smaller retry starts clean.
+    // Nothing of the step was applied: drop its partial gradients and the failed backward's queued
+    // work so that a smaller retry starts clean.
     drop_gradients(parameters);
+    drain_failed_backward(options.cuda);
     passes.oom = true;
     passes.oom_message = error_message(e);
   }

@@ -187,6 +187,43 @@ TEST_F(E2eDist, TorchrunCanLaunchTheWorkers) {
   EXPECT_EQ(summary["steps"], 4);
 }
 
+// `-b auto` on two ranks whose devices allow different batches (here two budgets: a card with less
+// free memory): each rank searches its own, and both train the smaller plan. The job used to stop
+// ("the ranks' batch searches found different micro-batches ... set loader.batch_size explicitly").
+TEST_F(E2eDist, AutoBatchRanksWithDifferentBudgetsTrainTheSmallerPlan) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  const int port = ntohs(sa.sin_port);
+  ::close(fd);
+  const fs::path run = scratch() / "auto-ranks";
+  auto rank = [&](int r, const char* budget) {
+    return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " RANK=" + std::to_string(r) +
+           " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=2 " + bin() + " " +
+           train(run,
+                 std::string("--epochs 1 -b auto --memory-budget ") + budget +
+                     " --set augment.image_size=64 --set find_batch.objective=memory --set find_batch.cache=false");
+  };
+  auto r = run_shell("(" + rank(1, "24MiB") + " > " + (scratch() / "auto-rank-1.txt").string() + " 2>&1 & " +
+                     rank(0, "40MiB") + "; rc=$?; wait $! || rc=1; exit $rc)");
+  const std::string rank1 = testing::read_text(scratch() / "auto-rank-1.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output << "\n--- rank 1:\n" << rank1;
+  const auto found = read_json(run / "find_batch.json");
+  const auto& planned = found["rank_agreement"]["planned_micro_batches"];
+  ASSERT_EQ(planned.size(), 2u) << found.dump();
+  EXPECT_LT(planned[1].get<int>(), planned[0].get<int>()) << "the smaller budget should allow the smaller batch";
+  EXPECT_EQ(found["rank_agreement"]["chosen_rank"], 1);
+  const auto summary = read_json(run / "summary.json");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["micro_batch"], planned[1]);
+  EXPECT_EQ(summary["global_batch"], 2 * planned[1].get<int>());
+  EXPECT_NE(r.output.find("every rank trains rank 1's plan"), std::string::npos) << r.output;
+}
+
 TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   // A port already taken: the launcher says so before starting anything.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

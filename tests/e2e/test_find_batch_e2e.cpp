@@ -301,3 +301,49 @@ TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefu
 
 }  // namespace
 }  // namespace shoplens
+
+namespace shoplens {
+namespace {
+
+// A new user's text run (`make-data --task text`, then `find-batch --shards TEXT -m text_tiny
+// --memory-budget 2GiB`): the jump from batch 2 ran out of memory in its backward, the failed step's
+// autograd work stayed allocated, the next probe counted it as its own peak, and the headroom it
+// raised left no usable budget (exit 1, "-64643219 B usable"). The same job, smaller: it must find a
+// batch within five memory probes, one of them an OOM, and a real epoch at the plan must fit.
+class E2eFindBatchAfterAnOom : public testing::ScratchSuite<E2eFindBatchAfterAnOom> {
+ protected:
+  static void SetUpTestSuite() { shards_ = testing::shared_text_data({400, 256, 1024, 0, 5}); }
+  static std::string job() {
+    return " --shards " + shards_.string() + " -m text_tiny --memory-budget 256MiB --threads 2 --set loader.workers=1";
+  }
+  static fs::path shards_;
+};
+fs::path E2eFindBatchAfterAnOom::shards_;
+
+TEST_F(E2eFindBatchAfterAnOom, FindsABatchInFiveProbesAndARealEpochFitsIt) {
+  auto r = run_shoplens("find-batch --json --no-cache" + job() + " --set find_batch.process_check=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = json::parse(r.output.substr(r.output.find("{\n")));
+  int memory_probes = 0, ooms = 0;
+  for (const auto& p : doc["probes"]) {
+    if (p.value("purpose", "") == "throughput") continue;
+    ++memory_probes;
+    if (p["result"] == "oom") ++ooms;
+  }
+  EXPECT_LE(memory_probes, 5) << doc["probes"].dump();
+  EXPECT_GE(ooms, 1) << "the case needs a probe that ran out of memory: " << doc["probes"].dump();
+  EXPECT_LT(doc["headroom_bytes"].get<std::int64_t>(), doc["budget_bytes"].get<std::int64_t>() / 10);
+  EXPECT_GT(doc["micro_batch"].get<int>(), 2);
+
+  const fs::path run = scratch() / "text-auto";
+  auto train =
+      run_shoplens("train" + job() + " --out " + run.string() + " --epochs 1 -b auto" + testing::process_check_args() +
+                   " --set find_batch.cache_dir=" + (scratch() / "cache").string());
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const json summary = json::parse(testing::read_text(run / "summary.json"));
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_EQ(summary["oom_retries"], 0);
+}
+
+}  // namespace
+}  // namespace shoplens

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "model_test_util.h"
+#include "shoplens/batch/find_batch.h"
 #include "shoplens/dist/cuda_device.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/loader.h"
@@ -233,6 +234,38 @@ TEST(ProcessGroup, ACollectiveThatTimesOutNamesItselfAndThePeer) {
 
 // The reducer's gradients equal the mean of what each rank computes alone, with buckets small
 // enough that several are in flight during backward.
+// `-b auto` on two ranks whose devices allow different batches (here: budgets that fit 96 and 40):
+// both train the smaller plan, whole (batch, accumulation, learning rate), and say why.
+TEST(BatchAgreement, RanksWithDifferentAnswersTrainTheSmallestPlan) {
+  Config config;
+  config.optim.lr = 0.001;
+  config.loader.batch_size = 32;
+  auto found_for = [&](int largest) {
+    const BatchPlan plan = plan_batch(largest, /*target_global=*/0, /*world_size=*/2, config);
+    return nlohmann::json{{"micro_batch", largest},
+                          {"config_patch", config_patch(plan, largest)},
+                          {"notes", nlohmann::json::array()},
+                          {"probes", nlohmann::json::array()}};
+  };
+  const std::vector<int> largest = {96, 40};
+  std::vector<nlohmann::json> agreed(2);
+  on_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> group) {
+    agreed[rank] = agree_on_found_batch(*group, found_for(largest[rank]));
+  });
+  const nlohmann::json smaller = found_for(40);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(agreed[rank]["config_patch"], smaller["config_patch"]);
+    EXPECT_EQ(agreed[rank]["micro_batch"], 40);
+    EXPECT_EQ(agreed[rank]["rank_agreement"]["chosen_rank"], 1);
+    EXPECT_EQ(agreed[rank]["rank_agreement"]["planned_micro_batches"], nlohmann::json::array({96, 40}));
+    ASSERT_EQ(agreed[rank]["notes"].size(), 1u);
+    EXPECT_NE(agreed[rank]["notes"][0].get<std::string>().find("96, 40"), std::string::npos);
+  }
+  // The plan differs from the larger one's: the agreement changed rank 0's learning rate too.
+  EXPECT_NE(agreed[0]["config_patch"]["optim"]["lr"], found_for(96)["config_patch"]["optim"]["lr"]);
+}
+
 TEST(GradientReducer, AveragesGradientsInBucketsDuringBackward) {
   torch::manual_seed(3);
   const auto inputs = torch::randn({2, 4, 3, 2, 2});  // [rank, batch, ...]

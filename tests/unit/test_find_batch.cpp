@@ -197,6 +197,33 @@ Config tiny_text_job(int max_length) {
   return c;
 }
 
+// A step that runs out of memory in its backward leaves its queued autograd tasks (nodes with their
+// saved activations) in the engine's ready queue until the next backward on that device: the next
+// probe started with them live and counted them as its own (`find-batch --shards TEXT -m text_tiny
+// --memory-budget 2GiB`: batch 3 after an OOM at 104 peaked at 984 MiB, batch 2 at 61 MiB, and the
+// search then found no batch). The step drains them when it fails.
+TEST(JobProbe, AProbeAfterAnOutOfMemoryMeasuresOnlyItsOwnBatch) {
+  set_compute_threads(1);
+  auto memory = make_cpu_memory_probe();
+  memory->set_budget(0);
+  JobProbe job(tiny_text_job(128), 2, *memory);
+  const auto small = job.run(2, 2);
+  const auto large = job.run(48, 2);
+  ASSERT_EQ(small.outcome, ProbeResult::Outcome::kRan) << small.error;
+  ASSERT_EQ(large.outcome, ProbeResult::Outcome::kRan) << large.error;
+  const std::int64_t live = memory->stats().allocated_bytes;  // weights, gradients, AdamW state
+  // Room for most of batch 48's step: it fails late, in its backward, with the graph half walked.
+  memory->set_budget(live + (large.peak_bytes - live) * 9 / 10);
+  const auto refused = job.run(48, 2);
+  ASSERT_EQ(refused.outcome, ProbeResult::Outcome::kOutOfMemory);
+  EXPECT_LE(memory->stats().allocated_bytes, live) << "the failed step's tensors are still alive";
+  const auto again = job.run(2, 2);
+  ASSERT_EQ(again.outcome, ProbeResult::Outcome::kRan) << again.error;
+  EXPECT_LE(again.peak_bytes, small.peak_bytes + small.peak_bytes / 10);
+  EXPECT_LE(again.step_spread_bytes, small.peak_bytes / 10);
+  memory->set_budget(0);
+}
+
 TEST(FindBatchText, TheProbeBatchIsAtMaxLengthWithEveryTokenReal) {
   set_compute_threads(1);
   const Config c = tiny_text_job(48);

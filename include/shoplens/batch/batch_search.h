@@ -14,18 +14,21 @@ struct ProbeResult {
   enum class Outcome { kRan, kOutOfMemory, kFailed };
   int batch = 0;
   Outcome outcome = Outcome::kRan;
-  std::int64_t peak_bytes = 0;            // peak allocated over the probe's steps and evaluation;
-                                          // on OOM, what was needed at the refusal (a lower bound) or 0
-  std::int64_t reserved_gap_bytes = 0;    // peak reserved - peak allocated (CUDA cache, fragmentation)
-  std::int64_t step_spread_bytes = 0;     // max - min of the per-step peaks: steady-state noise
-  std::int64_t inactive_split_bytes = 0;  // CUDA: fragmentation left after the probe
-  std::int64_t alloc_retries = 0;         // CUDA: allocations that had to free the cache first (during the probe)
-  std::int64_t process_peak_bytes = 0;    // CPU: the job's resident peak over the probe (tensors and what
-                                          // oneDNN, decoders and the allocator hold beside them), net of the
-                                          // program's own footprint; reported, not planned on (it also holds
-                                          // earlier probes' cached primitives). 0: not measured (CUDA, no clear_refs)
-  std::int64_t baseline_bytes = 0;        // live after the steps with the batch freed: weights,
-                                          // gradients, optimizer state (a lower bound of the static part)
+  std::int64_t peak_bytes = 0;             // peak allocated over the probe's steps and evaluation;
+                                           // on OOM, what was needed at the refusal (a lower bound) or 0
+  std::int64_t reserved_gap_bytes = 0;     // peak reserved - peak allocated (CUDA cache, fragmentation)
+  std::int64_t cached_at_start_bytes = 0;  // reserved - allocated when the probe started, its cache just
+                                           // emptied: blocks an earlier (failed) probe left that could not
+                                           // be released yet; part of reserved_gap_bytes, not this batch's
+  std::int64_t step_spread_bytes = 0;      // max - min of the per-step peaks: steady-state noise
+  std::int64_t inactive_split_bytes = 0;   // CUDA: fragmentation left after the probe
+  std::int64_t alloc_retries = 0;          // CUDA: allocations that had to free the cache first (during the probe)
+  std::int64_t process_peak_bytes = 0;     // CPU: the job's resident peak over the probe (tensors and what
+                                           // oneDNN, decoders and the allocator hold beside them), net of the
+                                           // program's own footprint; reported, not planned on (it also holds
+                                           // earlier probes' cached primitives). 0: not measured (CUDA, no clear_refs)
+  std::int64_t baseline_bytes = 0;         // live after the steps with the batch freed: weights,
+                                           // gradients, optimizer state (a lower bound of the static part)
   int steps = 0;
   double seconds = 0;
   double images_per_second = 0;  // training throughput in the probe (after its first step)
@@ -42,10 +45,12 @@ struct SearchOptions {
   double headroom_fraction = 0.02;  // kept free at least (fit); measured noise can raise it
   int first_batch = 2;
   int max_batch = 4096;
-  int max_probes = 16;                                // fit: cap, including a bisection fallback
-  double tolerance = 0.01;                            // bisection stops when hi - lo <= max(1, tolerance x lo)
-  double binsearch_margin = 0.05;                     // binsearch: Lightning's final margin
-  int binsearch_max_trials = 25;                      // binsearch: Lightning's max_trials
+  int granularity = 1;             // find_batch.round_to: probes land on its multiples (from it up), so the answer
+                                   // needs no rounding and no probe of its own to verify it
+  int max_probes = 16;             // fit: cap, including a bisection fallback
+  double tolerance = 0.01;         // bisection stops when hi - lo <= max(1, tolerance x lo)
+  double binsearch_margin = 0.05;  // binsearch: Lightning's final margin
+  int binsearch_max_trials = 25;   // binsearch: Lightning's max_trials
   std::string input_size_key = "augment.image_size";  // named when batch 1 does not fit (text: text.max_length)
 };
 

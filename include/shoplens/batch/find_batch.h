@@ -18,6 +18,8 @@
 
 namespace shoplens {
 
+class ProcessGroup;
+
 // How a micro-batch limit becomes the job's batch settings.
 struct BatchPlan {
   int micro_batch = 0;
@@ -84,6 +86,15 @@ void write_cached_search(const Config& config, const std::string& fingerprint, c
 // lowers find_batch.max_batch to that share and logs it, naming `who` ("train", "bench: NAME").
 // Nothing changes when the cap is already at or below it.
 void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int world_size, const std::string& who);
+
+// Data-parallel `loader.batch_size: auto`: each rank searched its own device, and the answers can
+// differ (a card with less free memory, noise at the edge). Every rank must train the same plan (the
+// global batch, the learning rate and the sampler's shards depend on it), and a plan that fits the
+// tightest card fits them all: returns the find-batch document to apply on this rank, `found` with
+// the plan (`config_patch`, `micro_batch`, `notes`) of the rank whose planned micro-batch is smallest
+// (the lowest such rank), and `rank_agreement` saying what every rank found. Collective: every rank
+// of `group` calls it.
+nlohmann::json agree_on_found_batch(ProcessGroup& group, const nlohmann::json& found);
 
 // Runs the search on this machine's device (or answers from the cache when allowed).
 // `num_classes` sizes the head; the data itself is not read (inputs are synthetic, worst case).

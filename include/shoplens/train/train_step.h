@@ -54,6 +54,12 @@ at::Tensor per_sample_loss(const at::Tensor& logits, const at::Tensor& labels, c
 // weights are the caller's (they need the data).
 TrainStepOptions step_options_from_config(const Config& config, Precision precision, bool cuda);
 
+// A backward that fails (out of memory) leaves its queued autograd tasks, nodes with their saved
+// activations, in the engine's ready queue for that device until the next backward there: a smaller
+// retry, or the batch finder's next probe, found gigabytes still allocated (text_tiny: 950 MiB after
+// an OOM at batch 104). A one-element backward on the device drains them.
+void drain_failed_backward(bool cuda);
+
 class TrainStep {
  public:
   TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options);
