@@ -118,7 +118,7 @@ std::string last_line(const fs::path& file, std::size_t max_bytes) {
 // What the chunk file on disk recorded, when it can verify rows [begin, end); says why not else.
 std::optional<ChunkStamp> recorded_stamp(const fs::path& file, std::size_t chunk, std::size_t begin, std::size_t end,
                                          std::size_t blocks) {
-  const auto stamp = parse_chunk_stamp(last_line(file, 160 + 17 * blocks));
+  auto stamp = parse_chunk_stamp(last_line(file, 160 + 17 * blocks));
   if (!stamp) {
     spdlog::warn("score: chunk {} has no row fingerprint (written by an earlier version, or damaged): rescoring it",
                  chunk);
