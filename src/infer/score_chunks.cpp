@@ -331,10 +331,11 @@ ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRow
     try {
       outcome = score_chunk(cx, o.out_dir / "chunks" / chunk_name(c), c, begin, end);
     } catch (const IoError& e) {
-      // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
+      // Full disk, a file size limit, a folder in the chunk's place: the temporary is gone, so no
+      // chunk looks complete.
       throw IoError(
           fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
-                      "and rerun the same command to resume",
+                      "(or fix what the reason names) and rerun the same command to resume",
                       c, n_chunks, e.what(), c));
     }
     counts.reused += outcome == ChunkOutcome::kReused;
@@ -361,8 +362,8 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
     out.commit();
   } catch (const IoError& e) {
     throw IoError(
-        fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space and rerun "
-                    "the same command to join them",
+        fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space (or fix what "
+                    "the reason names) and rerun the same command to join them",
                     e.what(), n_chunks));
   }
   return joined;

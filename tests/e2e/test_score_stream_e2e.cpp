@@ -211,6 +211,20 @@ TEST_F(E2eScoreStream, AResumedJobRescoresTheChunksWhoseRowsChanged) {
   EXPECT_EQ(testing::read_json(out / "report.json")["chunks_reused"].get<int>(), 5);
 }
 
+TEST_F(E2eScoreStream, ErrorReasonsAreCountedByCauseAndAFileNameThatIsNotUtf8CostsNoJob) {
+  // A Latin-1 file name that does not exist: report.json (JSON, so UTF-8) failed to be written.
+  const fs::path list = scratch() / "latin1.txt";
+  testing::write_text(list, "/nonexistent-shoplens-images/caf\xe9.jpg\n/nonexistent-shoplens-images/tea.jpg\n");
+  const fs::path out = scratch() / "latin1";
+  auto r = run_shoplens(score_args(list, out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json report = testing::read_json(out / "report.json");
+  EXPECT_EQ(report["rows_error"].get<int>(), 2);
+  EXPECT_EQ(report["error_reasons"], json({{"cannot read file: No such file or directory", 2}})) << report.dump(2);
+  EXPECT_NE(testing::read_text(out / "predictions.csv").find("caf\xe9.jpg"), std::string::npos)
+      << "the CSV keeps the name's bytes";
+}
+
 TEST_F(E2eScoreStream, AChunkOfManyRowWindowsRescoresOnlyItsChangedWindow) {
   // 12,000 unreadable paths in chunks of 10,000 rows: chunk 0 is three windows (4096, 4096, 1808).
   const fs::path list = scratch() / "windows.txt";
