@@ -36,7 +36,8 @@ double interpolated(std::int64_t count, double q, KthValue kth) {
 }  // namespace
 
 void DurationHistogram::add(double ms) {
-  const int bucket = ms > 0 ? static_cast<int>(std::floor(std::log(ms) / kBucketWidth)) : kNonPositive;
+  // Bounded before the cast: a bucket index is an int (1e12 ms, 30 years, is bucket 2777).
+  const int bucket = ms > 0 ? static_cast<int>(std::floor(std::log(std::min(ms, 1e12)) / kBucketWidth)) : kNonPositive;
   ++buckets_[bucket];
   min_ = count_ == 0 ? ms : std::min(min_, ms);
   max_ = count_ == 0 ? ms : std::max(max_, ms);
