@@ -3,8 +3,10 @@
 // batch's compute. Used by score (chunked, resumable) and by predict and evaluate.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,10 +27,44 @@ struct RowResult {
   std::string error;
 };
 
+// The most rows of an input held at once (ScoreRows::load_window): predict, evaluate and score
+// read their rows this many at a time, so memory does not grow with the input (a window of rows
+// and their results is about a megabyte). The decode workers start afresh with each window, so a
+// window holds many batches: refilling the pipeline costs about one batch in 64 at batch 64.
+constexpr std::size_t kRowWindow = 4096;
+
+// Rows [begin, end) a window at a time: each window loaded, then `visit(window_begin, window_end)`.
+inline void for_each_window(ScoreRows& rows, std::size_t begin, std::size_t end,
+                            const std::function<void(std::size_t, std::size_t)>& visit) {
+  for (std::size_t first = begin; first < end; first += kRowWindow) {
+    const std::size_t last = std::min(end, first + kRowWindow);
+    rows.load_window(first, last);
+    visit(first, last);
+  }
+}
+
+// Durations in log-spaced buckets 1% wide: percentiles within 1% in constant memory, however many
+// batches a job runs.
+class DurationHistogram {
+ public:
+  void add(double ms);
+  // The q-quantile (0..1), within 1% (the smallest and largest are exact); 0 when empty.
+  double percentile(double q) const;
+  std::int64_t count() const { return count_; }
+
+ private:
+  std::map<int, std::int64_t> buckets_;
+  std::int64_t count_ = 0;
+  double min_ = 0, max_ = 0;
+};
+
+// The q-quantile of small integers counted by value (numpy's linear interpolation); 0 when empty.
+double percentile_of_counts(const std::map<int, std::int64_t>& counts, double q);
+
 struct BatchTimings {
-  std::vector<double> batch_ms;  // compute per batch (host to device, forward, softmax, read back)
+  DurationHistogram batch_ms;  // compute per batch (host to device, forward, softmax, read back)
   std::map<int, std::int64_t> batch_sizes;
-  std::vector<double> queue_lengths;
+  std::map<int, std::int64_t> queue_lengths;  // ready batches when one was taken -> times seen
   double compute_seconds = 0;
   double wall_seconds = 0;
   std::int64_t images = 0;

@@ -98,7 +98,7 @@ class DecodeAhead {
       if (wait) ready_cv_.wait(lock, [&] { return failure_ || ready_.count(k); });
       if (failure_) std::rethrow_exception(failure_);
       if (!ready_.count(k)) return p;
-      timing.queue_lengths.push_back(static_cast<double>(ready_.size() - 1));
+      ++timing.queue_lengths[static_cast<int>(ready_.size() - 1)];
       p = std::move(ready_.at(k));
       ready_.erase(k);
       consumed_ = k + 1;
@@ -224,7 +224,7 @@ std::vector<RowResult> BatchInference::run_range(std::size_t begin, std::size_t 
       const auto t0 = SteadyClock::now();
       const InferenceOutput out = session_.run(cur.device.ready());
       const double secs = seconds_since(t0);
-      timing.batch_ms.push_back(secs * 1e3);
+      timing.batch_ms.add(secs * 1e3);
       timing.batch_sizes[static_cast<int>(cur.p.rows.size())]++;
       timing.compute_seconds += secs;
       timing.images += static_cast<std::int64_t>(cur.p.rows.size());

@@ -25,9 +25,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// Rows go through the model this many at a time, so memory does not grow with the input.
-constexpr std::size_t kRowsPerPass = 1024;
-
 std::vector<std::pair<int, float>> most_probable(const std::vector<float>& probs, int k) {
   std::vector<int> order(probs.size());
   std::iota(order.begin(), order.end(), 0);
@@ -121,16 +118,16 @@ struct RunCounts {
   double images_per_second = 0;
 };
 
-// Every row through the model, kRowsPerPass at a time, each result handed to `sink` in row order.
-RunCounts for_each_result(InferenceSession& session, const ScoreRows& rows, int batch, int workers, bool logits,
+// Every row through the model, a window of kRowWindow rows at a time (only those rows and their
+// results are held), each result handed to `sink` in row order.
+RunCounts for_each_result(InferenceSession& session, ScoreRows& rows, int batch, int workers, bool logits,
                           const std::function<void(const RowResult&)>& sink) {
   if (batch < 1) throw UsageError("--batch-size must be >= 1");
   BatchInference runner(session, rows, workers, logits);
   BatchTimings timing;
   Progress progress("predict", rows.size(), "img");
   RunCounts counts;
-  for (std::size_t begin = 0; begin < rows.size(); begin += kRowsPerPass) {
-    const std::size_t end = std::min(rows.size(), begin + kRowsPerPass);
+  for_each_window(rows, 0, rows.size(), [&](std::size_t begin, std::size_t end) {
     const auto results = runner.run_range(begin, end, batch, timing);
     if (interrupt_requested() || results.size() != end - begin) throw InterruptedError();
     for (const auto& r : results) {
@@ -138,7 +135,7 @@ RunCounts for_each_result(InferenceSession& session, const ScoreRows& rows, int 
       ++(r.ok ? counts.ok : counts.errors);
     }
     progress.advance(end - begin);
-  }
+  });
   progress.finish();
   counts.rows = rows.size();
   counts.images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
@@ -194,8 +191,10 @@ json run_evaluate(const EvaluateOptions& o) {
     // outputs, as torchvision's ImageFolder numbers its class folders.
     const auto listing = open_rows(o.input, o.root, o.split, DecodeOptions{});
     std::set<std::string> labels;
-    for (std::size_t r = 0; r < listing->size(); ++r)
-      if (!listing->label(r).empty()) labels.insert(listing->label(r));
+    for_each_window(*listing, 0, listing->size(), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r)
+        if (!listing->label(r).empty()) labels.insert(listing->label(r));
+    });
     source.class_names.assign(labels.begin(), labels.end());
     spdlog::info("evaluate: class names from the input's labels, sorted: {}", fmt::join(source.class_names, ", "));
   }

@@ -2,7 +2,12 @@
 // a CSV, a list of paths, or one image.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "shoplens/core/atomic_file.h"
@@ -33,34 +38,83 @@ cv::Mat read_image_file(const fs::path& file, const std::string& shown_as, const
   return decode_image(bytes.data(), bytes.size(), decode).rgb;
 }
 
-// Rows of image files: the CSV, list, folder and single-image inputs.
+// Rows of a file input in order, readable again from the start: a CSV or list file is read as a
+// stream (a block at a time), a folder listing or one image is held.
+class FileRowStream {
+ public:
+  virtual ~FileRowStream() = default;
+  virtual bool next(FileRow& row) = 0;  // false after the last row
+  virtual void restart() = 0;
+};
+
+// Rows of image files: the CSV, list, folder and single-image inputs. Only the rows of the loaded
+// window are held: the stream is counted once when opened, then read a window at a time.
 class FileRows final : public ScoreRows {
  public:
-  FileRows(std::vector<FileRow> rows, fs::path root, std::string description, bool labelled, DecodeOptions decode)
-      : rows_(std::move(rows)),
+  FileRows(std::unique_ptr<FileRowStream> stream, fs::path root, std::string description, bool labelled,
+           DecodeOptions decode)
+      : stream_(std::move(stream)),
         root_(std::move(root)),
         description_(std::move(description)),
         labelled_(labelled),
-        decode_(decode) {}
-  std::size_t size() const override { return rows_.size(); }
-  std::string id(std::size_t row) const override { return rows_.at(row).id; }
-  std::string label(std::size_t row) const override { return rows_.at(row).label; }
+        decode_(decode) {
+    for (FileRow row; stream_->next(row);) ++size_;
+    stream_->restart();
+  }
+  std::size_t size() const override { return size_; }
+  std::string id(std::size_t row) const override { return at(row).id; }
+  std::string label(std::size_t row) const override { return at(row).label; }
   bool has_labels() const override { return labelled_; }
   cv::Mat image(std::size_t index) const override {
-    const FileRow& row = rows_.at(index);
+    const FileRow& row = at(index);
     if (!row.error.empty()) throw DataError(row.error);
-    const fs::path file = fs::path(row.path).is_absolute() ? fs::path(row.path) : root_ / row.path;
-    return read_image_file(file, row.path, decode_);
+    return read_image_file(resolved(row), row.path, decode_);
   }
   std::string describe() const override { return description_; }
+  std::string identity(std::size_t index) const override {
+    const FileRow& row = at(index);
+    return row.id + '\n' + (row.path.empty() ? "" : resolved(row).string()) + '\n' + row.error;
+  }
+  void load_window(std::size_t begin, std::size_t end) override;
 
  private:
-  std::vector<FileRow> rows_;
+  fs::path resolved(const FileRow& row) const {
+    return fs::path(row.path).is_absolute() ? fs::path(row.path) : root_ / row.path;
+  }
+  const FileRow& at(std::size_t row) const {
+    if (row < window_begin_ || row - window_begin_ >= window_.size())
+      throw std::out_of_range(fmt::format("row {} is outside the loaded rows {}..{} of {}", row, window_begin_,
+                                          window_begin_ + window_.size(), description_));
+    return window_[row - window_begin_];
+  }
+
+  std::unique_ptr<FileRowStream> stream_;
   fs::path root_;
   std::string description_;
   bool labelled_;
   DecodeOptions decode_;
+  std::size_t size_ = 0;
+  std::vector<FileRow> window_;  // rows [window_begin_, window_begin_ + window_.size())
+  std::size_t window_begin_ = 0;
+  std::size_t next_row_ = 0;  // the row stream_ gives next
 };
+
+void FileRows::load_window(std::size_t begin, std::size_t end) {
+  if (begin > end || end > size_) throw std::out_of_range(fmt::format("rows {}..{} of {} rows", begin, end, size_));
+  if (begin >= window_begin_ && end <= window_begin_ + window_.size()) return;  // already held
+  if (begin < next_row_) {  // an earlier row: read the input again from its start
+    stream_->restart();
+    next_row_ = 0;
+  }
+  window_.clear();
+  window_begin_ = begin;
+  for (FileRow row; next_row_ < end; ++next_row_) {
+    if (!stream_->next(row))
+      throw DataError(fmt::format("{} changed while it was read: it has {} rows, {} when it was opened", description_,
+                                  next_row_, size_));
+    if (next_row_ >= begin) window_.push_back(std::move(row));
+  }
+}
 
 int column_named(const std::vector<std::string>& header, std::initializer_list<const char*> names) {
   for (std::size_t c = 0; c < header.size(); ++c)
@@ -73,49 +127,125 @@ std::string field_or_empty(const std::vector<std::string>& fields, int column) {
   return column >= 0 && static_cast<int>(fields.size()) > column ? std::string(trim(fields[column])) : "";
 }
 
-// Every record after the header is a row, malformed ones too: they become error rows.
-std::vector<FileRow> csv_rows(const fs::path& file, bool& labelled) {
-  const auto records = parse_csv(read_file(file));
-  if (records.empty()) throw DataError(file.string() + ": empty manifest (expected a header with a 'path' column)");
-  const auto& header = records.front().fields;
-  const int path_col = column_named(header, {"path", "file", "filepath"});
-  const int id_col = column_named(header, {"id"});
-  const int label_col = column_named(header, {"label", "class", "category"});
-  if (path_col < 0)
-    throw DataError(file.string() + ":" + std::to_string(records.front().line) + ": no 'path' column in the header");
-  labelled = label_col >= 0;
-  std::vector<FileRow> rows;
-  for (std::size_t r = 1; r < records.size(); ++r) {
-    const auto& rec = records[r];
-    FileRow row;
-    const std::string where = file.filename().string() + " line " + std::to_string(rec.line);
-    row.path = field_or_empty(rec.fields, path_col);
-    row.label = field_or_empty(rec.fields, label_col);
+std::ifstream open_input_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError("cannot read " + file.string() + ": " + std::strerror(errno));
+  return in;
+}
+
+// Every record after the header is a row, malformed ones too: they become error rows. Records are
+// read a block at a time (CsvStreamReader), so only one block of the file is held.
+class CsvRowStream final : public FileRowStream {
+ public:
+  explicit CsvRowStream(fs::path file) : file_(std::move(file)) { restart(); }
+  bool labelled() const { return label_col_ >= 0; }
+
+  void restart() override {
+    reader_.reset();
+    in_ = open_input_file(file_);
+    reader_.emplace(in_, file_.string());
+    if (!fill()) throw DataError(file_.string() + ": empty manifest (expected a header with a 'path' column)");
+    const CsvRecord& header = records_[next_++];
+    path_col_ = column_named(header.fields, {"path", "file", "filepath"});
+    id_col_ = column_named(header.fields, {"id"});
+    label_col_ = column_named(header.fields, {"label", "class", "category"});
+    if (path_col_ < 0)
+      throw DataError(file_.string() + ":" + std::to_string(header.line) + ": no 'path' column in the header");
+  }
+
+  bool next(FileRow& row) override {
+    if (next_ == records_.size() && !fill()) return false;
+    const CsvRecord& rec = records_[next_++];
+    const std::string where = file_.filename().string() + " line " + std::to_string(rec.line);
+    row.path = field_or_empty(rec.fields, path_col_);
+    row.label = field_or_empty(rec.fields, label_col_);
+    row.error.clear();
     if (!rec.error.empty())
       row.error = where + ": " + rec.error;
     else if (row.path.empty())
       row.error = where + ": no path";
-    const std::string id = id_col >= 0 ? field_or_empty(rec.fields, id_col) : "";
+    const std::string id = id_col_ >= 0 ? field_or_empty(rec.fields, id_col_) : "";
     row.id = id.empty() ? "line-" + std::to_string(rec.line) : id;
-    rows.push_back(std::move(row));
+    return true;
   }
-  return rows;
-}
 
-std::vector<FileRow> list_rows(const fs::path& file) {
-  std::vector<FileRow> rows;
-  const std::string text = read_file(file);
-  std::size_t line = 0, begin = 0;
-  while (begin < text.size()) {
-    const std::size_t end = std::min(text.find('\n', begin), text.size());
-    ++line;
-    const std::string path(trim(std::string_view(text).substr(begin, end - begin)));
-    begin = end + 1;
-    if (path.empty() || path[0] == '#') continue;  // blank lines and comments are not rows
-    rows.push_back({"line-" + std::to_string(line), path, "", ""});
+ private:
+  bool fill() {
+    records_ = reader_->next();
+    next_ = 0;
+    return !records_.empty();
   }
-  return rows;
-}
+
+  fs::path file_;
+  std::ifstream in_;
+  std::optional<CsvStreamReader> reader_;
+  std::vector<CsvRecord> records_;  // the block being read
+  std::size_t next_ = 0;
+  int path_col_ = -1, id_col_ = -1, label_col_ = -1;
+};
+
+// One image path per line; blank lines and `#` comments are not rows. A line is held up to
+// kMaxCsvRecordBytes; a longer one is an error row, its bytes skipped as they stream past.
+class ListRowStream final : public FileRowStream {
+ public:
+  explicit ListRowStream(fs::path file) : file_(std::move(file)) { restart(); }
+
+  void restart() override {
+    in_ = open_input_file(file_);
+    line_ = 0;
+  }
+
+  bool next(FileRow& row) override {
+    std::string text;
+    for (bool too_long = false; read_line(text, too_long);) {
+      ++line_;
+      const std::string path(trim(text));
+      if (!too_long && (path.empty() || path[0] == '#')) continue;
+      row = {"line-" + std::to_string(line_), too_long ? "" : path, "", ""};
+      if (too_long)
+        row.error =
+            fmt::format("{} line {}: longer than {} bytes", file_.filename().string(), line_, kMaxCsvRecordBytes);
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  bool read_line(std::string& text, bool& too_long) {
+    text.clear();
+    too_long = false;
+    std::streambuf* buffer = in_.rdbuf();
+    int c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) return false;
+    for (; c != std::char_traits<char>::eof() && c != '\n'; c = buffer->sbumpc()) {
+      if (text.size() < kMaxCsvRecordBytes)
+        text.push_back(static_cast<char>(c));
+      else
+        too_long = true;
+    }
+    return true;
+  }
+
+  fs::path file_;
+  std::ifstream in_;
+  std::size_t line_ = 0;
+};
+
+// Rows known when the input is opened: a folder's sorted listing, or one image.
+class HeldRowStream final : public FileRowStream {
+ public:
+  explicit HeldRowStream(std::vector<FileRow> rows) : rows_(std::move(rows)) {}
+  bool next(FileRow& row) override {
+    if (next_ == rows_.size()) return false;
+    row = rows_[next_++];
+    return true;
+  }
+  void restart() override { next_ = 0; }
+
+ private:
+  std::vector<FileRow> rows_;
+  std::size_t next_ = 0;
+};
 
 // ImageFolder's layout: class = first folder under the root, files found recursively below it,
 // in sorted order. Files beside the class folders are rows without a label. Non-image files are
@@ -143,21 +273,26 @@ std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
   return rows;
 }
 
+// Samples of prepared shards: the memory-mapped indexes answer for every row, so nothing is held
+// per row (a row is found from the first row of each split).
 class ShardRows final : public ScoreRows {
  public:
   ShardRows(const fs::path& dir, const std::string& split) : dir_(dir), split_(split) {
     for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
       if (split != "all" && split != split_name(s)) continue;
       auto ds = ShardDataset::open(dir, s);
-      for (std::size_t i = 0; i < ds->size(); ++i) refs_.emplace_back(datasets_.size(), i);
+      if (ds->size() == 0) continue;
+      first_rows_.push_back(size_);
+      size_ += ds->size();
+      splits_.push_back(s);
       datasets_.push_back(std::move(ds));
     }
-    if (refs_.empty()) throw DataError(dir.string() + ": no samples in split '" + split + "'");
+    if (size_ == 0) throw DataError(dir.string() + ": no samples in split '" + split + "'");
   }
-  std::size_t size() const override { return refs_.size(); }
+  std::size_t size() const override { return size_; }
   std::string id(std::size_t row) const override { return std::to_string(sample(row).sample_id); }
   std::string label(std::size_t row) const override {
-    const auto& classes = datasets_[refs_.at(row).first]->info().classes;
+    const auto& classes = datasets_[dataset_of(row)]->info().classes;
     const int l = sample(row).label;
     return l >= 0 && l < static_cast<int>(classes.size()) ? classes[l] : "";
   }
@@ -171,38 +306,56 @@ class ShardRows final : public ScoreRows {
     return rgb;
   }
   std::string describe() const override { return "shards " + fs::absolute(dir_).string() + " split " + split_; }
+  std::string identity(std::size_t row) const override {
+    const SampleRef s = sample(row);
+    return fmt::format("{} {} {} bytes {}x{} encoding {}", split_name(splits_[dataset_of(row)]), s.sample_id, s.size,
+                       s.width, s.height, static_cast<int>(s.encoding));
+  }
 
  private:
+  std::size_t dataset_of(std::size_t row) const {
+    if (row >= size_) throw std::out_of_range(fmt::format("row {} of {} samples", row, size_));
+    return static_cast<std::size_t>(std::upper_bound(first_rows_.begin(), first_rows_.end(), row) -
+                                    first_rows_.begin()) -
+           1;
+  }
   SampleRef sample(std::size_t row) const {
-    const auto& [d, i] = refs_.at(row);
-    return datasets_[d]->sample(i);
+    const std::size_t d = dataset_of(row);
+    return datasets_[d]->sample(row - first_rows_[d]);
   }
   fs::path dir_;
   std::string split_;
   std::vector<std::shared_ptr<ShardDataset>> datasets_;
-  std::vector<std::pair<std::size_t, std::size_t>> refs_;
+  std::vector<Split> splits_;
+  std::vector<std::size_t> first_rows_;  // per dataset: its first row
+  std::size_t size_ = 0;
 };
 
 std::unique_ptr<ScoreRows> file_rows(const fs::path& input, const RowsOptions& o) {
   const std::string ext = to_lower(input.extension().string());
   const fs::path root = o.root.empty() ? fs::absolute(input).parent_path() : fs::absolute(o.root);
   bool labelled = false;
-  std::vector<FileRow> rows;
+  std::unique_ptr<FileRowStream> stream;
   std::string kind;
   if (ext == ".csv") {
-    rows = csv_rows(input, labelled);
+    auto csv = std::make_unique<CsvRowStream>(input);
+    labelled = csv->labelled();
+    stream = std::move(csv);
     kind = "manifest ";
   } else if (ext == ".txt" || ext == ".lst") {
-    rows = list_rows(input);
+    stream = std::make_unique<ListRowStream>(input);
     kind = "list ";
   } else if (format_from_extension(input) != ImageFormat::kUnknown) {
-    rows.push_back({input.filename().string(), input.filename().string(), "", ""});
+    stream = std::make_unique<HeldRowStream>(
+        std::vector<FileRow>{{input.filename().string(), input.filename().string(), "", ""}});
     kind = "image ";
   } else {
     throw UsageError(input.string() + ": not a CSV (.csv), a list (.txt, .lst), an image file, or a folder");
   }
-  if (rows.empty()) throw DataError(input.string() + ": no rows");
-  return std::make_unique<FileRows>(std::move(rows), root, kind + fs::absolute(input).string(), labelled, o.decode);
+  auto rows =
+      std::make_unique<FileRows>(std::move(stream), root, kind + fs::absolute(input).string(), labelled, o.decode);
+  if (rows->size() == 0) throw DataError(input.string() + ": no rows");
+  return rows;
 }
 
 }  // namespace
@@ -218,8 +371,8 @@ std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const RowsOpti
   auto rows = folder_rows(input, labelled);
   if (rows.empty())
     throw DataError(input.string() + ": no image files in the folder (and no dataset.json: not shards)");
-  return std::make_unique<FileRows>(std::move(rows), fs::absolute(input), "folder " + fs::absolute(input).string(),
-                                    labelled, o.decode);
+  return std::make_unique<FileRows>(std::make_unique<HeldRowStream>(std::move(rows)), fs::absolute(input),
+                                    "folder " + fs::absolute(input).string(), labelled, o.decode);
 }
 
 }  // namespace shoplens

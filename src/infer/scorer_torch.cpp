@@ -6,23 +6,21 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <map>
 #include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "batch_inference.h"
+#include "score_chunks.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
-#include "shoplens/core/interrupt.h"
 #include "shoplens/core/price_table.h"
-#include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
-#include "shoplens/data/csv.h"
+#include "shoplens/core/utf8.h"
 #include "shoplens/infer/evaluation.h"
 #include "shoplens/infer/inference_session.h"
 #include "shoplens/infer/model_export.h"
@@ -48,36 +46,6 @@ void remove_stale_temporaries(const fs::path& dir) {
       spdlog::info("score: removed {} left by an earlier run that did not finish", entry.path().string());
     }
   }
-}
-
-std::string chunk_name(std::size_t index) { return fmt::format("chunk-{:06d}.csv", index); }
-
-std::vector<std::string> csv_header(const std::vector<std::string>& classes) {
-  std::vector<std::string> h{"row", "id", "status", "label", "confidence"};
-  for (const auto& c : classes) h.push_back("p_" + c);
-  h.push_back("error");
-  return h;
-}
-
-std::string chunk_csv(const std::vector<RowResult>& results, const ScoreRows& rows,
-                      const std::vector<std::string>& classes) {
-  std::string out;
-  for (const auto& r : results) {
-    std::vector<std::string> f{std::to_string(r.row), rows.id(r.row), r.ok ? "ok" : "error"};
-    if (r.ok) {
-      f.push_back(classes.at(r.label));
-      f.push_back(fmt::format("{:.6f}", r.probs.at(r.label)));
-      for (float p : r.probs) f.push_back(fmt::format("{:.6f}", p));
-      f.push_back("");
-    } else {
-      f.push_back("");
-      f.push_back("");
-      for (std::size_t c = 0; c < classes.size(); ++c) f.push_back("");
-      f.push_back(r.error);
-    }
-    out += csv_line(f) + "\n";
-  }
-  return out;
 }
 
 // The price is resolved before any work, so a bad table or instance name costs nothing.
@@ -112,122 +80,30 @@ void claim_out_dir(const ScoreOptions& o, const json& job) {
 }
 
 // Reduced precision is checked against fp32 on the first real rows before the job runs in it.
-json measure_drift(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch) {
+json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch) {
   BatchTimings scratch;
   const std::size_t sample = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(o.drift_sample));
-  const auto reduced = scorer.run_range(0, sample, batch, scratch);
   InferenceOptions fp32 = scorer.session().options();
   fp32.precision = "fp32";
   InferenceSession reference_session(load_exported_model(o.model_dir, o.variant, false), fp32);
   BatchInference reference(reference_session, rows, scorer.workers());
-  const auto exact = reference.run_range(0, sample, batch, scratch);
   std::int64_t compared = 0, agree = 0;
   double max_diff = 0;
-  for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
-    if (!reduced[i].ok || !exact[i].ok) continue;
-    ++compared;
-    agree += reduced[i].label == exact[i].label;
-    for (std::size_t c = 0; c < reduced[i].probs.size(); ++c)
-      max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
-  }
+  for_each_window(rows, 0, sample, [&](std::size_t begin, std::size_t end) {
+    const auto reduced = scorer.run_range(begin, end, batch, scratch);
+    const auto exact = reference.run_range(begin, end, batch, scratch);
+    for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
+      if (!reduced[i].ok || !exact[i].ok) continue;
+      ++compared;
+      agree += reduced[i].label == exact[i].label;
+      for (std::size_t c = 0; c < reduced[i].probs.size(); ++c)
+        max_diff = std::max(max_diff, static_cast<double>(std::abs(reduced[i].probs[c] - exact[i].probs[c])));
+    }
+  });
   const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
   spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}",
                o.precision, compared, agreement, max_diff);
   return {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
-}
-
-struct ChunkCounts {
-  std::size_t reused = 0, written = 0;
-};
-
-// Scores every chunk not already on disk; each chunk file is written atomically, so present means complete.
-ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, const ScoreRows& rows, int batch,
-                         BatchTimings& timing) {
-  const std::size_t n = rows.size();
-  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
-  ChunkCounts counts;
-  Progress progress("score", n, "img");
-  std::error_code ec;
-  for (std::size_t c = 0; c < n_chunks; ++c) {
-    const fs::path file = o.out_dir / "chunks" / chunk_name(c);
-    const std::size_t begin = c * o.chunk_rows, end = std::min(n, begin + o.chunk_rows);
-    if (fs::exists(file, ec)) {
-      ++counts.reused;
-      progress.advance(end - begin);
-      continue;
-    }
-    const auto results = scorer.run_range(begin, end, batch, timing);
-    if (interrupt_requested() || results.size() != end - begin) {
-      spdlog::warn("score: interrupted in chunk {}; {} chunks are done, rerun the same command to resume", c, c);
-      throw InterruptedError();
-    }
-    try {
-      write_file_atomic(file, chunk_csv(results, rows, scorer.session().class_names()));
-    } catch (const IoError& e) {
-      // Full disk or a file size limit: the temporary is gone, so no chunk looks complete.
-      throw IoError(
-          fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
-                      "and rerun the same command to resume",
-                      c, n_chunks, e.what(), c));
-    }
-    ++counts.written;
-    progress.advance(end - begin);
-  }
-  progress.finish();
-  return counts;
-}
-
-// The p_<class> columns of a chunk row (row, id, status, label, confidence, p_..., error).
-std::vector<float> chunk_probabilities(const std::vector<std::string>& fields, std::size_t classes) {
-  std::vector<float> probs(classes);
-  for (std::size_t c = 0; c < classes; ++c) probs[c] = std::stof(fields[5 + c]);
-  return probs;
-}
-
-struct JoinedRows {
-  std::size_t errors = 0;
-  std::map<std::string, std::int64_t> error_reasons;  // first 80 bytes of the reason -> rows
-};
-
-// Every row exactly once, in order: the chunks are checked while they are joined into predictions.csv.
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, const ScoreRows& rows,
-                       EvaluationAccumulator* metrics) {
-  const std::size_t n = rows.size();
-  const std::size_t n_chunks = (n + o.chunk_rows - 1) / o.chunk_rows;
-  std::string all = csv_line(csv_header(classes)) + "\n";
-  std::size_t expected_row = 0;
-  JoinedRows joined;
-  for (std::size_t c = 0; c < n_chunks; ++c) {
-    const fs::path file = o.out_dir / "chunks" / chunk_name(c);
-    const std::string text = read_file(file);
-    for (const auto& rec : parse_csv(text)) {
-      if (!rec.error.empty() || rec.fields.size() != classes.size() + 6 ||
-          rec.fields[0] != std::to_string(expected_row))
-        throw DataError("score: " + file.string() + " line " + std::to_string(rec.line) + " is not row " +
-                        std::to_string(expected_row) + "; remove the chunk and rerun");
-      if (rec.fields[2] == "error") {
-        ++joined.errors;
-        const std::string& reason = rec.fields.back();
-        joined.error_reasons[reason.substr(0, std::min<std::size_t>(reason.size(), 80))]++;
-        if (metrics) metrics->add_unreadable(rows.label(expected_row));
-      } else if (metrics) {
-        metrics->add(rows.label(expected_row), chunk_probabilities(rec.fields, classes.size()));
-      }
-      ++expected_row;
-    }
-    all += text;
-  }
-  if (expected_row != n)
-    throw DataError("score: the chunks hold " + std::to_string(expected_row) + " rows, the input " + std::to_string(n));
-  try {
-    write_file_atomic(o.out_dir / "predictions.csv", all);
-  } catch (const IoError& e) {
-    throw IoError(
-        fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space and rerun "
-                    "the same command to join them",
-                    e.what(), n_chunks));
-  }
-  return joined;
 }
 
 // Throughput, latency and queue figures of this run's scoring.
@@ -238,16 +114,15 @@ void add_timing(json& report, const BatchTimings& timing, double compute_only) {
   report["compute_images_per_second"] = timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0;
   report["compute_only_images_per_second"] = compute_only;
   report["overlap_efficiency"] = compute_only > 0 ? images_per_second / compute_only : 0.0;
-  report["batch_latency_ms"] = {{"p50", percentile(timing.batch_ms, 0.5)},
-                                {"p95", percentile(timing.batch_ms, 0.95)},
-                                {"p99", percentile(timing.batch_ms, 0.99)},
-                                {"batches", timing.batch_ms.size()}};
+  report["batch_latency_ms"] = {{"p50", timing.batch_ms.percentile(0.5)},
+                                {"p95", timing.batch_ms.percentile(0.95)},
+                                {"p99", timing.batch_ms.percentile(0.99)},
+                                {"batches", timing.batch_ms.count()}};
   json sizes = json::object();
   for (const auto& [size, count] : timing.batch_sizes) sizes[std::to_string(size)] = count;
   report["batch_sizes"] = sizes;
-  const double longest_queue =
-      timing.queue_lengths.empty() ? 0.0 : *std::max_element(timing.queue_lengths.begin(), timing.queue_lengths.end());
-  report["queue_length"] = {{"median", percentile(timing.queue_lengths, 0.5)}, {"max", longest_queue}};
+  const int longest_queue = timing.queue_lengths.empty() ? 0 : timing.queue_lengths.rbegin()->first;
+  report["queue_length"] = {{"median", percentile_of_counts(timing.queue_lengths, 0.5)}, {"max", longest_queue}};
 }
 
 void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffer>& offer, PriceBasis basis,
@@ -337,6 +212,7 @@ json run_score_job(const ScoreOptions& o) {
   report["rows_error"] = joined.errors;
   report["error_reasons"] = joined.error_reasons;
   report["chunks_reused"] = chunks.reused;
+  report["chunks_rescored"] = chunks.rescored;
   report["chunks_written"] = chunks.written;
   if (metrics) {
     report["metrics"] = metrics->to_json();
@@ -346,10 +222,12 @@ json run_score_job(const ScoreOptions& o) {
   const double images_per_second = report["images_per_second"].get<double>();
   add_cost(report, o, offer, basis, images_per_second);
   report["wall_seconds"] = seconds_since(job_start);
-  write_file_atomic(o.out_dir / "report.json", report.dump(2) + "\n");
-  spdlog::info("score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}", n, joined.errors,
-               (o.out_dir / "predictions.csv").string(), images_per_second, percentile(timing.batch_ms, 0.95),
-               chunks.reused ? fmt::format(", {} chunks reused from an earlier run", chunks.reused) : "");
+  write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report, 2) + "\n");
+  spdlog::info(
+      "score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}{}", n, joined.errors,
+      (o.out_dir / "predictions.csv").string(), images_per_second, timing.batch_ms.percentile(0.95),
+      chunks.reused ? fmt::format(", {} chunks reused from an earlier run (their rows unchanged)", chunks.reused) : "",
+      chunks.rescored ? fmt::format(", {} rescored (rows changed or not verifiable)", chunks.rescored) : "");
   return report;
 }
 

@@ -287,14 +287,17 @@ testing::CommandResult run_with_file_size_limit(const std::string& args, rlim_t 
   return result;
 }
 
-// Each chunk file present must be whole: its rows are exactly the chunk's rows, in order.
+// Each chunk file present must be whole: its rows are exactly the chunk's rows, in order, then its stamp.
 void expect_only_complete_chunks(const fs::path& out, int chunk_rows, int total_rows) {
   for (const auto& e : fs::directory_iterator(out / "chunks")) {
     const std::string name = e.path().filename().string();
     if (name[0] == '.') continue;  // a temporary: never taken as a chunk (checked by the caller)
     ASSERT_EQ(name.rfind("chunk-", 0), 0u) << name;
     const int index = std::stoi(name.substr(6, 6));
-    const auto recs = parse_csv(testing::read_text(e.path()));
+    auto recs = parse_csv(testing::read_text(e.path()));
+    ASSERT_FALSE(recs.empty()) << name;
+    ASSERT_EQ(recs.back().fields.at(0).rfind("#shoplens-chunk", 0), 0u) << name << " ends with its row fingerprints";
+    recs.pop_back();
     const int expected = std::min(chunk_rows, total_rows - index * chunk_rows);
     ASSERT_EQ(static_cast<int>(recs.size()), expected) << name << " is not a whole chunk";
     for (int i = 0; i < expected; ++i) EXPECT_EQ(recs[i].fields[0], std::to_string(index * chunk_rows + i)) << name;

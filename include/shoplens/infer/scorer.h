@@ -26,6 +26,9 @@ namespace shoplens {
 //   - a list file (.txt, .lst): one image path per line
 //   - one image file
 // Relative paths in a CSV or list resolve against `root` (default: the file's own folder).
+// A CSV or list file is read as a stream and only a window of its rows is held (load_window), so
+// memory does not grow with the input; shards answer from their memory-mapped index; a folder's
+// sorted listing is held (its file names).
 class ScoreRows {
  public:
   virtual ~ScoreRows() = default;
@@ -38,6 +41,16 @@ class ScoreRows {
   // The row's image, decoded to RGB (CV_8UC3); DataError with the reason when it cannot be.
   virtual cv::Mat image(std::size_t row) const = 0;
   virtual std::string describe() const = 0;  // for the job fingerprint and messages
+  // What the row's prediction depends on in the input, for the row fingerprints of score's
+  // chunks: a file row's id, the file it names (resolved against the root) and why the row itself
+  // is malformed; a shard sample's split, id, size and dimensions.
+  virtual std::string identity(std::size_t row) const { return id(row); }
+  // Makes rows [begin, end) the ones the accessors above answer for (an input read as a stream
+  // holds only these; another row is std::out_of_range). Reads on from the last window, or from
+  // the start again for an earlier row; DataError when the input no longer has the rows it had
+  // when opened. Callers keep windows small (kRowWindow rows) and never call it while workers
+  // read rows. Inputs held whole ignore it.
+  virtual void load_window(std::size_t begin, std::size_t end) {}
 };
 
 struct RowsOptions {

@@ -1,0 +1,56 @@
+// Internal to src/infer: the chunks of a score job (docs/SCORING.md, "Chunks, resume, exactly
+// once"). A chunk file holds the predictions of --chunk-rows consecutive rows and ends with a
+// stamp line: the rows it holds and a fingerprint of each block of kRowWindow rows it was scored
+// from. A resumed job reuses a chunk only when its input rows still give those fingerprints.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "batch_inference.h"
+#include "shoplens/infer/evaluation.h"
+#include "shoplens/infer/scorer.h"
+
+namespace shoplens {
+
+// The last line of a chunk file.
+struct ChunkStamp {
+  std::size_t first_row = 0, rows = 0, block_rows = 0;
+  std::vector<std::uint64_t> blocks;  // fingerprint of rows [first_row + k * block_rows, ...)
+};
+std::string format_chunk_stamp(const ChunkStamp& stamp);  // one line, with its newline
+// std::nullopt when `line` is not a stamp (a chunk written before stamps, or a damaged one).
+std::optional<ChunkStamp> parse_chunk_stamp(std::string_view line);
+// The fingerprint of rows [begin, end) of a loaded window: their numbers and identities.
+std::uint64_t rows_fingerprint(const ScoreRows& rows, std::size_t begin, std::size_t end);
+
+struct ChunkCounts {
+  std::size_t reused = 0;    // on disk, every row unchanged
+  std::size_t rescored = 0;  // on disk but some rows changed, or no fingerprint to verify it by
+  std::size_t written = 0;   // scored in this run, rescored ones included
+};
+
+// Scores every chunk that is not on disk or whose rows changed, one row window at a time; each
+// chunk file is written atomically, so present means complete.
+ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch,
+                         BatchTimings& timing);
+
+// The most distinct error reasons a report lists; the others are counted under one entry.
+constexpr std::size_t kMaxErrorReasons = 64;
+
+struct JoinedRows {
+  std::size_t errors = 0;
+  std::map<std::string, std::int64_t> error_reasons;  // the reason without the row's own part -> rows
+};
+
+// Joins the chunks into predictions.csv as they stream past, checking that they hold every row
+// exactly once, in order; `metrics` (labelled inputs) takes each row.
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows,
+                       EvaluationAccumulator* metrics);
+
+}  // namespace shoplens
