@@ -48,6 +48,20 @@ class E2eDist : public testing::ScratchSuite<E2eDist> {
 };
 fs::path E2eDist::data_;
 
+// A socket bound to a free loopback port (the port in `port`), or -1.
+int bind_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    return -1;
+  port = ntohs(sa.sin_port);
+  return fd;
+}
+
 std::string ledger_check(const fs::path& run) {
   auto r = run_shoplens("verify-ledger " + run.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -191,15 +205,10 @@ TEST_F(E2eDist, TorchrunCanLaunchTheWorkers) {
 // free memory): each rank searches its own, and both train the smaller plan. The job used to stop
 // ("the ranks' batch searches found different micro-batches ... set loader.batch_size explicitly").
 TEST_F(E2eDist, AutoBatchRanksWithDifferentBudgetsTrainTheSmallerPlan) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  const int port = ntohs(sa.sin_port);
-  ::close(fd);
+  int port = 0;
+  const int fd = bind_loopback(port);
+  ASSERT_GE(fd, 0);
+  ::close(fd);  // free again for rank 0's store
   const fs::path run = scratch() / "auto-ranks";
   auto rank = [&](int r, const char* budget) {
     return "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " RANK=" + std::to_string(r) +
@@ -226,15 +235,10 @@ TEST_F(E2eDist, AutoBatchRanksWithDifferentBudgetsTrainTheSmallerPlan) {
 
 TEST_F(E2eDist, StartupFaultsFailFastWithAClearMessage) {
   // A port already taken: the launcher says so before starting anything.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  int port = 0;
+  const int fd = bind_loopback(port);
+  ASSERT_GE(fd, 0);
   ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  const int port = ntohs(sa.sin_port);
   auto busy = run_shoplens("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- " + bin() + " " +
                            train(scratch() / "busy", "--batch-size 4"));
   ::close(fd);
