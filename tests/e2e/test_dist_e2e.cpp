@@ -173,6 +173,46 @@ TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
   EXPECT_NE(report.find("result: exact"), std::string::npos) << report;
 }
 
+// A finished run's ledger with one step's line deleted (once "8 of 9 steps (partial) ... result:
+// exact", exit 0), or its last step's: not exact, exit 1, the missing step named. A number out of
+// range (a 23-digit epoch, once "9 of 0 steps ... exact") is damage named by file:line.
+TEST_F(E2eDist, VerifyLedgerNamesAMissingStepAndRefusesNumbersOutOfRange) {
+  const fs::path run = scratch() / "gaps";
+  auto trained = run_shoplens(train(run, "--batch-size 16 --epochs 1"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  fs::path ledger;  // the one segment's file: seg-0-<ms>.rank-0.jsonl
+  for (const auto& e : fs::directory_iterator(run / "ledger")) ledger = e.path();
+  const std::string original = testing::read_text(ledger);
+  ASSERT_NE(original.find("\"step\":5,"), std::string::npos) << original;
+  ASSERT_NE(ledger_check(run).find("result: exact"), std::string::npos);
+  const auto without_line = [&](const std::string& needle) {
+    const std::size_t at = original.find(needle);
+    const std::size_t begin = original.rfind('\n', at) + 1;
+    return original.substr(0, begin) + original.substr(original.find('\n', at) + 1);
+  };
+
+  testing::write_text(ledger, without_line("\"step\":5,"));
+  auto gap = run_shoplens("verify-ledger " + run.string());
+  EXPECT_EQ(gap.exit_code, 1) << gap.output;
+  EXPECT_NE(gap.output.find("steps never recorded: 5 "), std::string::npos) << gap.output;
+  EXPECT_NE(gap.output.find("result: NOT exact"), std::string::npos) << gap.output;
+
+  const std::int64_t last = read_json(run / "summary.json")["steps"].get<std::int64_t>();
+  testing::write_text(ledger, without_line("\"step\":" + std::to_string(last) + ","));
+  auto tail = run_shoplens("verify-ledger " + run.string() + " --json");
+  EXPECT_EQ(tail.exit_code, 1) << tail.output;
+  EXPECT_EQ(nlohmann::json::parse(tail.output)["missing_steps"], nlohmann::json::array({{last, last}})) << tail.output;
+
+  std::string huge = original;
+  huge.replace(huge.find("\"epoch\":0"), 9, "\"epoch\":12345678901234567890123");
+  testing::write_text(ledger, huge);
+  auto garbled = run_shoplens("verify-ledger " + run.string());
+  EXPECT_EQ(garbled.exit_code, 1) << garbled.output;
+  EXPECT_NE(garbled.output.find(ledger.filename().string() + ":2: \"epoch\" must be a whole number"), std::string::npos)
+      << garbled.output;
+  EXPECT_EQ(garbled.output.find("result: exact"), std::string::npos) << garbled.output;
+}
+
 TEST_F(E2eDist, TorchrunCanLaunchTheWorkers) {
   if (!fs::exists("/usr/bin/torchrun")) GTEST_SKIP() << "torchrun (python3-torch) is not installed";
   const fs::path run = scratch() / "torchrun";
