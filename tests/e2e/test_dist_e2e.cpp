@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -336,12 +337,39 @@ TEST(E2eLaunch, GivesTorchrunsEnvironmentRestartsFailuresAndReportsTheOutcome) {
   EXPECT_EQ(always.exit_code, 1) << always.output;
   EXPECT_NE(always.output.find("2 restart(s) used of 2: giving up"), std::string::npos) << always.output;
 
+  // A command that fails at once waits longer before each restart (once 741 restarts in 30 s).
+  auto backoff = testing::run_shoplens(
+      "launch --nproc-per-node 1 --master-port 0 --max-restarts 3 --restart-delay 0.01 -- sh -c 'exit 3'");
+  EXPECT_EQ(backoff.exit_code, 1) << backoff.output;
+  for (const char* wait : {"in 0.01 s (restart 1 of 3)", "in 0.02 s (restart 2 of 3)", "in 0.04 s (restart 3 of 3)"})
+    EXPECT_NE(backoff.output.find(wait), std::string::npos) << wait << "\n" << backoff.output;
+  auto help = testing::run_shoplens("launch --help");
+  EXPECT_NE(help.output.find("--restart-delay"), std::string::npos) << help.output;
+  // The default beside the flag, as CLI11 shows defaults ("=1" or "[1]", by its version).
+  EXPECT_TRUE(std::regex_search(help.output, std::regex("--restart-delay[^\n]*(=1\\b|\\[1\\])")))
+      << "the default delay is shown: " << help.output;
+  auto negative = testing::run_shoplens("launch --restart-delay -1 -- true");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+
   auto none = testing::run_shoplens("launch --nproc-per-node 2");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_NE(none.output.find("no worker command"), std::string::npos) << none.output;
   auto missing = testing::run_shoplens("launch --nproc-per-node 1 --master-port 0 -- /no/such/program");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("cannot run '/no/such/program'"), std::string::npos) << missing.output;
+}
+
+// SIGTERM while the launcher waits before a restart ends it at once with 130, not after the wait.
+TEST(E2eLaunch, ASignalDuringTheRestartDelayEndsTheLauncher) {
+  testing::ScratchDir dir("launch-delay");
+  const fs::path started = dir.path() / "started";
+  const std::string cmd = testing::shoplens_bin() +
+                          " launch --nproc-per-node 1 --master-port 0 --max-restarts 5 --restart-delay 600 -- sh -c "
+                          "'touch " +
+                          started.string() + "; exit 3'";
+  EXPECT_EQ(testing::interrupt_when(
+                cmd, [&] { return fs::exists(started); }, 60),
+            130);
 }
 
 }  // namespace

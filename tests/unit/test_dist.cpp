@@ -22,6 +22,7 @@
 #include "shoplens/data/loader.h"
 #include "shoplens/dist/dist_env.h"
 #include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/launcher.h"
 #include "shoplens/dist/ledger.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/train/optimizer.h"
@@ -435,6 +436,25 @@ TEST(Loader, ShardsEachGlobalBatchAcrossRanksAndSeedsByGlobalPosition) {
   std::set<std::uint64_t> all(ids_one.begin(), ids_one.end());
   for (auto id : one.unread_sample_ids()) EXPECT_TRUE(all.insert(id).second);
   EXPECT_EQ(all.size(), 21u);
+}
+
+// ---- the launcher's restart delay ----
+
+// The wait before each restart doubles from the first delay to a cap: a command that fails at once
+// is not restarted hundreds of times a minute.
+TEST(Launcher, TheRestartDelayDoublesUpToItsCap) {
+  EXPECT_DOUBLE_EQ(restart_delay(1, 1), 1);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 2), 2);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 5), 16);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 6), kMaxRestartDelaySeconds);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 1 << 20), kMaxRestartDelaySeconds);
+  EXPECT_DOUBLE_EQ(restart_delay(0, 7), 0);
+  EXPECT_DOUBLE_EQ(restart_delay(120, 3), 120);  // a first delay above the cap is the cap
+  LaunchOptions o;
+  o.command = {"true"};
+  o.master_port = 0;
+  o.restart_delay_seconds = -1;
+  EXPECT_THROW(validate_launch_options(o), UsageError);
 }
 
 // ---- the ledger verifier ----
