@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -92,9 +93,15 @@ class Supervisor {
             spdlog::error("launch: {}; {} restart(s) used of {}: giving up", outcome.what, attempt, o_.max_restarts);
             return static_cast<int>(ExitCode::kFailure);
           }
+          const double delay = restart_delay(o_.restart_delay_seconds, attempt + 1);
           spdlog::warn(
-              "launch: {}; restarting the group (restart {} of {}), the workers resume from the latest checkpoint",
-              outcome.what, attempt + 1, o_.max_restarts);
+              "launch: {}; restarting the group in {:g} s (restart {} of {}), the workers resume from the latest "
+              "checkpoint",
+              outcome.what, delay, attempt + 1, o_.max_restarts);
+          if (!wait_before_restart(delay)) {
+            spdlog::warn("launch: interrupted before the restart");
+            return static_cast<int>(ExitCode::kInterrupted);
+          }
       }
     }
   }
@@ -104,6 +111,17 @@ class Supervisor {
     enum Kind { kSuccess, kFailure, kUsage, kInterrupted } kind = kSuccess;
     std::string what;
   };
+
+  // Sleeps `seconds` in short slices; false when SIGINT/SIGTERM arrived meanwhile (no worker runs).
+  static bool wait_before_restart(double seconds) {
+    const auto until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (Clock::now() < until) {
+      if (interrupt_requested()) return false;
+      std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(20)));
+    }
+    return !interrupt_requested();
+  }
 
   static std::string describe(const Worker& w) {
     if (WIFSIGNALED(w.status))
@@ -348,6 +366,8 @@ LaunchOptions validate_launch_options(LaunchOptions o) {
     throw UsageError(
         fmt::format("launch: --node-rank {} is outside 0..{} (--nnodes {})", o.node_rank, o.nnodes - 1, o.nnodes));
   if (o.max_restarts < 0) throw UsageError("launch: --max-restarts must be >= 0");
+  if (!(o.restart_delay_seconds >= 0 && o.restart_delay_seconds <= kLargestRestartDelaySeconds))
+    throw UsageError(fmt::format("launch: --restart-delay must be 0..{:g} seconds", kLargestRestartDelaySeconds));
   if (o.grace_seconds < 0) throw UsageError("launch: --grace-seconds must be >= 0");
   if (o.master_port < 0 || o.master_port > 65535) throw UsageError("launch: --master-port must be 0..65535");
   if (o.master_port == 0) {
@@ -365,6 +385,13 @@ LaunchOptions validate_launch_options(LaunchOptions o) {
                       o.master_port, o.master_addr, std::strerror(errno)));
   }
   return o;
+}
+
+double restart_delay(double first_delay_seconds, int restart) {
+  const double cap = std::max(kMaxRestartDelaySeconds, first_delay_seconds);
+  double delay = first_delay_seconds;
+  for (int k = 1; k < restart && delay < cap; ++k) delay *= 2;
+  return std::min(delay, cap);
 }
 
 int launch(const LaunchOptions& options) { return Supervisor(validate_launch_options(options)).run(); }

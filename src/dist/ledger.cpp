@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 
 namespace shoplens {
 namespace fs = std::filesystem;
@@ -90,7 +92,7 @@ std::vector<LedgerFile> read_ledger_files(const fs::path& run_dir) {
 }
 
 bool LedgerReport::exact() const {
-  if (epochs.empty()) return false;
+  if (epochs.empty() || !missing_steps.empty()) return false;
   for (const auto& e : epochs)
     if (!e.exact()) return false;
   return true;
@@ -118,35 +120,65 @@ std::string preview(const std::vector<std::uint64_t>& ids) {
   return out;
 }
 
+// Rank 0's record at the start of an epoch: how many steps it has, the ids it leaves for later.
+struct EpochHeader {
+  std::int64_t steps = 0;
+  std::vector<std::uint64_t> unread;
+  bool with_replacement = false;
+};
+
 // What the ledger files say, before the segments are replayed.
 struct ParsedLedger {
   std::map<std::string, Segment> segments;
-  std::map<std::int64_t, json> epoch_headers;
+  std::map<std::int64_t, EpochHeader> epoch_headers;
 };
 
+using LedgerFields = JsonFields<DataError>;
+
+// The sample ids of `key`: non-negative JSON integers.
+std::vector<std::uint64_t> sample_ids(const LedgerFields& record, const char* key) {
+  const json& ids = record.array(key, 0, std::numeric_limits<std::size_t>::max());
+  std::vector<std::uint64_t> out;
+  out.reserve(ids.size());
+  for (const auto& id : ids) {
+    if (!id.is_number_unsigned())
+      record.fail(
+          fmt::format("\"{}\" holds {}, not a sample id (a whole number >= 0)", key, LedgerFields::describe(id)));
+    out.push_back(id.get<std::uint64_t>());
+  }
+  return out;
+}
+
 // One record of `file`; `segment_id` is the file's current segment (set by its segment record).
-void read_record(const json& record, const LedgerFile& file, std::string& segment_id, ParsedLedger& parsed,
+void read_record(const LedgerFields& record, const LedgerFile& file, std::string& segment_id, ParsedLedger& parsed,
                  LedgerReport& report) {
-  const std::string type = record.at("type");
+  const std::string type = record.text("type", true);
   if (type == "segment") {
-    segment_id = record.at("segment");
+    segment_id = record.text("segment", true);
     auto& seg = parsed.segments[segment_id];
     seg.id = segment_id;
-    seg.start_step = record.at("start_step");
-    const std::int64_t at = record.at("started_at_ms");
+    seg.start_step = record.integer("start_step", 0, kMaxLedgerStep);
+    const std::int64_t at = record.integer("started_at_ms", 0, std::numeric_limits<std::int64_t>::max());
     if (seg.started_at_ms == 0 || at < seg.started_at_ms) seg.started_at_ms = at;
   } else if (type == "epoch") {
-    parsed.epoch_headers[record.at("epoch").get<std::int64_t>()] = record;
+    EpochHeader h;
+    h.steps = record.integer("steps", 1, kMaxLedgerStep);
+    record.integer("global_batch", 1, kMaxLedgerStep);
+    h.unread = sample_ids(record, "unread");
+    h.with_replacement = record.flag("with_replacement", false);
+    parsed.epoch_headers[record.integer("epoch", 0, kMaxLedgerEpoch)] = std::move(h);
   } else if (type == "step") {
-    if (segment_id.empty()) throw DataError("a step before the segment record");
+    if (segment_id.empty()) record.fail("a step before the segment record");
     StepRecord s;
-    s.epoch = record.at("epoch");
-    s.step = record.at("step");
-    s.ids = record.at("ids").get<std::vector<std::uint64_t>>();
+    s.epoch = record.integer("epoch", 0, kMaxLedgerEpoch);
+    s.step = record.integer("step", 1, kMaxLedgerStep);
+    s.ids = sample_ids(record, "ids");
     const auto rank_pos = file.name.rfind(".rank-");
     s.rank = rank_pos == std::string::npos ? 0 : std::atoi(file.name.c_str() + rank_pos + 6);
     parsed.segments[segment_id].steps.push_back(std::move(s));
     report.records++;
+  } else {
+    record.fail(fmt::format("unknown record type \"{}\"", type));
   }
 }
 
@@ -171,9 +203,10 @@ void read_ledger_file(const LedgerFile& file, ParsedLedger& parsed, LedgerReport
       break;
     }
     try {
-      read_record(record, file, segment_id, parsed, report);
-    } catch (const DataError& e) {
-      throw DataError(fmt::format("ledger {}:{}: {}", file.name, number, e.what()));
+      read_record(LedgerFields(record, fmt::format("ledger {}:{}", file.name, number)), file, segment_id, parsed,
+                  report);
+    } catch (const DataError&) {
+      throw;  // names file:line already
     } catch (const std::exception& e) {
       throw DataError(fmt::format("ledger {}:{}: malformed record: {}", file.name, number, e.what()));
     }
@@ -205,8 +238,8 @@ std::vector<StepRecord> replay_segments(const std::map<std::string, Segment>& se
 }
 
 // One epoch's verdict from the steps that count and the epoch's header (expected steps, unread ids).
-LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepRecord*>& records, const json* header,
-                               const std::vector<std::uint64_t>& train_ids,
+LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepRecord*>& records,
+                               const EpochHeader* header, const std::vector<std::uint64_t>& train_ids,
                                const std::unordered_set<std::uint64_t>& train_set) {
   LedgerEpochReport e;
   e.epoch = epoch;
@@ -218,10 +251,11 @@ LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepR
   }
   e.steps_recorded = static_cast<std::int64_t>(steps.size());
   std::unordered_set<std::uint64_t> unread;
+  e.has_header = header != nullptr;
   if (header) {
-    e.steps_expected = header->at("steps");
-    e.with_replacement = header->value("with_replacement", false);
-    for (auto id : header->at("unread").get<std::vector<std::uint64_t>>()) unread.insert(id);
+    e.steps_expected = header->steps;
+    e.with_replacement = header->with_replacement;
+    unread.insert(header->unread.begin(), header->unread.end());
   }
   e.unread = static_cast<std::int64_t>(unread.size());
   e.complete = e.steps_expected > 0 && e.steps_recorded == e.steps_expected;
@@ -239,20 +273,50 @@ LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepR
   return e;
 }
 
+// The runs of steps from the first segment's start to the last step (or `final_step`, where the
+// run ended) that no kept record covers: lines lost from the ledger, or steps taken without one.
+std::vector<std::pair<std::int64_t, std::int64_t>> find_missing_steps(const std::map<std::string, Segment>& segments,
+                                                                      const std::vector<StepRecord>& kept,
+                                                                      std::int64_t final_step) {
+  std::int64_t next = std::numeric_limits<std::int64_t>::max();  // the first step not yet seen covered
+  for (const auto& [id, seg] : segments) next = std::min(next, seg.start_step + 1);
+  std::set<std::int64_t> steps;
+  for (const auto& r : kept) steps.insert(r.step);
+  std::vector<std::pair<std::int64_t, std::int64_t>> gaps;
+  for (const std::int64_t step : steps) {
+    if (step > next) gaps.emplace_back(next, step - 1);
+    next = std::max(next, step + 1);
+  }
+  if (!segments.empty() && final_step >= next) gaps.emplace_back(next, final_step);
+  return gaps;
+}
+
+std::string step_runs_text(const std::vector<std::pair<std::int64_t, std::int64_t>>& runs) {
+  std::string out;
+  for (std::size_t i = 0; i < runs.size() && i < 10; ++i)
+    out += (i ? ", " : "") + (runs[i].first == runs[i].second ? std::to_string(runs[i].first)
+                                                              : fmt::format("{}-{}", runs[i].first, runs[i].second));
+  if (runs.size() > 10) out += fmt::format(", ... ({} gaps in all)", runs.size());
+  return out;
+}
+
 }  // namespace
 
-LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids) {
+LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids,
+                           std::int64_t final_step) {
   LedgerReport report;
+  report.final_step = final_step;
   ParsedLedger parsed;
   for (const auto& file : files) read_ledger_file(file, parsed, report);
   report.segments = static_cast<std::int64_t>(parsed.segments.size());
   const std::vector<StepRecord> kept = replay_segments(parsed.segments, report);
+  report.missing_steps = find_missing_steps(parsed.segments, kept, final_step);
   const std::unordered_set<std::uint64_t> train_set(train_ids.begin(), train_ids.end());
   std::map<std::int64_t, std::vector<const StepRecord*>> by_epoch;
   for (const auto& r : kept) by_epoch[r.epoch].push_back(&r);
   for (const auto& [epoch, records] : by_epoch) {
     const auto h = parsed.epoch_headers.find(epoch);
-    const json* header = h == parsed.epoch_headers.end() ? nullptr : &h->second;
+    const EpochHeader* header = h == parsed.epoch_headers.end() ? nullptr : &h->second;
     report.epochs.push_back(verify_epoch(epoch, records, header, train_ids, train_set));
   }
   return report;
@@ -271,9 +335,12 @@ json LedgerReport::to_json() const {
                            {"missing", e.missing},
                            {"unknown", e.unknown},
                            {"with_replacement", e.with_replacement},
+                           {"epoch_record", e.has_header},
                            {"exact", e.exact()}});
-  return {{"exact", exact()},         {"segments", segments},     {"records", records},
-          {"superseded", superseded}, {"torn_lines", torn_lines}, {"epochs", epochs_json}};
+  json gaps = json::array();
+  for (const auto& [first, last] : missing_steps) gaps.push_back({first, last});
+  return {{"exact", exact()},         {"segments", segments},     {"records", records},    {"superseded", superseded},
+          {"torn_lines", torn_lines}, {"final_step", final_step}, {"missing_steps", gaps}, {"epochs", epochs_json}};
 }
 
 std::string LedgerReport::to_text() const {
@@ -292,8 +359,13 @@ std::string LedgerReport::to_text() const {
       if (!e.duplicated.empty()) out += "  read more than once: " + preview(e.duplicated) + "\n";
       if (!e.missing.empty()) out += "  never read: " + preview(e.missing) + "\n";
       if (!e.unknown.empty()) out += "  not in the training split: " + preview(e.unknown) + "\n";
+      if (!e.has_header) out += "  no epoch record (rank 0's line at the epoch's start): its steps cannot be checked\n";
     }
   }
+  if (!missing_steps.empty())
+    out += fmt::format("steps never recorded: {} (NOT EXACT: the ledger lost their lines{})\n",
+                       step_runs_text(missing_steps),
+                       final_step > 0 ? fmt::format("; the run ended at step {}", final_step) : "");
   out += exact() ? "result: exact\n" : "result: NOT exact\n";
   return out;
 }

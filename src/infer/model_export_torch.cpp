@@ -17,6 +17,7 @@
 #include "shoplens/data/augment.h"
 #include "shoplens/data/shard_format.h"
 #include "shoplens/core/checksum.h"
+#include "shoplens/infer/model_card.h"
 #include "shoplens/models/classifier.h"
 #include "shoplens/models/weights.h"
 #include "shoplens/train/checkpoint.h"
@@ -28,41 +29,10 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr double kFp32Tolerance = 1e-4;  // the same kernels on the same machine give ~0; other CPUs differ slightly
-
-std::string weights_file(const std::string& variant) {
-  return variant == "fp32" ? "model.safetensors" : "model." + variant + ".safetensors";
-}
-
-// A weights variant's name (the flag, the file name), the dtype its card entry names, its tensors' type.
-struct WeightsVariant {
-  const char* name;
-  const char* card_dtype;
-  at::ScalarType scalar_type;
-};
-constexpr WeightsVariant kWeightsVariants[] = {
-    {"fp32", "float32", at::kFloat}, {"bf16", "bfloat16", at::kBFloat16}, {"fp16", "float16", at::kHalf}};
-
-const WeightsVariant& weights_variant(const std::string& variant) {
-  for (const auto& v : kWeightsVariants)
-    if (variant == v.name) return v;
-  throw UsageError("export: variant '" + variant + "' is not one of bf16, fp16");
-}
-
-at::ScalarType variant_dtype(const std::string& variant) { return weights_variant(variant).scalar_type; }
-
-// The variant whose weights `file` is (the file name decides), its card entry naming that
-// variant's dtype; anything else in the card is damage.
-std::string variant_of_card_entry(const std::string& file, const json& entry, const fs::path& card_file) {
-  for (const auto& v : kWeightsVariants) {
-    if (file != weights_file(v.name)) continue;
-    const json dtype = entry.is_object() ? entry.value("dtype", json()) : json();
-    if (dtype != v.card_dtype)
-      throw DataError(card_file.string() + ": files." + file + ".dtype is " + dtype.dump() + ", not \"" + v.card_dtype +
-                      "\"");
-    return v.name;
-  }
-  throw DataError(card_file.string() + ": files." + file + " is not the weights file of any variant");
+// A weights variant's tensor type (its name and card dtype: model_card.h).
+at::ScalarType variant_dtype(const std::string& variant) {
+  check_weights_variant(variant);
+  return variant == "bf16" ? at::kBFloat16 : variant == "fp16" ? at::kHalf : at::kFloat;
 }
 
 json file_entry(const fs::path& file, const std::string& dtype) {
@@ -81,12 +51,12 @@ json tensor_to_json(const at::Tensor& t) {
   return rows;
 }
 
-at::Tensor tensor_from_json(const json& rows) {
+// The card's reference logits, [rows, classes] (parse_model_card checked the shape).
+at::Tensor logits_tensor(const std::vector<std::vector<double>>& rows) {
   std::vector<double> flat;
-  for (const auto& row : rows)
-    for (const auto& v : row) flat.push_back(v.get<double>());
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
   const auto n = static_cast<std::int64_t>(rows.size());
-  return torch::tensor(flat, torch::kDouble).view({n, n ? static_cast<std::int64_t>(flat.size()) / n : 0});
+  return torch::tensor(flat, torch::kDouble).view({n, static_cast<std::int64_t>(rows.front().size())});
 }
 
 at::Tensor logits_of(Classifier& model, int image_size) {
@@ -116,13 +86,13 @@ json compare(const at::Tensor& logits, const at::Tensor& reference) {
           {"top1_flips_beyond_error", unexplained}};
 }
 
-ModelSpec spec_from_card(const json& arch) {
+ModelSpec spec_from_card(const ModelCard& card) {
   ModelSpec spec;
-  spec.name = arch.at("name").get<std::string>();
-  spec.num_classes = arch.at("num_classes").get<int>();
-  spec.image_size = arch.at("image_size").get<int>();
-  spec.dropout = arch.value("dropout", 0.0);
-  spec.channels_last = arch.value("channels_last", false);
+  spec.name = card.architecture;
+  spec.num_classes = card.num_classes;
+  spec.image_size = card.image_size;
+  spec.dropout = card.dropout;
+  spec.channels_last = card.channels_last;
   return spec;
 }
 
@@ -231,7 +201,7 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
     return compare(logits_of(*fresh, t.spec.image_size), reference);
   };
   write_safetensors(staging / weights_file("fp32"), weights, metadata);
-  files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), weights_variant("fp32").card_dtype);
+  files[weights_file("fp32")] = file_entry(staging / weights_file("fp32"), weights_card_dtype("fp32"));
   const json fp32_check = reload("fp32");
   if (fp32_check["max_abs_logit_diff"].get<double>() > kFp32Tolerance)
     throw Error("export: the written weights give different logits (max diff " +
@@ -242,7 +212,7 @@ void write_verified_weights(const TrainedModel& t, const std::vector<std::string
     for (const auto& [name, tensor] : weights)
       reduced.emplace_back(name, tensor.is_floating_point() ? tensor.to(variant_dtype(v)) : tensor);
     write_safetensors(staging / weights_file(v), reduced, metadata);
-    files[weights_file(v)] = file_entry(staging / weights_file(v), weights_variant(v).card_dtype);
+    files[weights_file(v)] = file_entry(staging / weights_file(v), weights_card_dtype(v));
     variants[v] = reload(v);
     spdlog::info(
         "export: {} variant: top-1 agreement {:.3f}, max probability difference {:.2e} on the verification input", v,
@@ -435,25 +405,23 @@ json read_model_card(const fs::path& dir, const fs::path& card_file) {
 }
 
 // Every file the card lists is there with the size and CRC-32 the card recorded.
-void check_card_files(const json& card, const fs::path& dir) {
+void check_card_files(const ModelCard& card, const fs::path& dir) {
   std::error_code ec;
-  for (const auto& [name, entry] : card.at("files").items()) {
+  for (const auto& [name, entry] : card.files) {
     const fs::path file = dir / name;
     if (!fs::exists(file, ec)) throw DataError(file.string() + ": listed in the model card but missing");
     const std::string bytes = read_file(file);
-    if (bytes.size() != entry.at("bytes").get<std::size_t>() ||
-        crc32_of(bytes.data(), bytes.size()) != entry.at("crc32").get<std::uint32_t>())
+    if (bytes.size() != entry.bytes || crc32_of(bytes.data(), bytes.size()) != entry.crc32)
       throw DataError(file.string() + ": size or checksum differs from the model card (damaged or replaced)");
   }
 }
 
 // The loaded weights reproduce the card's verification logits (fp32: within its tolerance; other
 // variants: no top-1 flip beyond their rounding error).
-void verify_card_logits(const LoadedModel& loaded, const json& card, int image_size, const fs::path& dir) {
-  const at::Tensor reference = tensor_from_json(card.at("verification").at("logits"));
-  const json check = compare(logits_of(*loaded.model, image_size), reference);
-  const double tolerance = card.at("verification").value("tolerance", kFp32Tolerance);
-  const bool ok = loaded.variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= tolerance
+void verify_card_logits(const LoadedModel& loaded, const ModelCard& card, const fs::path& dir) {
+  const at::Tensor reference = logits_tensor(card.verification_logits);
+  const json check = compare(logits_of(*loaded.model, card.image_size), reference);
+  const bool ok = loaded.variant == "fp32" ? check["max_abs_logit_diff"].get<double>() <= card.tolerance
                                            : check["top1_flips_beyond_error"].get<std::int64_t>() == 0;
   if (!ok)
     throw DataError(dir.string() + ": the " + loaded.variant +
@@ -465,45 +433,32 @@ void verify_card_logits(const LoadedModel& loaded, const json& card, int image_s
 LoadedModel load_exported_model(const fs::path& dir, const std::string& variant, bool verify) {
   const fs::path card_file = dir / "model_card.json";
   LoadedModel loaded;
+  check_weights_variant(variant);
   loaded.card = read_model_card(dir, card_file);
-  const json& card = loaded.card;
-  try {
-    if (card.at("format") != "shoplens-model" || card.at("format_version").get<int>() > kModelCardVersion)
-      throw DataError(card_file.string() +
-                      ": not a shoplens model card of version <= " + std::to_string(kModelCardVersion));
-    check_card_files(card, dir);
-    const std::string file = weights_file(variant);
-    if (!card.at("files").contains(file))
-      throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " +
-                       variant);
-    const ModelSpec spec = spec_from_card(card.at("architecture"));
-    loaded.class_names = card.at("class_names").get<std::vector<std::string>>();
-    if (static_cast<int>(loaded.class_names.size()) != spec.num_classes)
-      throw DataError(card_file.string() + ": " + std::to_string(loaded.class_names.size()) + " class names for a " +
-                      std::to_string(spec.num_classes) + "-class head");
-    loaded.model = make_model(spec);
-    const auto report = load_weights(*loaded.model, read_safetensors(dir / file), false);
-    if (!report.complete())
-      throw DataError((dir / file).string() + " does not fit its model card:\n" + report.summary());
-    loaded.model->eval();
-    loaded.variant = variant;
-    const auto& pre = card.at("preprocessing");
-    loaded.preprocessing.image_size = spec.image_size;
-    loaded.preprocessing.mean = pre.at("mean").get<std::vector<double>>();
-    loaded.preprocessing.std = pre.at("std").get<std::vector<double>>();
-    loaded.preprocessing.eval_resize_short_side = pre.at("resize_short_side").get<int>();
-    if (verify) verify_card_logits(loaded, card, spec.image_size, dir);
-  } catch (const json::exception& e) {
-    throw DataError(card_file.string() + ": missing or malformed field: " + e.what());
-  }
+  const ModelCard card = parse_model_card(loaded.card, card_file.string());
+  check_card_files(card, dir);
+  const std::string file = weights_file(variant);
+  if (!card.files.count(file))
+    throw UsageError(dir.string() + " has no " + variant + " weights (" + file + "); export with --variants " +
+                     variant);
+  loaded.model = make_model(spec_from_card(card));
+  const auto report = load_weights(*loaded.model, read_safetensors(dir / file), false);
+  if (!report.complete()) throw DataError((dir / file).string() + " does not fit its model card:\n" + report.summary());
+  loaded.model->eval();
+  loaded.variant = variant;
+  loaded.class_names = card.class_names;
+  loaded.preprocessing.image_size = card.image_size;
+  loaded.preprocessing.mean = card.mean;
+  loaded.preprocessing.std = card.std;
+  loaded.preprocessing.eval_resize_short_side = card.resize_short_side;
+  if (verify) verify_card_logits(loaded, card, dir);
   return loaded;
 }
 
 LoadedModel verify_exported_model(const fs::path& dir) {
   LoadedModel loaded = load_exported_model(dir, "fp32", true);
-  for (const auto& [file, entry] : loaded.card.at("files").items())
-    if (file != weights_file("fp32") && fs::path(file).extension() == ".safetensors")
-      load_exported_model(dir, variant_of_card_entry(file, entry, dir / "model_card.json"), true);
+  for (const auto& variant : parse_model_card(loaded.card, (dir / "model_card.json").string()).variants)
+    if (variant != "fp32") load_exported_model(dir, variant, true);
   return loaded;
 }
 

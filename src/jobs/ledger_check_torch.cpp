@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/data/open_dataset.h"
 
 namespace shoplens {
@@ -24,6 +26,18 @@ std::filesystem::path shards_of_run(const std::filesystem::path& run_dir) {
   }
 }
 
+// The step a finished run ended at (its summary.json's "steps"); 0 while the run has no summary
+// (never finished, or still running): then only gaps before the last recorded step can be seen.
+std::int64_t final_step_of_run(const std::filesystem::path& run_dir) {
+  const std::filesystem::path summary_file = run_dir / "summary.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(summary_file, ec)) return 0;
+  const std::string where = "verify-ledger: " + summary_file.string();
+  const nlohmann::json summary = nlohmann::json::parse(read_file(summary_file), nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object()) throw DataError(where + ": not a JSON object; move it aside to check the ledger alone");
+  return JsonFields<DataError>(summary, where).integer("steps", 0, kMaxLedgerStep);
+}
+
 }  // namespace
 
 LedgerReport verify_run_ledger(const std::filesystem::path& run_dir, const std::filesystem::path& shards) {
@@ -31,7 +45,7 @@ LedgerReport verify_run_ledger(const std::filesystem::path& run_dir, const std::
   std::vector<std::uint64_t> ids;
   ids.reserve(train->size());
   for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample_id(i));
-  return verify_ledger(read_ledger_files(run_dir), ids);
+  return verify_ledger(read_ledger_files(run_dir), ids, final_step_of_run(run_dir));
 }
 
 }  // namespace shoplens

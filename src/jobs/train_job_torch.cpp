@@ -103,7 +103,7 @@ void check_job(const TrainJob& job) {
     throw UsageError("train: a distributed run needs --out (run.dir): every rank writes into the same run directory");
   const fs::path existing = fs::path(config.run.dir) / "checkpoints";
   if (!job.checkpoint && !config.run.dir.empty() && fs::is_directory(existing) &&
-      !CheckpointStore(existing, 1).list().empty())
+      (!CheckpointStore(existing, 1).list().empty() || fs::exists(existing / "best.ckpt")))
     throw UsageError("train: " + config.run.dir +
                      " already holds checkpoints of a run; continue it with --resume auto, "
                      "or choose another --out");
@@ -198,6 +198,28 @@ std::string segment_name(const DistEnv& env) {
                      std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
 }
 
+// `--resume auto` found step checkpoints and none reads back: a fresh start would write over them,
+// so the user decides. Names each with its damage, and best.ckpt when it still reads back.
+std::string every_checkpoint_damaged(const fs::path& dir, const std::vector<std::string>& damaged) {
+  std::string message = "train: --resume auto: every checkpoint in " + dir.string() +
+                        " is damaged, so there is nothing to resume, and a fresh run would write over them:";
+  for (const auto& why : damaged) message += "\n  " + why;
+  std::string best_hint;
+  const fs::path best = dir / "best.ckpt";
+  std::error_code ec;
+  if (fs::exists(best, ec)) {
+    try {
+      const Checkpoint b = read_checkpoint(best);
+      best_hint = fmt::format("; {} (step {}) reads back whole: --resume {} continues from it", best.string(),
+                              b.state.value("step", std::int64_t{0}), best.string());
+    } catch (const DataError& e) {
+      message += "\n  " + std::string(e.what());
+    }
+  }
+  return message + "\nMove the damaged files out of " + dir.string() +
+         " (or the folder aside) to start afresh, or pass --resume FILE with a checkpoint that reads back" + best_hint;
+}
+
 }  // namespace
 
 double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env) {
@@ -226,9 +248,17 @@ std::optional<Checkpoint> find_resume_checkpoint(const Config& config, const std
     spdlog::info("train: no checkpoints in {} yet; starting a fresh run", dir.string());
     return std::nullopt;
   }
-  auto found = CheckpointStore(dir, config.train.keep_last).newest_valid();
-  if (!found) spdlog::warn("train: no valid checkpoint in {}; starting a fresh run", dir.string());
-  return found;
+  std::vector<std::string> damaged;
+  auto found = CheckpointStore(dir, config.train.keep_last).newest_valid(&damaged);
+  if (found) return found;
+  if (!damaged.empty()) throw UsageError(every_checkpoint_damaged(dir, damaged));
+  const fs::path best = dir / "best.ckpt";
+  if (fs::exists(best))  // the step checkpoints were removed: continuing from the best one is the user's call
+    throw UsageError("train: --resume auto: " + dir.string() +
+                     " holds best.ckpt but no step checkpoint; pass --resume " + best.string() +
+                     " to continue from it, or move it aside to start afresh");
+  spdlog::info("train: no checkpoints in {} yet; starting a fresh run", dir.string());
+  return std::nullopt;
 }
 
 TrainData open_train_data(Config& config) {

@@ -143,13 +143,14 @@ std::vector<fs::path> CheckpointStore::list() const {
   return paths;
 }
 
-std::optional<Checkpoint> CheckpointStore::newest_valid() const {
+std::optional<Checkpoint> CheckpointStore::newest_valid(std::vector<std::string>* damaged) const {
   auto paths = list();
   for (auto it = paths.rbegin(); it != paths.rend(); ++it) {
     try {
       return read_checkpoint(*it);
     } catch (const DataError& e) {
       spdlog::warn("skipping {}", e.what());
+      if (damaged) damaged->emplace_back(e.what());
     }
   }
   return std::nullopt;

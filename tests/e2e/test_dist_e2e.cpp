@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -187,6 +188,46 @@ TEST_F(E2eDist, SigtermToTheLauncherCheckpointsAndResumeCompletes) {
   EXPECT_NE(report.find("result: exact"), std::string::npos) << report;
 }
 
+// A finished run's ledger with one step's line deleted (once "8 of 9 steps (partial) ... result:
+// exact", exit 0), or its last step's: not exact, exit 1, the missing step named. A number out of
+// range (a 23-digit epoch, once "9 of 0 steps ... exact") is damage named by file:line.
+TEST_F(E2eDist, VerifyLedgerNamesAMissingStepAndRefusesNumbersOutOfRange) {
+  const fs::path run = scratch() / "gaps";
+  auto trained = run_shoplens(train(run, "--batch-size 16 --epochs 1"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  fs::path ledger;  // the one segment's file: seg-0-<ms>.rank-0.jsonl
+  for (const auto& e : fs::directory_iterator(run / "ledger")) ledger = e.path();
+  const std::string original = testing::read_text(ledger);
+  ASSERT_NE(original.find("\"step\":5,"), std::string::npos) << original;
+  ASSERT_NE(ledger_check(run).find("result: exact"), std::string::npos);
+  const auto without_line = [&](const std::string& needle) {
+    const std::size_t at = original.find(needle);
+    const std::size_t begin = original.rfind('\n', at) + 1;
+    return original.substr(0, begin) + original.substr(original.find('\n', at) + 1);
+  };
+
+  testing::write_text(ledger, without_line("\"step\":5,"));
+  auto gap = run_shoplens("verify-ledger " + run.string());
+  EXPECT_EQ(gap.exit_code, 1) << gap.output;
+  EXPECT_NE(gap.output.find("steps never recorded: 5 "), std::string::npos) << gap.output;
+  EXPECT_NE(gap.output.find("result: NOT exact"), std::string::npos) << gap.output;
+
+  const std::int64_t last = read_json(run / "summary.json")["steps"].get<std::int64_t>();
+  testing::write_text(ledger, without_line("\"step\":" + std::to_string(last) + ","));
+  auto tail = run_shoplens("verify-ledger " + run.string() + " --json");
+  EXPECT_EQ(tail.exit_code, 1) << tail.output;
+  EXPECT_EQ(nlohmann::json::parse(tail.output)["missing_steps"], nlohmann::json::array({{last, last}})) << tail.output;
+
+  std::string huge = original;
+  huge.replace(huge.find("\"epoch\":0"), 9, "\"epoch\":12345678901234567890123");
+  testing::write_text(ledger, huge);
+  auto garbled = run_shoplens("verify-ledger " + run.string());
+  EXPECT_EQ(garbled.exit_code, 1) << garbled.output;
+  EXPECT_NE(garbled.output.find(ledger.filename().string() + ":2: \"epoch\" must be a whole number"), std::string::npos)
+      << garbled.output;
+  EXPECT_EQ(garbled.output.find("result: exact"), std::string::npos) << garbled.output;
+}
+
 TEST_F(E2eDist, TorchrunCanLaunchTheWorkers) {
   if (!fs::exists("/usr/bin/torchrun")) GTEST_SKIP() << "torchrun (python3-torch) is not installed";
   const fs::path run = scratch() / "torchrun";
@@ -300,12 +341,39 @@ TEST(E2eLaunch, GivesTorchrunsEnvironmentRestartsFailuresAndReportsTheOutcome) {
   EXPECT_EQ(always.exit_code, 1) << always.output;
   EXPECT_NE(always.output.find("2 restart(s) used of 2: giving up"), std::string::npos) << always.output;
 
+  // A command that fails at once waits longer before each restart (once 741 restarts in 30 s).
+  auto backoff = testing::run_shoplens(
+      "launch --nproc-per-node 1 --master-port 0 --max-restarts 3 --restart-delay 0.01 -- sh -c 'exit 3'");
+  EXPECT_EQ(backoff.exit_code, 1) << backoff.output;
+  for (const char* wait : {"in 0.01 s (restart 1 of 3)", "in 0.02 s (restart 2 of 3)", "in 0.04 s (restart 3 of 3)"})
+    EXPECT_NE(backoff.output.find(wait), std::string::npos) << wait << "\n" << backoff.output;
+  auto help = testing::run_shoplens("launch --help");
+  EXPECT_NE(help.output.find("--restart-delay"), std::string::npos) << help.output;
+  // The default beside the flag, as CLI11 shows defaults ("=1" or "[1]", by its version).
+  EXPECT_TRUE(std::regex_search(help.output, std::regex("--restart-delay[^\n]*(=1\\b|\\[1\\])")))
+      << "the default delay is shown: " << help.output;
+  auto negative = testing::run_shoplens("launch --restart-delay -1 -- true");
+  EXPECT_EQ(negative.exit_code, 2) << negative.output;
+
   auto none = testing::run_shoplens("launch --nproc-per-node 2");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_NE(none.output.find("no worker command"), std::string::npos) << none.output;
   auto missing = testing::run_shoplens("launch --nproc-per-node 1 --master-port 0 -- /no/such/program");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("cannot run '/no/such/program'"), std::string::npos) << missing.output;
+}
+
+// SIGTERM while the launcher waits before a restart ends it at once with 130, not after the wait.
+TEST(E2eLaunch, ASignalDuringTheRestartDelayEndsTheLauncher) {
+  testing::ScratchDir dir("launch-delay");
+  const fs::path started = dir.path() / "started";
+  const std::string cmd = testing::shoplens_bin() +
+                          " launch --nproc-per-node 1 --master-port 0 --max-restarts 5 --restart-delay 600 -- sh -c "
+                          "'touch " +
+                          started.string() + "; exit 3'";
+  EXPECT_EQ(testing::interrupt_when(
+                cmd, [&] { return fs::exists(started); }, 60),
+            130);
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -112,6 +115,48 @@ TEST_F(E2eExport, CheckNamesACardEntryWhoseDtypeIsNotItsFilesVariant) {
     EXPECT_EQ(checked.exit_code, 1) << wrong << ": " << checked.output;
     EXPECT_NE(checked.output.find("files.model.bf16.safetensors.dtype"), std::string::npos) << checked.output;
   }
+}
+
+// Card values a real export cannot have once reached LibTorch (image_size 1e18: a range message
+// naming no file; verification.logits []: a tensor-size one), were misread (num_classes 2^63: "12
+// class names for a 0-class head") or were taken (center_crop 0, resize_short_side 1e308, a class
+// named twice). Each is refused at load, exit 1, naming the card file and the key.
+TEST_F(E2eExport, CardValuesOutsideTheirRangesAreRefusedNamingTheFileAndKey) {
+  const fs::path model = scratch() / "model_card_values";
+  ASSERT_EQ(run_shoplens("export --run " + run().string() + " --out " + model.string()).exit_code, 0);
+  const fs::path card_file = model / "model_card.json";
+  const json card = json::parse(testing::read_text(card_file));
+  const std::vector<std::pair<std::string, std::function<void(json&)>>> attacks = {
+      {"\"architecture.image_size\" must be a whole number from 8 to 4096",
+       [](json& c) { c["architecture"]["image_size"] = 1e18; }},
+      {"\"verification.logits\" must be an array of 2 to 2 elements",
+       [](json& c) { c["verification"]["logits"] = json::array(); }},
+      {"\"architecture.num_classes\" must be a whole number from 1 to 100000",
+       [](json& c) { c["architecture"]["num_classes"] = 9223372036854775808ULL; }},
+      {"\"preprocessing.center_crop\"", [](json& c) { c["preprocessing"]["center_crop"] = 0; }},
+      {"\"preprocessing.resize_short_side\"", [](json& c) { c["preprocessing"]["resize_short_side"] = 1e308; }},
+      {"appears twice", [](json& c) { c["class_names"][1] = c["class_names"][0]; }},
+      {"\"verification.logits[0]\" must hold 12 logits", [](json& c) { c["verification"]["logits"][0].erase(0); }},
+      {"\"files.model.safetensors.dtype\"", [](json& c) { c["files"]["model.safetensors"]["dtype"] = "int4"; }},
+  };
+  for (const auto& [expected, attack] : attacks) {
+    json damaged = card;
+    attack(damaged);
+    testing::write_text(card_file, damaged.dump(2));
+    auto checked = run_shoplens("export --check --out " + model.string());
+    EXPECT_EQ(checked.exit_code, 1) << expected << ": " << checked.output;
+    EXPECT_NE(checked.output.find(card_file.string() + ": "), std::string::npos) << checked.output;
+    EXPECT_NE(checked.output.find(expected), std::string::npos) << checked.output;
+  }
+  // The verbs that load the folder say the same (predict here).
+  auto predicted = run_shoplens("predict --model " + model.string() + " --input " +
+                                (shards_.parent_path() / "catalog" / "manifest.csv").string() + " --out " +
+                                (scratch() / "card_predictions.csv").string());
+  EXPECT_EQ(predicted.exit_code, 1) << predicted.output;
+  EXPECT_NE(predicted.output.find(card_file.string() + ": \"files.model.safetensors.dtype\""), std::string::npos)
+      << predicted.output;
+  testing::write_text(card_file, card.dump(2));
+  EXPECT_EQ(run_shoplens("export --check --out " + model.string()).exit_code, 0);
 }
 
 // A run with train.ema_decay exports its EMA weights unless told otherwise; a run without one has

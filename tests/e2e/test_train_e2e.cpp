@@ -159,6 +159,67 @@ TEST_F(E2eTrain, ResumeAutoBeforeTheFirstCheckpointStartsFromTheSavedConfig) {
   EXPECT_EQ(read_json(run / "config.json")["train"]["epochs"], 1);
 }
 
+// --resume auto over a run whose every step checkpoint is damaged once said "starting a fresh
+// run" and then refused because the folder "already holds checkpoints; continue it with --resume
+// auto". It starts nothing, names each file with its damage, says what to do and names best.ckpt
+// while that still reads back; the checkpoints are left as they were.
+TEST_F(E2eTrain, ResumeAutoWhenEveryCheckpointIsDamagedNamesThemAndStartsNothing) {
+  const fs::path run = scratch() / "all-damaged";
+  std::string args = train_args(run);
+  args.replace(args.find("--epochs 3"), 10, "--epochs 1");
+  auto trained = run_shoplens(args);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const fs::path checkpoints = run / "checkpoints", best = checkpoints / "best.ckpt";
+  // best.ckpt is a hard link to a step checkpoint: its own copy stays whole while the steps break.
+  fs::copy_file(best, scratch() / "best.copy");
+  fs::remove(best);
+  fs::copy_file(scratch() / "best.copy", best);
+  std::vector<fs::path> steps;
+  for (const auto& e : fs::directory_iterator(checkpoints))
+    if (e.path().filename().string().rfind("step-", 0) == 0) steps.push_back(e.path());
+  ASSERT_FALSE(steps.empty());
+  for (const auto& step : steps) {
+    std::fstream f(step, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(step) / 2));
+    f.put('\x5a');
+  }
+  const std::string damaged_bytes = testing::read_text(steps.front());
+
+  auto resumed = run_shoplens("train --out " + run.string() + " --resume auto");
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_NE(resumed.output.find("every checkpoint in " + checkpoints.string() + " is damaged"), std::string::npos)
+      << resumed.output;
+  for (const auto& step : steps)
+    EXPECT_NE(resumed.output.find(step.filename().string() + "' is unusable: checksum mismatch"), std::string::npos)
+        << resumed.output;
+  EXPECT_NE(resumed.output.find("Move the damaged files out of"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("--resume " + best.string() + " continues from it"), std::string::npos)
+      << resumed.output;
+  EXPECT_EQ(resumed.output.find("starting a fresh run"), std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find("already holds checkpoints"), std::string::npos) << resumed.output;
+  EXPECT_EQ(testing::read_text(steps.front()), damaged_bytes) << "the damaged checkpoints are left for the user";
+
+  // best.ckpt damaged too: it is named with the others, and no file is offered.
+  testing::write_text(best, "not a checkpoint");
+  auto none = run_shoplens("train --out " + run.string() + " --resume auto");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("best.ckpt' is unusable"), std::string::npos) << none.output;
+  EXPECT_EQ(none.output.find("continues from it"), std::string::npos) << none.output;
+
+  // Only best.ckpt left (the step files removed): no silent fresh start over it either.
+  for (const auto& step : steps) fs::remove(step);
+  fs::copy_file(scratch() / "best.copy", best, fs::copy_options::overwrite_existing);
+  auto best_only = run_shoplens("train --out " + run.string() + " --resume auto");
+  EXPECT_EQ(best_only.exit_code, 2) << best_only.output;
+  EXPECT_NE(best_only.output.find("holds best.ckpt but no step checkpoint; pass --resume " + best.string()),
+            std::string::npos)
+      << best_only.output;
+  EXPECT_EQ(best_only.output.find("starting a fresh run"), std::string::npos) << best_only.output;
+  auto fresh = run_shoplens(args);
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.output;
+  EXPECT_NE(fresh.output.find("already holds checkpoints"), std::string::npos) << fresh.output;
+}
+
 TEST_F(E2eTrain, BadInputExitsWithTheDocumentedCodes) {
   const fs::path run = scratch() / "bad";
   const std::string base = "train --shards " + shards().string() + " --out " + run.string() + " --epochs 1";

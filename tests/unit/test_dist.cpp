@@ -22,6 +22,7 @@
 #include "shoplens/data/loader.h"
 #include "shoplens/dist/dist_env.h"
 #include "shoplens/dist/gradient_reducer.h"
+#include "shoplens/dist/launcher.h"
 #include "shoplens/dist/ledger.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/train/optimizer.h"
@@ -437,6 +438,25 @@ TEST(Loader, ShardsEachGlobalBatchAcrossRanksAndSeedsByGlobalPosition) {
   EXPECT_EQ(all.size(), 21u);
 }
 
+// ---- the launcher's restart delay ----
+
+// The wait before each restart doubles from the first delay to a cap: a command that fails at once
+// is not restarted hundreds of times a minute.
+TEST(Launcher, TheRestartDelayDoublesUpToItsCap) {
+  EXPECT_DOUBLE_EQ(restart_delay(1, 1), 1);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 2), 2);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 5), 16);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 6), kMaxRestartDelaySeconds);
+  EXPECT_DOUBLE_EQ(restart_delay(1, 1 << 20), kMaxRestartDelaySeconds);
+  EXPECT_DOUBLE_EQ(restart_delay(0, 7), 0);
+  EXPECT_DOUBLE_EQ(restart_delay(120, 3), 120);  // a first delay above the cap is the cap
+  LaunchOptions o;
+  o.command = {"true"};
+  o.master_port = 0;
+  o.restart_delay_seconds = -1;
+  EXPECT_THROW(validate_launch_options(o), UsageError);
+}
+
 // ---- the ledger verifier ----
 
 std::string seg(const std::string& id, std::int64_t start, std::int64_t at) {
@@ -500,6 +520,72 @@ TEST(Ledger, AMalformedRecordBeforeTheEndNamesFileAndLine) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("a.rank-0.jsonl:2"), std::string::npos) << e.what();
   }
+}
+
+// A step whose lines are gone from every rank's file is a gap: never exact, whether the epoch
+// it fell in looks partial (a lost line inside it) or the run's end is missing (a lost tail).
+TEST(Ledger, AStepMissingFromTheLedgerIsNotExactAndNamed) {
+  const std::vector<std::uint64_t> train{10, 11, 12, 13, 14, 15};
+  const std::string head = seg("a", 0, 100) + epoch_rec(0, 3, {});
+  const std::vector<LedgerFile> gap{{"a.rank-0.jsonl", head + step_rec(0, 1, {10, 11}) + step_rec(0, 3, {14, 15})}};
+  const auto report = verify_ledger(gap, train);
+  EXPECT_FALSE(report.exact()) << report.to_text();
+  EXPECT_EQ(report.missing_steps, (std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 2}}));
+  EXPECT_NE(report.to_text().find("steps never recorded: 2"), std::string::npos) << report.to_text();
+  EXPECT_NE(report.to_text().find("result: NOT exact"), std::string::npos) << report.to_text();
+
+  // The last step lost: only the run's own end (summary.json's steps) shows it.
+  const std::vector<LedgerFile> tail{{"a.rank-0.jsonl", head + step_rec(0, 1, {10, 11}) + step_rec(0, 2, {12, 13})}};
+  EXPECT_TRUE(verify_ledger(tail, train).exact()) << "an unfinished run may stop anywhere";
+  const auto ended = verify_ledger(tail, train, /*final_step=*/3);
+  EXPECT_FALSE(ended.exact());
+  EXPECT_EQ(ended.missing_steps, (std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 3}}));
+  EXPECT_EQ(ended.to_json()["missing_steps"], nlohmann::json::parse("[[3, 3]]"));
+
+  // Every step there: exact, with or without the run's end.
+  const std::vector<LedgerFile> whole{
+      {"a.rank-0.jsonl", head + step_rec(0, 1, {10, 11}) + step_rec(0, 2, {12, 13}) + step_rec(0, 3, {14, 15})}};
+  EXPECT_TRUE(verify_ledger(whole, train, 3).exact()) << verify_ledger(whole, train, 3).to_text();
+  // A run whose ledger started at a resume (step 4 onwards) has no gap before it.
+  const std::vector<LedgerFile> late{{"b.rank-0.jsonl", seg("b", 3, 100) + epoch_rec(1, 3, {}) +
+                                                            step_rec(1, 4, {10, 11}) + step_rec(1, 5, {12, 13}) +
+                                                            step_rec(1, 6, {14, 15})}};
+  EXPECT_TRUE(verify_ledger(late, train, 6).exact()) << verify_ledger(late, train, 6).to_text();
+}
+
+// Numbers are range-checked as they are read: an epoch of 23 digits (once read as epoch 0's
+// header gone, "9 of 0 steps ... exact"), a negative step, a fractional id each name file:line.
+TEST(Ledger, NumbersOutOfRangeNameFileLineAndKey) {
+  const auto error_of = [](const std::string& bad_line) {
+    try {
+      verify_ledger({{"a.rank-0.jsonl", seg("a", 0, 1) + bad_line + step_rec(0, 1, {1})}}, {1});
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  const std::string huge_epoch =
+      R"({"type":"epoch","epoch":12345678901234567890123,"steps":1,"global_batch":1,"unread":[]})"
+      "\n";
+  EXPECT_NE(error_of(huge_epoch).find("a.rank-0.jsonl:2: \"epoch\" must be a whole number from 0 to"),
+            std::string::npos)
+      << error_of(huge_epoch);
+  EXPECT_NE(error_of(R"({"type":"step","epoch":0,"step":-4,"ids":[1]})"
+                     "\n")
+                .find("a.rank-0.jsonl:2: \"step\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"step","epoch":0,"step":2,"ids":[1.5]})"
+                     "\n")
+                .find("a.rank-0.jsonl:2: \"ids\" holds 1.5"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"epoch","epoch":0,"steps":1e30,"global_batch":1,"unread":[]})"
+                     "\n")
+                .find("a.rank-0.jsonl:2: \"steps\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"mystery"})"
+                     "\n")
+                .find("a.rank-0.jsonl:2: unknown record type"),
+            std::string::npos);
 }
 
 TEST(Ledger, WriterAppendsWholeLinesThatTheVerifierReads) {

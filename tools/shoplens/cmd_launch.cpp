@@ -24,6 +24,10 @@ class LaunchCommand : public Command {
         ->check(CLI::Range(0, 65535));
     app.add_option("--max-restarts", o_.max_restarts, "times the group is restarted after a worker dies")
         ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--restart-delay", o_.restart_delay_seconds,
+                   "seconds before the first restart, doubling with each one up to 30 (0: at once)")
+        ->check(CLI::Range(0.0, kLargestRestartDelaySeconds))
+        ->capture_default_str();
     app.add_option("--grace-seconds", o_.grace_seconds, "after SIGTERM, seconds before the workers are killed")
         ->check(non_negative());
     app.add_option("--log-dir", o_.log_dir, "also write each worker's output to LOG_DIR/attempt-K/rank-R.log");

@@ -9,11 +9,17 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace shoplens {
+
+// The ranges a ledger's numbers must lie in: far beyond any run, small enough that no count or
+// step arithmetic overflows. A value outside is damage, named by file:line and key.
+constexpr std::int64_t kMaxLedgerStep = std::int64_t{1} << 40;
+constexpr std::int64_t kMaxLedgerEpoch = 1000000000;
 
 class LedgerWriter {
  public:
@@ -47,7 +53,8 @@ struct LedgerEpochReport {
   std::vector<std::uint64_t> missing;     // neither read nor in the tail (complete epochs only)
   std::vector<std::uint64_t> unknown;     // not in the training split
   bool with_replacement = false;
-  bool exact() const { return duplicated.empty() && missing.empty() && unknown.empty(); }
+  bool has_header = true;  // rank 0's epoch record was found (the expected steps and unread ids)
+  bool exact() const { return has_header && duplicated.empty() && missing.empty() && unknown.empty(); }
 };
 
 struct LedgerReport {
@@ -56,6 +63,10 @@ struct LedgerReport {
   std::int64_t records = 0;
   std::int64_t superseded = 0;          // step records of a segment that a later one redid
   std::vector<std::string> torn_lines;  // "file:line" of incomplete last lines (a killed writer)
+  std::int64_t final_step = 0;          // the step the run ended at (summary.json); 0: not known
+  // [first, last] runs of steps, from the first segment's start to the last recorded step (or
+  // final_step), that no record covers: a gap is never exact, whatever the epochs say.
+  std::vector<std::pair<std::int64_t, std::int64_t>> missing_steps;
   bool exact() const;
   nlohmann::json to_json() const;
   std::string to_text() const;
@@ -68,8 +79,11 @@ struct LedgerFile {
 
 // Reads every ledger file of the run directory. IoError when there is none.
 std::vector<LedgerFile> read_ledger_files(const std::filesystem::path& run_dir);
-// `train_ids`: the training split's sample ids (each once). DataError naming file:line for a
-// record that is not valid JSON before the last line, or a step recorded twice in one segment.
-LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids);
+// `train_ids`: the training split's sample ids (each once); `final_step`: the step the run ended
+// at, when known (0: not known), so that a lost tail is a gap too. DataError naming file:line for a
+// record that is not valid JSON before the last line, a field missing, of the wrong type or out of
+// range (kMaxLedgerStep, kMaxLedgerEpoch), or a step recorded twice in one segment.
+LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids,
+                           std::int64_t final_step = 0);
 
 }  // namespace shoplens

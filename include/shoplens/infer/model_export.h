@@ -24,12 +24,11 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/config.h"
+#include "shoplens/infer/model_card.h"
 
 namespace shoplens {
 
 class Classifier;
-
-constexpr int kModelCardVersion = 1;
 
 struct ExportOptions {
   std::filesystem::path run_dir;
@@ -64,8 +63,8 @@ struct LoadedModel {
   std::string variant;          // fp32 | bf16 | fp16: the weights file that was read
 };
 
-// Reads MODEL_DIR: checks the card's format, every listed file's size and CRC32, builds the
-// model and loads the weights of `variant`; with `verify`, reruns the verification input and
+// Reads MODEL_DIR: checks every field of the card (parse_model_card) and every listed file's size
+// and CRC32, builds the model and loads the weights of `variant`; with `verify`, reruns the verification input and
 // compares with the card (fp32: max |diff| within the card's tolerance; variants: same top-1).
 // DataError naming the file and what is wrong otherwise.
 LoadedModel load_exported_model(const std::filesystem::path& dir, const std::string& variant = "fp32",

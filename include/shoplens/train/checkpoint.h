@@ -43,8 +43,9 @@ class CheckpointStore {
   std::filesystem::path save(std::int64_t step, const nlohmann::json& state, const std::string& tensors, bool is_best);
   // Step checkpoints, oldest first.
   std::vector<std::filesystem::path> list() const;
-  // The newest checkpoint that reads back whole; corrupt ones are logged and skipped.
-  std::optional<Checkpoint> newest_valid() const;
+  // The newest checkpoint that reads back whole; corrupt ones are logged and skipped, and each
+  // skipped one's error (naming the file and the damage) is added to `damaged` when given.
+  std::optional<Checkpoint> newest_valid(std::vector<std::string>* damaged = nullptr) const;
   std::filesystem::path best_path() const { return dir_ / "best.ckpt"; }
 
  private:
