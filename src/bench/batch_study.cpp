@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/path_overlap.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/subprocess.h"
@@ -181,6 +182,7 @@ fs::path run_batch_study(const BatchStudyOptions& o, const std::string& binary) 
   if (o.shards.empty()) throw UsageError("bench --study batch: --shards is required");
   if (!fs::is_directory(o.shards)) throw UsageError("bench --study batch: --shards '" + o.shards + "' is not a folder");
   if (o.seeds < 1) throw UsageError("bench --study batch: --seeds must be at least 1");
+  require_output_apart({"--out", o.out}, {{"--shards", o.shards}, {"--config", o.train_config}});
   fs::create_directories(o.out);
   std::vector<StudyRun> base, cand;
   json find_batch;

@@ -9,6 +9,7 @@
 #include "shoplens/bench/bench_runner.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/path_overlap.h"
 
 namespace shoplens {
 namespace {
@@ -46,7 +47,10 @@ int BenchRecorderResult::regressed() const {
 }
 
 BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
+  require_output_apart({"--out", o.out}, {{"--config", o.config}, {"--baseline", o.baseline}});
   BenchConfig config = load_bench_config(o.config);
+  for (const auto& s : config.scenarios)
+    require_output_apart({"--out", o.out}, {{"the shards of scenario '" + s.name + "'", s.shards}});
   const double max_regression = parse_max_regression(o.max_regression);
   std::map<std::string, BaselineEntry> baseline;
   if (!o.baseline.empty()) baseline = load_baseline(o.baseline);

@@ -5,11 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 
 namespace shoplens {
 namespace {
@@ -73,11 +72,10 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view con
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open '" + path.string() + "': " + errno_text());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  const RegularFile file = open_regular_file(path);
+  if (file.not_regular) throw DataError("'" + path.string() + "' is " + file.problem + ": only regular files are read");
+  if (!file.problem.empty()) throw IoError("cannot open '" + path.string() + "': " + describe_errno(file.error));
+  return read_to_end(file.fd.get(), file.size);
 }
 
 }  // namespace shoplens

@@ -1,7 +1,6 @@
 #include "shoplens/core/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <type_traits>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
 
@@ -638,18 +638,17 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot open config file '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (json_nesting_exceeds(buffer.str()))
+  // Regular files only (regular_file.h): a FIFO given as --config would block the open for ever.
+  const RegularFile file = open_regular_file(path);
+  if (!file.problem.empty()) throw ConfigError("cannot open config file '" + path + "': " + file.problem);
+  const std::string text = read_to_end(file.fd.get(), file.size);
+  if (json_nesting_exceeds(text))
     throw ConfigError(path + ": nests deeper than " + std::to_string(kMaxJsonNesting) +
                       " levels; not a ShopLens config");
   try {
-    return json::parse(buffer.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // e.byte is a byte offset; turn it into line:column for people.
-    std::string text = buffer.str();
     std::size_t line = 1, col = 1;
     for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
       if (text[i] == '\n') {

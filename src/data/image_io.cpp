@@ -1,16 +1,14 @@
 #include "shoplens/data/image_io.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 
 #include <opencv2/imgproc.hpp>
 
 #include "codecs.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/enum_names.h"
 
@@ -136,13 +134,11 @@ cv::Mat resize_short_side(const cv::Mat& rgb, int short_side, int max_long_side)
 }
 
 std::vector<std::uint8_t> read_binary_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw DataError(std::string("cannot read file: ") + std::strerror(errno));
-  std::streamsize size = in.tellg();
-  if (size < 0) throw DataError("cannot read file size");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) throw DataError("short read");
+  // Regular files only (core/regular_file.h): a FIFO or a device is never opened.
+  const RegularFile file = open_regular_file(path);
+  if (!file.problem.empty()) throw DataError(file.problem);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(file.size));
+  bytes.resize(read_fully(file.fd.get(), bytes.data(), bytes.size()));
   return bytes;
 }
 

@@ -13,6 +13,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/path_overlap.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/utf8.h"
 #include "shoplens/core/enum_names.h"
@@ -185,11 +186,7 @@ Columns resolve_columns(const CsvRecord& header, const std::string& source, cons
 class CsvRowReader {
  public:
   CsvRowReader(Manifest& m, Columns columns, const ManifestOptions& options, fs::path root)
-      : m_(m), columns_(std::move(columns)), labels_(options.classes), root_(std::move(root)) {
-    std::error_code ec;
-    fs::path real = fs::canonical(root_, ec);
-    if (!ec) real_root_ = real;
-  }
+      : m_(m), columns_(std::move(columns)), labels_(options.classes), root_(std::move(root)) {}
 
   void add(const CsvRecord& row) {
     ManifestRecord rec;
@@ -236,7 +233,7 @@ class CsvRowReader {
     }
     const fs::path p(rec.path);
     rec.file = (p.is_absolute() ? p : root_ / p).lexically_normal();
-    if (!inside_root(rec.file)) return "path escapes root: it is outside " + normalised_absolute(root_).string();
+    if (std::string escape = root_escape_problem(root_, rec.file); !escape.empty()) return escape;
     rec.label = labels_.lookup(label);
     if (rec.label < 0) return "unknown label '" + label + "'" + did_you_mean(label, labels_.names());
     if (columns_.split) {
@@ -248,38 +245,18 @@ class CsvRowReader {
     return "";
   }
 
-  // Lexically inside the root as spelled, or else inside its real path once symlinks are
-  // resolved (an absolute path through the real folder when the root is a symlink, or the
-  // reverse). The real path of every file is checked again when it is read (dataset_file.h).
-  bool inside_root(const fs::path& file) const {
-    if (path_within(root_, file)) return true;
-    if (!real_root_) return false;
-    std::error_code ec;
-    const fs::path resolved = fs::weakly_canonical(file, ec);
-    return !ec && path_within(*real_root_, resolved);
-  }
-
   Manifest& m_;
   Columns columns_;
   LabelTable labels_;
   fs::path root_;
-  std::optional<fs::path> real_root_;
   std::unordered_set<std::string> seen_ids_;
 };
 
-// Why an ImageFolder entry is not an image file to read, or "". Symlinks to files are followed
-// (their real path is checked when read); symlinks to folders are not, so no loop is walked.
+// Why an ImageFolder entry is not an image file to read, or "": not a file to read at all
+// (dataset_file.h; its real path is checked again when read), or not an image's extension.
 std::string entry_problem(const fs::directory_entry& e) {
-  std::error_code ec;
-  const fs::file_status own = e.symlink_status(ec);
-  if (ec) return "cannot read file: " + describe_errno(ec.value());
-  fs::file_status target = own;
-  if (fs::is_symlink(own)) {
-    target = fs::status(e.path(), ec);
-    if (ec) return "cannot read file: " + describe_errno(ec.value());
-    if (fs::is_directory(target)) return "symlink to a folder (not followed)";
-  }
-  if (!fs::is_regular_file(target)) return "not a regular file (" + file_type_name(target.type()) + ")";
+  const std::string problem = folder_entry_problem(e);
+  if (!problem.empty()) return problem;
   if (!is_image_extension(e.path())) return "not an image file extension '" + e.path().extension().string() + "'";
   return "";
 }
@@ -362,13 +339,20 @@ const char* split_name(Split split) { return name_in(kSplitNames, split); }
 std::optional<Split> parse_split(std::string_view text) { return value_in(kSplitNames, to_lower(trim(text))); }
 
 bool path_within(const fs::path& root, const fs::path& candidate) {
-  fs::path r = normalised_absolute(root), c = normalised_absolute(candidate);
-  auto rit = r.begin(), cit = c.begin();
-  for (; rit != r.end(); ++rit, ++cit) {
-    if (rit->empty()) continue;  // trailing separator
-    if (cit == c.end() || *rit != *cit) return false;
+  return path_inside(normalised_absolute(root), normalised_absolute(candidate));
+}
+
+// The real path is only looked up for a row outside the root as spelled (rare: a symlinked root).
+// The real path of every file is checked again when it is read (dataset_file.h).
+std::string root_escape_problem(const fs::path& root, const fs::path& file) {
+  if (path_within(root, file)) return "";
+  std::error_code ec;
+  const fs::path real_root = fs::canonical(root, ec);
+  if (!ec) {
+    const fs::path resolved = fs::weakly_canonical(file, ec);
+    if (!ec && path_within(real_root, resolved)) return "";
   }
-  return cit != c.end();
+  return "path escapes root: it is outside " + normalised_absolute(root).string();
 }
 
 namespace {

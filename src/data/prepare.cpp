@@ -18,6 +18,7 @@
 #include "dataset_json.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/path_overlap.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/progress.h"
@@ -510,9 +511,14 @@ PrepareOptions prepare_options_from_config(const Config& config) {
   return o;
 }
 
-PrepareReport prepare_dataset(const PrepareOptions& o) {
+void check_prepare_paths(const PrepareOptions& o) {
   if (o.input.empty()) throw UsageError("prepare needs an input (--input or data.input)");
   if (o.out_dir.empty()) throw UsageError("prepare needs an output folder (--out or data.shards)");
+  require_output_apart({"--out", o.out_dir}, {{"--input", o.input}});
+}
+
+PrepareReport prepare_dataset(const PrepareOptions& o) {
+  check_prepare_paths(o);
   const auto start = std::chrono::steady_clock::now();
   Manifest m = load_dataset_input(o.input, o.manifest);
   const DatasetRoot root(m.root, o.manifest.root.empty() ? "the input's folder" : "data.root");

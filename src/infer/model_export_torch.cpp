@@ -11,6 +11,7 @@
 #include "onnx_export.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/path_overlap.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/runtime.h"
@@ -281,6 +282,13 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
   };
 }
 
+// What export reads: the run, and the checkpoint when it is named by its file.
+std::vector<FlagPath> export_inputs(const ExportOptions& o) {
+  std::vector<FlagPath> inputs{{"--run", o.run_dir}};
+  if (o.checkpoint != "best" && o.checkpoint != "last") inputs.push_back({"--checkpoint", o.checkpoint});
+  return inputs;
+}
+
 // Into place: a folder named `out` is only ever a complete, verified export.
 void move_into_place(const fs::path& staging, const fs::path& out) {
   std::error_code ec;
@@ -313,6 +321,8 @@ ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
   triton.p95_target_ms = o.p95_target_ms;
   triton.warmup_reps = o.warmup_reps;
   const fs::path repo = fs::absolute(o.out_dir);
+  // The repository may hold the run; the model's folder in it, which --force replaces, may not.
+  require_output_apart({"--out", repo / triton.name}, export_inputs(o));
   std::error_code ec;
   if (fs::exists(repo / triton.name, ec) && !o.force)
     throw UsageError("export: " + (repo / triton.name).string() + " already exists; pass --force to replace it");
@@ -365,6 +375,7 @@ ExportResult export_model(const ExportOptions& o) {
   if (o.out_dir.empty()) throw UsageError("export: --out MODEL_DIR is required");
   if (o.format != "folder" && o.format != "onnx" && o.format != "triton")
     throw UsageError("export: --format must be folder, onnx or triton, got '" + o.format + "'");
+  if (o.format != "triton") require_output_apart({"--out", o.out_dir}, export_inputs(o));
   std::error_code ec;
   if (o.format != "triton" && fs::exists(o.out_dir, ec) && !o.force)
     throw UsageError("export: " + o.out_dir.string() +

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/augment.h"
 #include "shoplens/infer/inference_session.h"
@@ -78,6 +79,10 @@ ModelSourceKind model_source_kind(const fs::path& path) {
     throw UsageError(path.string() + " is a folder with neither model_card.json (an export) nor checkpoints/ (a run)");
   }
   if (!fs::exists(path, ec)) throw UsageError("model " + path.string() + " does not exist");
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::is_regular_file(status))  // a FIFO would block the weights reader's open for ever
+    throw UsageError("model " + path.string() + " is " + file_type_name(status.type()) +
+                     ", not a model folder, run, checkpoint or weights file");
   if (has_extension(path, {".ckpt"})) return ModelSourceKind::kCheckpoint;
   if (has_extension(path, {".safetensors", ".pth", ".pt", ".bin"})) return ModelSourceKind::kWeightsFile;
   throw UsageError(path.string() +

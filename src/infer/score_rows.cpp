@@ -12,9 +12,12 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/csv.h"
+#include "shoplens/data/folder_walk.h"
 #include "shoplens/data/image_io.h"
+#include "shoplens/data/manifest.h"
 #include "shoplens/data/shards.h"
 #include "shoplens/infer/scorer.h"
 
@@ -47,6 +50,27 @@ class FileRowStream {
   virtual void restart() = 0;
 };
 
+// The file a CSV or list row names: an absolute path as written; a relative one under `root`,
+// and only while it stays there (prepare's rule, manifest.h: "path escapes root").
+fs::path row_file(const fs::path& root, const std::string& row) {
+  const fs::path path(row);
+  if (path.is_absolute()) return path;
+  const fs::path file = (root / path).lexically_normal();
+  const std::string escape = root_escape_problem(root, file);
+  if (!escape.empty()) throw DataError(row + ": " + escape);
+  return file;
+}
+
+// The input itself is read only when it is a folder or a regular file (core/regular_file.h): a
+// FIFO would block the open for ever.
+void require_file_or_folder(const fs::path& input) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(input, ec);
+  if (fs::is_directory(status) || fs::is_regular_file(status)) return;
+  throw UsageError("input " + input.string() + " is " + file_type_name(status.type()) +
+                   ", not a file or folder to read");
+}
+
 // Rows of image files: the CSV, list, folder and single-image inputs. Only the rows of the loaded
 // window are held: the stream is counted once when opened, then read a window at a time.
 class FileRows final : public ScoreRows {
@@ -68,7 +92,7 @@ class FileRows final : public ScoreRows {
   cv::Mat image(std::size_t index) const override {
     const FileRow& row = at(index);
     if (!row.error.empty()) throw DataError(row.error);
-    return read_image_file(resolved(row), row.path, decode_);
+    return read_image_file(row_file(root_, row.path), row.path, decode_);
   }
   std::string describe() const override { return description_; }
   std::string identity(std::size_t index) const override {
@@ -249,26 +273,20 @@ class HeldRowStream final : public FileRowStream {
 
 // ImageFolder's layout: class = first folder under the root, files found recursively below it,
 // in sorted order. Files beside the class folders are rows without a label. Non-image files are
-// skipped, as torchvision skips them, but counted in the log.
+// skipped, as torchvision skips them, but counted in the log. An entry that cannot be read (a
+// FIFO, a link loop, a folder that cannot be listed) is an error row, never a failed walk.
 std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
-  std::vector<fs::path> files;
-  std::size_t skipped = 0;
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
-    if (!it->is_regular_file()) continue;
-    if (format_from_extension(it->path()) == ImageFormat::kUnknown) {
-      ++skipped;
-      continue;
-    }
-    files.push_back(it->path().lexically_relative(dir));
-  }
-  std::sort(files.begin(), files.end());
+  const FolderWalk walk = walk_image_folder(dir);
+  const auto in_class = [](const fs::path& f) { return std::distance(f.begin(), f.end()) > 1; };
   labelled =
-      std::any_of(files.begin(), files.end(), [](const fs::path& f) { return std::distance(f.begin(), f.end()) > 1; });
-  if (skipped) spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), skipped);
+      std::any_of(walk.files.begin(), walk.files.end(), [&](const WalkedFile& f) { return in_class(f.relative); });
+  if (walk.not_images)
+    spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), walk.not_images);
   std::vector<FileRow> rows;
-  for (const auto& f : files) {
-    const bool in_class = std::distance(f.begin(), f.end()) > 1;
-    rows.push_back({f.generic_string(), f.generic_string(), in_class ? f.begin()->string() : "", ""});
+  for (const auto& f : walk.files) {
+    const std::string name = f.relative.generic_string();
+    rows.push_back({name, name, in_class(f.relative) ? f.relative.begin()->string() : "",
+                    f.problem.empty() ? "" : name + ": " + f.problem});
   }
   return rows;
 }
@@ -363,6 +381,7 @@ std::unique_ptr<ScoreRows> file_rows(const fs::path& input, const RowsOptions& o
 std::unique_ptr<ScoreRows> open_score_rows(const fs::path& input, const RowsOptions& o) {
   std::error_code ec;
   if (!fs::exists(input, ec)) throw UsageError("input " + input.string() + " does not exist");
+  require_file_or_folder(input);
   if (o.split != "all" && o.split != "train" && o.split != "val" && o.split != "test")
     throw UsageError("--split '" + o.split + "' is not one of all, train, val, test");
   if (!fs::is_directory(input, ec)) return file_rows(input, o);

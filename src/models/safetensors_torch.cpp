@@ -8,6 +8,7 @@
 #include "safetensors_header.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/models/weights.h"
 
 namespace shoplens {
@@ -39,6 +40,7 @@ const char* dtype_name(at::ScalarType type) {
 }  // namespace
 
 StateDict read_safetensors(const std::filesystem::path& path, std::map<std::string, std::string>* metadata) {
+  require_regular_file(path);  // a FIFO would block the open for ever
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open " + path.string());
   std::error_code ec;

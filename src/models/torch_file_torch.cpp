@@ -9,6 +9,7 @@
 #include "pickle_internal.h"
 #include "zip_directory.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/models/weights.h"
 
 namespace shoplens {
@@ -86,6 +87,7 @@ void check_archive_sizes(const std::filesystem::path& path) {
 StateDict read_torch_state_dict(const std::filesystem::path& path) {
   const std::string file = path.string();
   if (!std::filesystem::exists(path)) throw IoError("no such file: " + file);
+  require_regular_file(path);  // a FIFO would block the archive reader's open for ever
   check_archive_sizes(path);
   try {
     caffe2::serialize::PyTorchStreamReader reader(file);

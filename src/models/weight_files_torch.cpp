@@ -4,11 +4,13 @@
 #include <torch/torch.h>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/regular_file.h"
 #include "shoplens/models/weights.h"
 
 namespace shoplens {
 
 WeightFormat detect_weight_format(const std::filesystem::path& path) {
+  require_regular_file(path);  // a FIFO would block the open for ever
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open " + path.string());
   char head[9] = {};

@@ -29,6 +29,7 @@ class PrepareCommand : public Command {
     PrepareOptions prepare = prepare_options_from_config(*config);
     if (prepare.input.empty()) throw UsageError("prepare: --input (or data.input) is required");
     if (prepare.out_dir.empty()) throw UsageError("prepare: --out (or data.shards) is required");
+    check_prepare_paths(prepare);  // before the output folder gets config.json and the log
     open_run_dir(*config, "prepare", prepare.out_dir);
     PrepareReport report = prepare_dataset(prepare);
     std::cout << format_prepare_report(report);

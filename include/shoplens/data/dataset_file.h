@@ -6,12 +6,12 @@
 // reason (docs/DATA.md, "what each bad input gets").
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "shoplens/core/regular_file.h"  // file_type_name, describe_errno: the one rule for every reader
 
 namespace shoplens {
 
@@ -19,12 +19,12 @@ namespace shoplens {
 // "cannot read file: No such file or directory", "cannot read file: symlink loop (...)".
 std::filesystem::path real_path(const std::filesystem::path& path);
 
-// "a directory", "a FIFO", "a socket", ... for stat's st_mode.
-std::string file_type_name(mode_t mode);
-std::string file_type_name(std::filesystem::file_type type);
-
-// "symlink loop (Too many levels of symbolic links)" for ELOOP, else strerror's text.
-std::string describe_errno(int error);
+// Why a folder entry (not itself a folder) is not a file to read, or "" when it is one: the rule
+// prepare's folder scan and the folder input of predict, score and evaluate share. Symlinks to
+// files are followed; symlinks to folders are not ("symlink to a folder (not followed)"), so no
+// loop is ever walked; a dangling link or a link loop gives "cannot read file: ...", a FIFO, socket
+// or device "not a regular file (a FIFO)". Never opens the entry.
+std::string folder_entry_problem(const std::filesystem::directory_entry& entry);
 
 // The dataset root, resolved once to its real path (so a root that is itself a symlink, or
 // spelled relative, with "./" or a trailing "/", names the same folder).

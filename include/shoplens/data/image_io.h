@@ -76,6 +76,8 @@ void write_image_file(const std::filesystem::path& path, const cv::Mat& image, C
 // `max_long_side` for extreme aspect ratios. INTER_AREA: the right filter for downscaling.
 cv::Mat resize_short_side(const cv::Mat& rgb, int short_side, int max_long_side);
 
+// The whole file, when it is a regular file (core/regular_file.h: a FIFO or device is never
+// opened); DataError with the reason ("cannot read file: ...", "not a regular file (a FIFO)").
 std::vector<std::uint8_t> read_binary_file(const std::filesystem::path& path);
 
 }  // namespace shoplens

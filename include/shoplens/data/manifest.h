@@ -89,4 +89,10 @@ void carve_validation_from_train(Manifest& manifest, double val_fraction, std::u
 // the real path of every file is checked when it is read (data/dataset_file.h).
 bool path_within(const std::filesystem::path& root, const std::filesystem::path& candidate);
 
+// "" when the row's `file` (lexically normalised) lies inside `root` as spelled, or inside root's
+// real path once symlinks are resolved (an absolute path through the real folder when the root is
+// a symlink, or the reverse); else "path escapes root: it is outside ROOT". The rule for manifest
+// rows: prepare applies it to every row, predict, score and evaluate to relative rows.
+std::string root_escape_problem(const std::filesystem::path& root, const std::filesystem::path& file);
+
 }  // namespace shoplens

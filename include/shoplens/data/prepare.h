@@ -68,6 +68,11 @@ struct PrepareReport {
   std::uint64_t split_seed = 0;
 };
 
+// UsageError when the input or the output folder is missing, or when the output folder is,
+// contains or lies inside the input (core/path_overlap.h). prepare_dataset checks it first; the
+// verb calls it before it opens the output folder as its run directory (config.json, the log).
+void check_prepare_paths(const PrepareOptions& options);
+
 PrepareReport prepare_dataset(const PrepareOptions& options);
 
 // Human-readable summary (also written to report.md).
