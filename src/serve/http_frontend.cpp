@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "serve/decode_budget.h"
 #include "serve/http_connection.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
@@ -124,6 +125,7 @@ struct HttpFrontend::Impl {
   std::atomic<int> active{0};     // classify handlers running
   std::atomic<int> admitting{0};  // classify handlers admitted but not yet queued
   fs::path root;
+  DecodeBudget decode_budget;
 
   Impl(FrontendOptions o, MicroBatcher& b, ServeMetrics& m, Preprocessor p, std::vector<std::string> names)
       : options(std::move(o)),
@@ -132,7 +134,8 @@ struct HttpFrontend::Impl {
         preprocess(std::move(p)),
         class_names(std::move(names)),
         server(read_deadlines(options), static_cast<std::size_t>(std::max(1, options.http_threads)),
-               waiting_connections_allowed(options), options.max_body_bytes) {}
+               waiting_connections_allowed(options), options.max_body_bytes),
+        decode_budget(to_ms(options.request_timeout_ms)) {}
 
   // Seconds a rejected client should wait: the queue's drain time at the recent rate, at least 1.
   int retry_after_s() const {
@@ -267,7 +270,11 @@ struct HttpFrontend::Impl {
     std::vector<float> input;
     const auto tp = std::chrono::steady_clock::now();
     try {
-      input = preprocess(data, size);
+      DecodeBudget::Reservation pixels(decode_budget);  // given back once the image is preprocessed
+      input = preprocess(data, size, [&pixels](std::uint64_t bytes) { pixels.add(bytes); });
+    } catch (const DecodeBudgetBusy& e) {
+      res.set_header("Retry-After", std::to_string(retry_after_s()));
+      return reply_error(res, 503, std::string(e.what()) + "; retry later");
     } catch (const std::exception& e) {
       return reply_error(res, 422, std::string("cannot decode the image: ") + e.what());
     }
@@ -370,7 +377,17 @@ struct HttpFrontend::Impl {
            "# HELP shoplens_serve_connections_evicted_total Waiting connections closed to make room for newer ones.\n"
            "# TYPE shoplens_serve_connections_evicted_total counter\n"
            "shoplens_serve_connections_evicted_total " +
-           std::to_string(server.connections_evicted()) + "\n";
+           std::to_string(server.connections_evicted()) +
+           "\n"
+           "# HELP shoplens_serve_decode_budget_bytes Bytes of decoded pixels requests may hold at once.\n"
+           "# TYPE shoplens_serve_decode_budget_bytes gauge\n"
+           "shoplens_serve_decode_budget_bytes " +
+           std::to_string(decode_budget.capacity()) +
+           "\n"
+           "# HELP shoplens_serve_decode_bytes_in_use Bytes of decoded pixels held by requests now.\n"
+           "# TYPE shoplens_serve_decode_bytes_in_use gauge\n"
+           "shoplens_serve_decode_bytes_in_use " +
+           std::to_string(decode_budget.in_use()) + "\n";
   }
 
   void install_routes() {
@@ -456,6 +473,8 @@ void HttpFrontend::set_ready(bool ready) {
   impl_->ready = ready;
   impl_->metrics.set_ready(ready && !impl_->draining);
 }
+
+void HttpFrontend::set_decode_budget(std::uint64_t bytes) { impl_->decode_budget.set_capacity(bytes); }
 
 void HttpFrontend::begin_drain() {
   impl_->draining = true;
