@@ -114,9 +114,25 @@ std::uint64_t decode_budget_bytes(std::uint64_t budget_mb) {
   return bytes;
 }
 
+void check_options(const ServeOptions& o) {
+  auto within = [](double value, double lo, double hi, const char* flag) {
+    if (!(value >= lo && value <= hi))
+      throw UsageError(fmt::format("serve: {} must be between {} and {}, got {}", flag, lo, hi, value));
+  };
+  within(o.batcher.max_batch, 1, kMaxLatencyCurveBatch, "--max-batch");
+  within(o.batcher.max_queue, 1, kMaxQueueLength, "--max-queue");
+  within(o.batcher.max_queue_delay_ms, 0, kMaxTimeoutMs, "--max-queue-delay-ms");
+  within(o.batcher.p95_target_ms, 0, kMaxTimeoutMs, "--p95-target-ms");
+  within(o.batcher.timeout_ms, 1, kMaxTimeoutMs, "--request-timeout-ms");
+  within(static_cast<double>(o.frontend.max_body_bytes), 1, static_cast<double>(kMaxBodyBytes), "--max-body-bytes");
+  within(o.warmup_reps, 1, kMaxLatencyCurveReps, "--warmup-reps");
+  within(static_cast<double>(o.decode_budget_mb), 0, kMaxDecodeBudgetMb, "--decode-budget-mb");
+}
+
 }  // namespace
 
 int run_server(const ServeOptions& o) {
+  check_options(o);
   if (o.frontend.host != "127.0.0.1" && o.frontend.host != "localhost" && o.frontend.host != "::1")
     spdlog::warn("serve: listening on {} (not loopback): anyone who can reach it can use the model", o.frontend.host);
   // A client that hangs up mid-response must not kill the server: write errors become EPIPE.

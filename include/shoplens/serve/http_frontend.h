@@ -20,6 +20,8 @@ namespace shoplens::serve {
 
 // The longest read deadline accepted (one hour): anything longer is a typo or an attack's wish.
 constexpr double kMaxTimeoutMs = 3600000;
+// The largest --max-body-bytes (1 GiB): a body is held whole in memory while it is decoded.
+constexpr std::size_t kMaxBodyBytes = std::size_t{1} << 30;
 
 struct FrontendOptions {
   std::string host = "127.0.0.1";
