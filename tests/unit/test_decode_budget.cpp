@@ -158,8 +158,9 @@ TEST(ServeDecodeBudget, NoRoomWithinTheRequestTimeoutGets503WithRetryAfter) {
   InProcessServer server(options_with_request_timeout(200));
   server.frontend().set_decode_budget(1000);
   auto holder = std::async(std::launch::async, [&] { return post(server.port(), fake_png_decoding(800, 3000)); });
-  while (metric(server.port(), "shoplens_serve_decode_bytes_in_use") < 800)
+  for (int i = 0; i < 6000 && metric(server.port(), "shoplens_serve_decode_bytes_in_use") < 800; ++i)
     std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(metric(server.port(), "shoplens_serve_decode_bytes_in_use"), 800);
   const RawReply busy = post(server.port(), fake_png_decoding(400));
   EXPECT_EQ(busy.status, 503) << busy.body;
   EXPECT_NE(busy.head.find("Retry-After: "), std::string::npos) << busy.head;
