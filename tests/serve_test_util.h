@@ -25,6 +25,9 @@ std::string fake_png();
 // `hold_ms` (the fake preprocessor reads both from the body), as a real decode of that size would.
 std::string fake_png_decoding(std::uint64_t bytes, int hold_ms = 0);
 
+// Four HTTP threads and bodies of at most 4 KiB: enough for every hostile-client test.
+serve::FrontendOptions small_limits();
+
 class InProcessServer {
  public:
   // `options.port` is ignored (0: any free port). Starts listening and marks the server ready.

@@ -49,6 +49,13 @@ FakeDecode fake_decode_of(const std::uint8_t* data, std::size_t size) {
 
 std::string fake_png() { return std::string("\x89PNG\r\n\x1a\n", 8) + "pixels"; }
 
+serve::FrontendOptions small_limits() {
+  serve::FrontendOptions o;
+  o.http_threads = 4;
+  o.max_body_bytes = 4096;
+  return o;
+}
+
 std::string fake_png_decoding(std::uint64_t bytes, int hold_ms) {
   return fake_png() + " reserve=" + std::to_string(bytes) + " hold_ms=" + std::to_string(hold_ms);
 }

@@ -15,13 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-serve::FrontendOptions small_limits() {
-  serve::FrontendOptions o;
-  o.http_threads = 4;
-  o.max_body_bytes = 4096;
-  return o;
-}
-
 const std::string kHidden = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
 
 // fake_png()'s length in hexadecimal, as a chunk size line writes it.
