@@ -46,6 +46,10 @@ Bytes bmp8_bytes(const cv::Mat& indices, const std::vector<cv::Vec3b>& palette, 
 // A one-component (grayscale) JPEG of `rgb`: TurboJPEG keeps only its luma.
 Bytes gray_jpeg(const cv::Mat& rgb, int quality);
 
+// A valid, all-black PNG of any size (1-bit grayscale, streamed through zlib): it decodes in full
+// to width x height RGB pixels, yet 9990 x 9990 is 13 KB of file, as an attacker's would be.
+Bytes blank_png(std::uint32_t width, std::uint32_t height);
+
 // Small files whose headers declare width x height pixels they do not hold.
 // 32x32 CMYK in four flat quadrants, as Adobe stores it (YCCK); `plain_cmyk`: read as plain CMYK.
 Bytes cmyk_jpeg(bool plain_cmyk);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +21,12 @@ namespace shoplens::testing {
 // The smallest body the frontend takes for image bytes: PNG's signature (the fake preprocessor
 // does not decode, so nothing else is needed).
 std::string fake_png();
+// A fake image whose "decode" reserves `bytes` of the server's decode budget and holds them for
+// `hold_ms` (the fake preprocessor reads both from the body), as a real decode of that size would.
+std::string fake_png_decoding(std::uint64_t bytes, int hold_ms = 0);
+
+// Four HTTP threads and bodies of at most 4 KiB: enough for every hostile-client test.
+serve::FrontendOptions small_limits();
 
 class InProcessServer {
  public:

@@ -128,6 +128,7 @@ DecodedImage decode_bmp(const std::uint8_t* data, std::size_t size, const Decode
   check_variant(header, data, size);
   const std::vector<cv::Vec3b> palette = header.bits == 8 ? read_palette(header, data, size) : std::vector<cv::Vec3b>{};
   check_pixel_data_fits(header, size);
+  announce_allocation(options, std::uint64_t{header.width} * header.height * 3);
   DecodedImage out = allocate_image(ImageFormat::kBmp, header.width, header.height);
   decode_rows(header, data, palette, out.rgb);
   return out;

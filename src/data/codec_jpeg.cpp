@@ -103,6 +103,9 @@ DecodedImage decode_jpeg(const std::uint8_t* data, std::size_t size, const Decod
   out.scale_denominator = scale.denom / scale.num;
   // TurboJPEG has no CMYK to RGB conversion: it decodes CMYK and YCCK to CMYK, and we convert.
   const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
+  // A CMYK decode is converted into a second, RGB image.
+  announce_allocation(
+      options, std::uint64_t(TJSCALED(header.width, scale)) * TJSCALED(header.height, scale) * (cmyk ? 4 + 3 : 3));
   cv::Mat pixels(TJSCALED(header.height, scale), TJSCALED(header.width, scale), cmyk ? CV_8UC4 : CV_8UC3);
   decompress(instance.get(), data, size, pixels, cmyk ? TJPF_CMYK : TJPF_RGB, "JPEG", options.accurate_dct);
   out.rgb = cmyk ? inverted_cmyk_to_rgb(pixels) : pixels;

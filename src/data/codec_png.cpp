@@ -132,6 +132,7 @@ DecodedImage decode_png(const std::uint8_t* data, std::size_t size, const Decode
   if (layout.channels != 3 || layout.bit_depth != 8 || layout.row_bytes != std::size_t{layout.width} * 3)
     throw DataError("unsupported PNG layout (" + std::to_string(layout.channels) + " channels of " +
                     std::to_string(layout.bit_depth) + " bits after conversion)");
+  announce_allocation(options, std::uint64_t{layout.width} * layout.height * 3);
   DecodedImage out = allocate_image(ImageFormat::kPng, layout.width, layout.height);
   std::vector<png_bytep> rows(layout.height);
   for (png_uint_32 y = 0; y < layout.height; ++y) rows[y] = out.rgb.ptr<png_byte>(static_cast<int>(y));

@@ -108,7 +108,8 @@ DecodedImage decode_tiff(const std::uint8_t* data, std::size_t size, const Decod
   check_declared_size(ImageFormat::kTiff, width, height, options);
   char why[1024] = "";
   if (!TIFFRGBAImageOK(tif.get(), why)) throw DataError(std::string("unsupported TIFF: ") + why);
-  // ABGR words, one per pixel (TIFFGetR and friends unpack them).
+  // ABGR words, one per pixel (TIFFGetR and friends unpack them), then the RGB copy beside them.
+  announce_allocation(options, std::uint64_t{width} * height * (4 + 3));
   cv::Mat raster(static_cast<int>(height), static_cast<int>(width), CV_32SC1);
   if (!TIFFReadRGBAImageOriented(tif.get(), width, height, raster.ptr<std::uint32_t>(), ORIENTATION_TOPLEFT,
                                  /*stop_on_error=*/1))

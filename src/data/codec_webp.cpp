@@ -43,6 +43,7 @@ DecodedImage decode_webp(const std::uint8_t* data, std::size_t size, const Decod
              height = static_cast<std::uint64_t>(config.input.height);
   check_declared_size(ImageFormat::kWebp, width, height, options);
   if (config.input.has_animation) throw DataError("animated WebP is not supported");
+  announce_allocation(options, width * height * 3);
   DecodedImage out = allocate_image(ImageFormat::kWebp, width, height);
   // MODE_RGB drops an alpha channel, as the other decoders do.
   config.output.colorspace = MODE_RGB;

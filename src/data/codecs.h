@@ -13,6 +13,10 @@ namespace shoplens::codecs {
 // Refuses a header that declares no pixels or more than options.max_megapixels.
 void check_declared_size(ImageFormat format, std::uint64_t width, std::uint64_t height, const DecodeOptions& options);
 
+// Tells options.before_allocating (if any) that `bytes` of pixels are about to be allocated: every
+// decoder calls it once, after check_declared_size, with all it will hold at once.
+void announce_allocation(const DecodeOptions& options, std::uint64_t bytes);
+
 // A full-size result with its RGB pixels allocated, to be filled; only after check_declared_size.
 DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64_t height);
 

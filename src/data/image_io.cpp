@@ -36,6 +36,10 @@ void check_declared_size(ImageFormat format, std::uint64_t width, std::uint64_t 
                     " megapixels) exceeds the limit of " + number(options.max_megapixels) + " megapixels");
 }
 
+void announce_allocation(const DecodeOptions& options, std::uint64_t bytes) {
+  if (options.before_allocating) options.before_allocating(bytes);
+}
+
 DecodedImage allocate_image(ImageFormat format, std::uint64_t width, std::uint64_t height) {
   DecodedImage out;
   out.format = format;

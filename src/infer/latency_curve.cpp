@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
+#include "shoplens/core/errors.h"
 #include "shoplens/core/stats.h"
 
 namespace shoplens {
@@ -51,6 +53,10 @@ LatencyCurve measure_latency_curve(const std::function<void(int batch)>& run_bat
                                    const std::function<void(const LatencyPoint&)>& on_point,
                                    const std::function<bool()>& stop) {
   using Clock = std::chrono::steady_clock;
+  if (max_batch < 1 || max_batch > kMaxLatencyCurveBatch || reps < 1 || reps > kMaxLatencyCurveReps)
+    throw UsageError("a latency curve is measured at batches 1 to " + std::to_string(kMaxLatencyCurveBatch) +
+                     " with 1 to " + std::to_string(kMaxLatencyCurveReps) + " timed passes each, got batch " +
+                     std::to_string(max_batch) + " and " + std::to_string(reps) + " passes");
   std::vector<int> batches;
   for (int b = 1; b < max_batch; b *= 2) batches.push_back(b);
   batches.push_back(std::max(1, max_batch));

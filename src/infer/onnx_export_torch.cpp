@@ -9,6 +9,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/infer/latency_curve.h"
@@ -119,7 +120,10 @@ TritonBatching choose_triton_batching(Classifier& model, const TritonOptions& o)
     if (!examples.count(b)) examples.emplace(b, model.example_batch(b));
     forward_once(model, examples.at(b));
   };
-  const LatencyCurve curve = measure_latency_curve(run_batch, o.max_batch, o.warmup_reps);
+  // A signal ends the measurement after the batch in progress (a large --max-batch takes long).
+  const LatencyCurve curve =
+      measure_latency_curve(run_batch, o.max_batch, o.warmup_reps, {}, [] { return interrupt_requested(); });
+  if (interrupt_requested()) throw InterruptedError();
   TritonBatching out;
   out.curve = json::array();
   for (const auto& p : curve.points())

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <cstdint>
 
@@ -38,53 +37,11 @@ std::size_t end_of_headers(const std::string& bytes, std::size_t from) {
   return lf + 2;
 }
 
-namespace {
-
-bool names_equal(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(name[i])) != lower[i]) return false;
-  return true;
-}
-
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-// All digits and short enough not to overflow; npos otherwise.
-std::size_t parse_length(std::string_view value) {
-  if (value.empty() || value.size() > 15) return std::string::npos;
-  std::size_t n = 0;
-  for (const char c : value) {
-    if (c < '0' || c > '9') return std::string::npos;
-    n = n * 10 + static_cast<std::size_t>(c - '0');
-  }
-  return n;
-}
-
-}  // namespace
-
 std::size_t declared_body_length(std::string_view header_section) {
-  std::size_t length = 0;
-  bool seen = false;
-  std::size_t line_start = header_section.find('\n');  // past the request line
-  while (line_start != std::string_view::npos && line_start + 1 < header_section.size()) {
-    const std::size_t next = header_section.find('\n', line_start + 1);
-    const std::string_view line = header_section.substr(line_start + 1, next - line_start - 1);
-    line_start = next;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, colon);
-    if (names_equal(name, "transfer-encoding") || names_equal(name, "expect")) return std::string::npos;
-    if (!names_equal(name, "content-length")) continue;
-    if (seen) return std::string::npos;
-    seen = true;
-    length = parse_length(trimmed(line.substr(colon + 1)));
-    if (length == std::string::npos) return length;
-  }
-  return length;
+  const RequestFraming framing = read_request_framing(header_section);
+  if (!framing.ok() || framing.expects_continue || framing.body == BodyFraming::kChunked) return std::string::npos;
+  if (framing.body == BodyFraming::kNone) return 0;
+  return framing.length <= kLongestParkedLength ? static_cast<std::size_t>(framing.length) : std::string::npos;
 }
 
 ConnectionParking::ConnectionParking(ParkingLimits limits, std::function<void(WaitingConnection)> ready,

@@ -12,8 +12,8 @@
 // Expect: 100-continue, within the server's body limit) and the bytes held by all waiting
 // connections stay within a budget; any other request is handed over once its headers are in, and
 // its worker reads the rest. The only HTTP parsed here is that: the blank line ending the headers
-// and those three fields. What a worker does with the bytes (cpp-httplib, http_connection.cpp) is
-// not this file's business.
+// and the body's framing (request_framing.h, the rules the worker applies too). What a worker does with the bytes
+// (cpp-httplib, http_connection.cpp) is not this file's business.
 #pragma once
 
 #include <array>
@@ -27,6 +27,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "serve/request_framing.h"
 
 namespace shoplens::serve {
 
@@ -59,19 +61,21 @@ inline bool holds_complete_headers(const std::string& bytes, std::size_t from = 
 }
 
 // The body length a header section (request line to blank line) declares, when the body can wait
-// in the parking: Content-Length alone, once, all digits. npos for anything else (chunked, Expect,
-// a length missing, repeated or malformed): those go to a worker with their headers.
+// in the parking: a sound head (request_framing.h) with Content-Length (0 without one), no
+// Expect: 100-continue, at most kLongestParkedLength. npos for anything else (a refused head,
+// chunked, Expect, a huge length): those go to a worker with their headers, which answers them.
+constexpr std::size_t kLongestParkedLength = 999999999999999;  // 15 digits
 std::size_t declared_body_length(std::string_view header_section);
 
 struct ParkingLimits {
-  std::chrono::milliseconds idle{5000};        // no byte of a (next) request for this long: closed
-  std::chrono::milliseconds header{10000};     // first byte to the end of the headers: handed over, late
-  std::size_t max_connections = 1024;          // more waiting than this: the longest waiter is closed
-  std::size_t max_header_bytes = 16384;        // received this much without a blank line: handed over
-  std::chrono::milliseconds linger{1000};      // closing connections drop input this long at most
-  std::chrono::milliseconds body{60000};       // end of the headers to the end of a waiting body
-  std::size_t max_body_bytes = 16u << 20;      // a longer declared body is handed over (its 413)
-  std::size_t max_buffered_bytes = 64u << 20;  // all waiting connections' bytes; past it, hand over
+  std::chrono::milliseconds idle{5000};                 // no byte of a (next) request for this long: closed
+  std::chrono::milliseconds header{10000};              // first byte to the end of the headers: handed over, late
+  std::size_t max_connections = 1024;                   // more waiting than this: the longest waiter is closed
+  std::size_t max_header_bytes = kMaxRequestHeadBytes;  // received this much without a blank line: handed over
+  std::chrono::milliseconds linger{1000};               // closing connections drop input this long at most
+  std::chrono::milliseconds body{60000};                // end of the headers to the end of a waiting body
+  std::size_t max_body_bytes = 16u << 20;               // a longer declared body is handed over (its 413)
+  std::size_t max_buffered_bytes = 64u << 20;           // all waiting connections' bytes; past it, hand over
 };
 
 class ConnectionParking {

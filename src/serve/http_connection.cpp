@@ -10,6 +10,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+
+#include "serve/request_framing.h"
 
 namespace shoplens::serve {
 namespace {
@@ -65,7 +68,37 @@ class DeadlineStream : public httplib::Stream {
   }
   bool deadline_passed() const { return deadline_passed_; }
   bool has_buffered() const { return off_ < buffer_.size(); }
+  std::size_t buffered() const { return buffer_.size() - off_; }
   bool holds_next_headers() const { return holds_complete_headers(buffer_, off_); }
+  // The next request's head (request line to blank line) once buffered, else empty.
+  std::string_view next_head() const {
+    const std::size_t end = end_of_headers(buffer_, off_);
+    return end == std::string::npos ? std::string_view() : std::string_view(buffer_).substr(off_, end - off_);
+  }
+  // Reads until the next request's head is buffered: false when `limit` bytes came without its end,
+  // the deadline passed or the connection ended first.
+  bool buffer_head(std::size_t limit) {
+    while (!holds_next_headers()) {
+      if (buffered() >= limit || !wait_for(fd_, POLLIN, deadline_, cutoff_)) return false;
+      std::array<char, kReadChunk> chunk{};
+      const ssize_t got = ::recv(fd_, chunk.data(), chunk.size(), 0);
+      if (got <= 0) return false;
+      buffer_.erase(0, off_);
+      off_ = 0;
+      buffer_.append(chunk.data(), static_cast<std::size_t>(got));
+    }
+    return true;
+  }
+  // The request about to be read has a head of `head_bytes` and this framing: a chunked body is
+  // checked as httplib reads it (a read that would break the grammar fails instead).
+  void begin_request(const RequestFraming& framing, std::size_t head_bytes) {
+    consumed_ = 0;
+    head_bytes_ = head_bytes;
+    chunked_ = framing.body == BodyFraming::kChunked;
+    chunks_ = ChunkedBodyChecker();
+  }
+  // Why the chunked body was refused; empty when it was not.
+  const std::string& body_fault() const { return chunks_.fault(); }
   std::string take_buffered() {
     std::string rest = buffer_.substr(off_);
     buffer_.clear();
@@ -89,9 +122,11 @@ class DeadlineStream : public httplib::Stream {
       off_ = 0;
       if (got <= 0) return got;
     }
-    const std::size_t take = std::min(n, buffer_.size() - off_);
+    const std::size_t take = checked(std::min(n, buffer_.size() - off_));
+    if (take == 0) return -1;  // the chunked body broke its grammar
     std::memcpy(ptr, buffer_.data() + off_, take);
     off_ += take;
+    consumed_ += take;
     return static_cast<ssize_t>(take);
   }
   ssize_t write(const char* ptr, std::size_t n) override {
@@ -111,6 +146,16 @@ class DeadlineStream : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
+  // How many of the `n` buffered bytes at off_ httplib may take: the chunked body's bytes only as
+  // far as they keep its grammar (0 once broken), and none past its end.
+  std::size_t checked(std::size_t n) {
+    if (!chunked_ || chunks_.done()) return n;
+    if (chunks_.failed()) return 0;
+    const std::size_t head_part = consumed_ < head_bytes_ ? std::min(n, head_bytes_ - consumed_) : 0;
+    const std::size_t body_part = chunks_.feed(buffer_.data() + off_ + head_part, n - head_part);
+    return chunks_.failed() ? 0 : head_part + body_part;
+  }
+
   int fd_;
   const std::atomic<Clock::rep>& cutoff_;
   const std::atomic<Clock::rep> no_cutoff_{Clock::time_point::max().time_since_epoch().count()};
@@ -119,7 +164,58 @@ class DeadlineStream : public httplib::Stream {
   static constexpr std::size_t kReadChunk = 4096;
   std::string buffer_;
   std::size_t off_ = 0;
+  // The request being read: bytes taken so far, its head's size, its chunked body's check.
+  std::size_t consumed_ = 0;
+  std::size_t head_bytes_ = 0;
+  bool chunked_ = false;
+  ChunkedBodyChecker chunks_;
 };
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    default:
+      return "Error";
+  }
+}
+
+// Answers a request refused before httplib reads it, with Connection: close; false, for admit.
+bool refuse(DeadlineStream& stream, const DeadlineServer::EarlyAnswer& early_answer, int status,
+            const std::string& why) {
+  const std::string body = early_answer ? early_answer(status, why) : why;
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
+                    "\r\nContent-Type: " + (early_answer ? "application/json" : "text/plain") +
+                    "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  for (std::size_t sent = 0; sent < out.size();) {
+    const ssize_t n = stream.write(out.data() + sent, out.size() - sent);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  return false;
+}
+
+// The next request's head against the framing rules (request_framing.h), before httplib reads it.
+// False when it is refused: the answer is written and the connection must close.
+bool admit(DeadlineStream& stream, const DeadlineServer::EarlyAnswer& early_answer) {
+  if (!stream.buffer_head(kMaxRequestHeadBytes)) {
+    stream.begin_request(RequestFraming(), 0);
+    // Late, or the client left: httplib reads what came, its next read fails, and it answers 408
+    // (or nothing). No request is read from such a head.
+    if (stream.buffered() < kMaxRequestHeadBytes) return true;
+    return refuse(stream, early_answer, 431,
+                  "the request head is larger than " + std::to_string(kMaxRequestHeadBytes) + " bytes");
+  }
+  const std::string_view head = stream.next_head();
+  const RequestFraming framing = read_request_framing(head);
+  if (!framing.ok()) return refuse(stream, early_answer, framing.status, framing.fault);
+  stream.begin_request(framing, head.size());
+  return true;
+}
 
 // What handlers may change about the connection whose request they handle.
 struct ConnectionState {
@@ -203,6 +299,8 @@ void DeadlineServer::close_after_response() {
 
 bool DeadlineServer::deadline_passed() { return current != nullptr && current->stream->deadline_passed(); }
 
+std::string DeadlineServer::body_fault() { return current != nullptr ? current->stream->body_fault() : std::string(); }
+
 // A new connection waits for its first request off the pool.
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
   parking_.park(WaitingConnection{sock, {}, 0, {}, false});
@@ -210,7 +308,8 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
 }
 
 // httplib's loop (detail::process_server_socket) for requests whose headers are in: a connection
-// goes back to the parking as soon as the next request is not.
+// goes back to the parking as soon as the next request is not. Each request's head is checked
+// before httplib reads it; a refused one is answered here and its connection closed.
 void DeadlineServer::serve(WaitingConnection connection) {
   const int fd = connection.fd;
   DeadlineStream stream(fd, drain_cutoff_, std::move(connection.received));
@@ -219,6 +318,10 @@ void DeadlineServer::serve(WaitingConnection connection) {
   // Late headers: the bytes that came are read, then the next read fails as past its deadline (408).
   stream.set_deadline(connection.header_deadline_passed ? Clock::now() : connection.first_byte + deadlines_.header);
   for (std::size_t served = connection.served;;) {
+    if (!admit(stream, early_answer_)) {
+      state.close_after_response = true;
+      break;
+    }
     bool closed = false;
     const bool ok = process_request(stream, served + 1 >= keep_alive_max_count_, closed, nullptr);
     ++served;

@@ -15,7 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "serve/connection_parking.h"
 
@@ -51,8 +53,16 @@ class DeadlineServer : public httplib::Server {
   static void headers_received();
   // the request was not read to its end: close the connection once the answer is written;
   static void close_after_response();
-  // the last read failed because a deadline passed (answer 408, not 400).
+  // the last read failed because a deadline passed (answer 408, not 400);
   static bool deadline_passed();
+  // why the request's chunked body was refused (request_framing.h), empty when it was not.
+  static std::string body_fault();
+
+  // The body of an answer the server writes itself, to a request it refuses before cpp-httplib
+  // reads it (a head against the framing rules, request_framing.h, or over the size limit): from
+  // the status and the reason. Without one, the reason as plain text.
+  using EarlyAnswer = std::function<std::string(int status, const std::string& why)>;
+  void set_early_answer(EarlyAnswer answer) { early_answer_ = std::move(answer); }
 
  private:
   class Pool;
@@ -66,6 +76,7 @@ class DeadlineServer : public httplib::Server {
   std::atomic<std::chrono::steady_clock::rep> drain_cutoff_;  // time_since_epoch ticks; max: none
   ConnectionParking parking_;
   httplib::TaskQueue* pool_ = nullptr;  // httplib owns it (listen's lifetime); parking_ stops first
+  EarlyAnswer early_answer_;
 };
 
 }  // namespace shoplens::serve

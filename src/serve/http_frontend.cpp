@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "serve/decode_budget.h"
 #include "serve/http_connection.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
@@ -33,14 +35,19 @@ constexpr std::chrono::milliseconds kDrainGrace{1000};
 // prober must not tell these apart (nor learn anything of the files outside the root).
 constexpr const char* kNoSuchImage = "no readable image file at that path under the image root";
 
+// Answers echo the request (its path, a parse error's excerpt): bytes that are not UTF-8 are
+// replaced (U+FFFD), as nlohmann::json would otherwise throw while writing the answer.
+std::string json_text(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string error_json(int status, const std::string& message) {
+  return json_text(json{{"error", message}, {"status", status}});
+}
 void reply_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  // Answers echo the request (its path, a parse error's excerpt): bytes that are not UTF-8 are
-  // replaced (U+FFFD), as nlohmann::json would otherwise throw while writing the answer.
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 void reply_error(httplib::Response& res, int status, const std::string& message) {
-  reply_json(res, status, json{{"error", message}, {"status", status}});
+  res.status = status;
+  res.set_content(error_json(status, message), "application/json");
 }
 // For steps that answer on failure and tell their caller to stop.
 bool refuse(httplib::Response& res, int status, const std::string& message) {
@@ -59,6 +66,13 @@ bool looks_like_json(const httplib::Request& req, const std::string& body) {
 
 bool reads_a_body(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" || method == "PRI";
+}
+
+// The head passed the framing rules (request_framing.h) before httplib parsed it, so its one
+// Content-Length is digits and its Transfer-Encoding, if any, is chunked: httplib reads them as sent.
+bool declares_a_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > 0;
 }
 
 std::chrono::milliseconds to_ms(double ms) { return std::chrono::milliseconds(static_cast<long long>(std::ceil(ms))); }
@@ -111,6 +125,7 @@ struct HttpFrontend::Impl {
   std::atomic<int> active{0};     // classify handlers running
   std::atomic<int> admitting{0};  // classify handlers admitted but not yet queued
   fs::path root;
+  DecodeBudget decode_budget;
 
   Impl(FrontendOptions o, MicroBatcher& b, ServeMetrics& m, Preprocessor p, std::vector<std::string> names)
       : options(std::move(o)),
@@ -119,7 +134,8 @@ struct HttpFrontend::Impl {
         preprocess(std::move(p)),
         class_names(std::move(names)),
         server(read_deadlines(options), static_cast<std::size_t>(std::max(1, options.http_threads)),
-               waiting_connections_allowed(options), options.max_body_bytes) {}
+               waiting_connections_allowed(options), options.max_body_bytes),
+        decode_budget(to_ms(options.request_timeout_ms)) {}
 
   // Seconds a rejected client should wait: the queue's drain time at the recent rate, at least 1.
   int retry_after_s() const {
@@ -172,6 +188,8 @@ struct HttpFrontend::Impl {
                       " ms (--body-timeout-ms)");
     else if (res.status == 415)
       reply_error(res, 415, "unsupported Content-Encoding");
+    else if (const std::string fault = DeadlineServer::body_fault(); !fault.empty())
+      reply_error(res, 400, "malformed chunked body: " + fault);
     else
       reply_error(res, 400, "the body could not be read (malformed chunked encoding, or the connection broke)");
   }
@@ -252,7 +270,11 @@ struct HttpFrontend::Impl {
     std::vector<float> input;
     const auto tp = std::chrono::steady_clock::now();
     try {
-      input = preprocess(data, size);
+      DecodeBudget::Reservation pixels(decode_budget);  // given back once the image is preprocessed
+      input = preprocess(data, size, [&pixels](std::uint64_t bytes) { pixels.add(bytes); });
+    } catch (const DecodeBudgetBusy& e) {
+      res.set_header("Retry-After", std::to_string(retry_after_s()));
+      return reply_error(res, 503, std::string(e.what()) + "; retry later");
     } catch (const std::exception& e) {
       return reply_error(res, 422, std::string("cannot decode the image: ") + e.what());
     }
@@ -304,23 +326,36 @@ struct HttpFrontend::Impl {
   }
 
   // Runs once the headers are in, before any body is read: only POST /v1/classify reads a body (it
-  // has the limit); any other request that carries one is answered unread and its connection closed.
+  // has the limit); any other request that carries one is answered unread and its connection closed
+  // (a GET with a body too: httplib would not read it, and its bytes would be taken for a request).
   httplib::Server::HandlerResponse before_routing(const httplib::Request& req, httplib::Response& res) {
     DeadlineServer::headers_received();
-    if (!reads_a_body(req.method) || (req.method == "POST" && req.path == "/v1/classify"))
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "POST" && req.path == "/v1/classify") return httplib::Server::HandlerResponse::Unhandled;
+    const bool with_body = declares_a_body(req);
+    if (!with_body && !reads_a_body(req.method)) return httplib::Server::HandlerResponse::Unhandled;
     DeadlineServer::close_after_response();
     res.set_header("Connection", "close");
     const bool known =
         req.path == "/v1/classify" || req.path == "/healthz" || req.path == "/readyz" || req.path == "/metrics";
-    res.status = known ? 405 : 404;  // the error handler writes the body
+    if (!known) {
+      res.status = 404;  // the error handler writes the body
+    } else if (reads_a_body(req.method)) {
+      res.status = 405;
+    } else {
+      reply_error(res, 400, req.method + " " + req.path + " takes no body");
+    }
     return httplib::Server::HandlerResponse::Handled;
   }
 
-  // httplib's own refusals (404, 405, 400, 414) come without a body: give them one.
+  // httplib's own refusals (404, 405, 400, 414) come without a body: give them one. A request it
+  // could not parse (400, 408, 414) closes its connection: what follows is not read as a request.
   httplib::Server::HandlerResponse on_error(const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 400 && DeadlineServer::deadline_passed()) res.status = 408;
+    if (res.status == 400 || res.status == 408 || res.status == 414) {
+      DeadlineServer::close_after_response();
+      res.set_header("Connection", "close");
+    }
     std::string message = "HTTP " + std::to_string(res.status);
     if (res.status == 408)
       message = "the request headers did not arrive within " +
@@ -342,7 +377,17 @@ struct HttpFrontend::Impl {
            "# HELP shoplens_serve_connections_evicted_total Waiting connections closed to make room for newer ones.\n"
            "# TYPE shoplens_serve_connections_evicted_total counter\n"
            "shoplens_serve_connections_evicted_total " +
-           std::to_string(server.connections_evicted()) + "\n";
+           std::to_string(server.connections_evicted()) +
+           "\n"
+           "# HELP shoplens_serve_decode_budget_bytes Bytes of decoded pixels requests may hold at once.\n"
+           "# TYPE shoplens_serve_decode_budget_bytes gauge\n"
+           "shoplens_serve_decode_budget_bytes " +
+           std::to_string(decode_budget.capacity()) +
+           "\n"
+           "# HELP shoplens_serve_decode_bytes_in_use Bytes of decoded pixels held by requests now.\n"
+           "# TYPE shoplens_serve_decode_bytes_in_use gauge\n"
+           "shoplens_serve_decode_bytes_in_use " +
+           std::to_string(decode_budget.in_use()) + "\n";
   }
 
   void install_routes() {
@@ -379,6 +424,10 @@ struct HttpFrontend::Impl {
     });
     server.set_logger(
         [this](const httplib::Request&, const httplib::Response& res) { metrics.count_response(res.status); });
+    server.set_early_answer([this](int status, const std::string& why) {
+      metrics.count_response(status);
+      return error_json(status, why);
+    });
   }
 };
 
@@ -424,6 +473,8 @@ void HttpFrontend::set_ready(bool ready) {
   impl_->ready = ready;
   impl_->metrics.set_ready(ready && !impl_->draining);
 }
+
+void HttpFrontend::set_decode_budget(std::uint64_t bytes) { impl_->decode_budget.set_capacity(bytes); }
 
 void HttpFrontend::begin_drain() {
   impl_->draining = true;

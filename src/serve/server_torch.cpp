@@ -13,6 +13,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/process_memory.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/data/image_io.h"
@@ -33,9 +34,12 @@ class ModelRunner {
  public:
   explicit ModelRunner(InferenceSession& session) : session_(session), decode_(session.decode_options()) {}
 
-  // The same decode and evaluation transform as `shoplens score` on a manifest row.
-  std::vector<float> preprocess(const std::uint8_t* data, std::size_t size) const {
-    const cv::Mat rgb = decode_image(data, size, decode_).rgb;
+  // The same decode and evaluation transform as `shoplens score` on a manifest row; the decoder
+  // reserves its pixels before allocating them (the frontend's decode budget).
+  std::vector<float> preprocess(const std::uint8_t* data, std::size_t size, const PixelReservation& reserve) const {
+    DecodeOptions options = decode_;
+    options.before_allocating = reserve;
+    const cv::Mat rgb = decode_image(data, size, options).rgb;
     std::vector<float> out(session_.floats_per_sample());
     session_.preprocess(rgb, out.data());
     return out;
@@ -95,9 +99,40 @@ FrontendOptions frontend_options(const ServeOptions& o) {
   return fo;
 }
 
+// The bytes of decoded pixels in flight: --decode-budget-mb, or (0) half the peak resident memory
+// of the server once warmed up, so that requests' images add at most that much to it.
+std::uint64_t decode_budget_bytes(std::uint64_t budget_mb) {
+  const bool automatic = budget_mb == 0;
+  std::uint64_t bytes = budget_mb << 20;
+  if (automatic) {
+    const std::int64_t peak = read_resident_memory().peak;
+    bytes = std::max<std::uint64_t>(peak > 0 ? static_cast<std::uint64_t>(peak) / 2 : kDecodeBudgetUnknownMemory,
+                                    kDecodeBudgetAtLeast);
+  }
+  spdlog::info("decode budget: {} MB of pixels in flight{}", bytes >> 20,
+               automatic ? " (half the ready server's peak memory; --decode-budget-mb)" : "");
+  return bytes;
+}
+
+void check_options(const ServeOptions& o) {
+  auto within = [](double value, double lo, double hi, const char* flag) {
+    if (!(value >= lo && value <= hi))
+      throw UsageError(fmt::format("serve: {} must be between {} and {}, got {}", flag, lo, hi, value));
+  };
+  within(o.batcher.max_batch, 1, kMaxLatencyCurveBatch, "--max-batch");
+  within(o.batcher.max_queue, 1, kMaxQueueLength, "--max-queue");
+  within(o.batcher.max_queue_delay_ms, 0, kMaxTimeoutMs, "--max-queue-delay-ms");
+  within(o.batcher.p95_target_ms, 0, kMaxTimeoutMs, "--p95-target-ms");
+  within(o.batcher.timeout_ms, 1, kMaxTimeoutMs, "--request-timeout-ms");
+  within(static_cast<double>(o.frontend.max_body_bytes), 1, static_cast<double>(kMaxBodyBytes), "--max-body-bytes");
+  within(o.warmup_reps, 1, kMaxLatencyCurveReps, "--warmup-reps");
+  within(static_cast<double>(o.decode_budget_mb), 0, kMaxDecodeBudgetMb, "--decode-budget-mb");
+}
+
 }  // namespace
 
 int run_server(const ServeOptions& o) {
+  check_options(o);
   if (o.frontend.host != "127.0.0.1" && o.frontend.host != "localhost" && o.frontend.host != "::1")
     spdlog::warn("serve: listening on {} (not loopback): anyone who can reach it can use the model", o.frontend.host);
   // A client that hangs up mid-response must not kill the server: write errors become EPIPE.
@@ -112,7 +147,10 @@ int run_server(const ServeOptions& o) {
 
   HttpFrontend frontend(
       frontend_options(o), batcher, metrics,
-      [&](const std::uint8_t* d, std::size_t n) { return runner.preprocess(d, n); }, runner.class_names());
+      [&](const std::uint8_t* d, std::size_t n, const PixelReservation& reserve) {
+        return runner.preprocess(d, n, reserve);
+      },
+      runner.class_names());
   const int port = frontend.start();
   if (!o.port_file.empty()) write_file_atomic(o.port_file, std::to_string(port) + "\n");
   std::cout << "listening on http://" << o.frontend.host << ":" << port << std::endl;
@@ -132,6 +170,7 @@ int run_server(const ServeOptions& o) {
                    o.batcher.p95_target_ms);
   }
   batcher.start();
+  frontend.set_decode_budget(decode_budget_bytes(o.decode_budget_mb));
   if (!interrupt_requested()) {
     frontend.set_ready(true);
     spdlog::info("ready: max batch {}, {}, queue {}, timeout {} ms", o.batcher.max_batch,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <future>
 #include <map>
@@ -20,9 +21,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image_test_util.h"
+#include "sanitizer.h"
+#include "scratch_suite.h"
+#include "serve_test_util.h"
 #include "shoplens/data/csv.h"
 #include "shoplens/serve/http_client.h"
-#include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -93,6 +97,13 @@ class ServerProcess {
   }
   std::string log() const { return fs::exists(log_) ? testing::read_text(log_) : ""; }
   int port() const { return port_; }
+  // The server's peak resident memory so far (VmHWM), in kB; 0 when unreadable.
+  long peak_kb() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    return 0;
+  }
 
  private:
   fs::path port_file_, log_;
@@ -318,6 +329,68 @@ TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
   EXPECT_EQ(lonely.metric("shoplens_serve_images_total"), 0);
   EXPECT_EQ(lonely.get("/healthz").status, 200);
   EXPECT_EQ(lonely.stop(SIGINT), 0) << lonely.log();
+}
+
+// Request smuggling (issue 45): a request framed both by Content-Length and by chunked encoding
+// hides a second request in what one parser reads as its body and the other as the next request.
+// The server answers 400 and closes the connection: the hidden request is never answered. Two
+// different Content-Lengths get 400 at once (they waited 5 s for a 415).
+TEST_F(E2eServe, SmuggledRequestsGet400AndTheConnectionCloses) {
+  const std::string post = "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n";
+  const std::string png(8, 'p');
+  for (const std::string& request :
+       {post +
+            "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        post +
+            "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        post + "Content-Length: 8\r\nContent-Length: 43\r\n\r\n" + png + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"}) {
+    testing::RawConnection c(server_->port());
+    ASSERT_TRUE(c.connected());
+    c.send(request);
+    const testing::RawReply first = c.read_reply(60);
+    EXPECT_EQ(first.status, 400) << request << "\n" << first.head << first.body;
+    EXPECT_TRUE(json::parse(first.body, nullptr, false).contains("error")) << first.body;
+    const testing::RawReply hidden = c.read_reply(5);
+    EXPECT_EQ(hidden.status, 0) << "the hidden request was answered: " << hidden.head << hidden.body;
+    EXPECT_TRUE(c.wait_closed_by_peer(30)) << request;
+  }
+  EXPECT_EQ(server_->get("/healthz").status, 200);
+}
+
+// Decoded pixels in flight (issue 45): a 13 KB PNG declaring 9990 x 9990 decodes to 300 MB, and
+// eight at once took the server from 204 MB ready to 2.55 GB. With the decode budget (half the
+// ready server's peak by default) an image larger than the budget is refused before it is
+// decoded and smaller ones take turns, so the peak stays within twice the ready server's.
+TEST_F(E2eServe, EightHugeImagesAtOnceKeepTheServerWithinTwiceItsReadyMemory) {
+  SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();
+  ServerProcess big("--model " + model().string() + " --max-batch 8 --threads 1 --warmup-reps 1", scratch().path(),
+                    "memory");
+  ASSERT_TRUE(big.wait_ready()) << big.log();
+  const long ready_kb = big.peak_kb();
+  ASSERT_GT(ready_kb, 0);
+  const double budget = big.metric("shoplens_serve_decode_budget_bytes");
+  EXPECT_GT(budget, 0) << big.log();
+  EXPECT_LE(budget, ready_kb * 1024.0 / 2 + 1) << big.log();
+  auto eight_at_once = [&](const testing::Bytes& png) {
+    const std::string body(png.begin(), png.end());
+    std::vector<std::future<HttpReply>> replies;
+    for (int i = 0; i < 8; ++i)
+      replies.push_back(std::async(std::launch::async, [&] { return big.post(body, "image/png"); }));
+    std::map<int, int> statuses;
+    for (auto& r : replies) ++statuses[r.get().status];
+    return statuses;
+  };
+  for (const auto& [status, count] : eight_at_once(testing::blank_png(9990, 9990)))
+    EXPECT_TRUE(status == 200 || status == 422 || status == 503) << status << " x" << count;
+  // Images of 60% of the budget: one fits at a time; the others wait for room or get 503.
+  const auto side = static_cast<std::uint32_t>(std::sqrt(0.6 * budget / 3));
+  const auto fitting = eight_at_once(testing::blank_png(side, side));
+  EXPECT_GE(fitting.count(200) ? fitting.at(200) : 0, 1);
+  for (const auto& [status, count] : fitting) EXPECT_TRUE(status == 200 || status == 503) << status << " x" << count;
+  const long peak_kb = big.peak_kb();
+  EXPECT_LE(peak_kb, 2 * ready_kb) << "ready " << ready_kb << " kB, peak " << peak_kb << " kB\n" << big.log();
+  EXPECT_EQ(big.metric("shoplens_serve_decode_bytes_in_use"), 0);
+  EXPECT_EQ(big.stop(SIGTERM), 0) << big.log();
 }
 
 TEST_F(E2eServe, HelpShowsEveryDefault) {

@@ -286,6 +286,31 @@ Bytes jpeg_declaring(std::uint32_t width, std::uint32_t height) {
   return jpeg;
 }
 
+Bytes blank_png(std::uint32_t width, std::uint32_t height) {
+  Bytes png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  append_png_chunk(png, "IHDR", png_ihdr(width, height, 1, 0, false));
+  // Row by row (filter byte 0, then width bits of zeros), so no whole image is ever held here.
+  const Bytes row(1 + (std::size_t{width} + 7) / 8, 0);
+  z_stream z{};
+  deflateInit(&z, 9);
+  Bytes idat, out(1 << 16);
+  for (std::uint32_t y = 0; y <= height; ++y) {
+    z.next_in = const_cast<Bytef*>(row.data());
+    z.avail_in = y < height ? static_cast<uInt>(row.size()) : 0;
+    const int flush = y < height ? Z_NO_FLUSH : Z_FINISH;
+    do {
+      z.next_out = out.data();
+      z.avail_out = static_cast<uInt>(out.size());
+      deflate(&z, flush);
+      idat.insert(idat.end(), out.data(), out.data() + (out.size() - z.avail_out));
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  append_png_chunk(png, "IDAT", idat);
+  append_png_chunk(png, "IEND", {});
+  return png;
+}
+
 Bytes png_declaring(std::uint32_t width, std::uint32_t height) {
   // A real 8x8 image under an IHDR that declares the size (with a matching CRC).
   Bytes png = png_bytes(test_picture(8, 8, 4));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 
@@ -31,9 +32,33 @@ serve::BatchTiming fake_model(const std::vector<const std::vector<float>*>& inpu
   return {};
 }
 
+// What a fake_png_decoding body asks the fake preprocessor to do.
+struct FakeDecode {
+  unsigned long long bytes = 0;
+  int hold_ms = 0;
+};
+FakeDecode fake_decode_of(const std::uint8_t* data, std::size_t size) {
+  FakeDecode d;
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  const auto at = body.find(" reserve=");
+  if (at != std::string::npos) std::sscanf(body.c_str() + at, " reserve=%llu hold_ms=%d", &d.bytes, &d.hold_ms);
+  return d;
+}
+
 }  // namespace
 
 std::string fake_png() { return std::string("\x89PNG\r\n\x1a\n", 8) + "pixels"; }
+
+serve::FrontendOptions small_limits() {
+  serve::FrontendOptions o;
+  o.http_threads = 4;
+  o.max_body_bytes = 4096;
+  return o;
+}
+
+std::string fake_png_decoding(std::uint64_t bytes, int hold_ms) {
+  return fake_png() + " reserve=" + std::to_string(bytes) + " hold_ms=" + std::to_string(hold_ms);
+}
 
 InProcessServer::InProcessServer(serve::FrontendOptions options) {
   // The frontend writes to sockets whose clients may be gone; run_server ignores SIGPIPE too.
@@ -45,7 +70,13 @@ InProcessServer::InProcessServer(serve::FrontendOptions options) {
   batcher_->start();
   options.port = 0;
   frontend_ = std::make_unique<serve::HttpFrontend>(
-      options, *batcher_, metrics_, [](const std::uint8_t*, std::size_t) { return std::vector<float>{1.0f}; },
+      options, *batcher_, metrics_,
+      [](const std::uint8_t* data, std::size_t size, const serve::PixelReservation& reserve) {
+        const FakeDecode decode = fake_decode_of(data, size);
+        if (decode.bytes > 0) reserve(decode.bytes);
+        std::this_thread::sleep_for(std::chrono::milliseconds(decode.hold_ms));
+        return std::vector<float>{1.0f};
+      },
       std::vector<std::string>{"ok", "blurry"});
   port_ = frontend_->start();
   frontend_->set_ready(true);

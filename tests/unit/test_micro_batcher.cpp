@@ -1,12 +1,14 @@
 // The micro-batcher's policy on a fake clock and a fake model: coalescing by size and by delay,
 // immediate rejection of a full queue, timeouts, the p95-driven choice of batch and wait, and
 // the drain. No thread, no sleep: run_once() is called at chosen instants.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include <numeric>
 
+#include "shoplens/core/errors.h"
 #include "shoplens/serve/micro_batcher.h"
 #include "shoplens/serve/serve_metrics.h"
 
@@ -206,6 +208,20 @@ TEST(LatencyCurve, MeasuringVisitsPowersOfTwoThenTheLargestBatchWithWarmUpPasses
   const LatencyCurve stopped = measure_latency_curve([&](int b) { ++calls[b]; }, 12, 3, {}, [] { return true; });
   EXPECT_EQ(stopped.points().size(), 1u);
   EXPECT_EQ(calls.size(), 1u);
+}
+
+// A billion as the largest batch aborted serve (and made export grow past 2.5 GB): refused before
+// anything runs.
+TEST(LatencyCurve, MeasuringRefusesABatchOrPassesOutOfRange) {
+  int runs = 0;
+  const auto run = [&](int) { ++runs; };
+  for (const auto& [batch, reps] : std::vector<std::pair<int, int>>{
+           {0, 3}, {kMaxLatencyCurveBatch + 1, 3}, {1000000000, 3}, {4, 0}, {4, kMaxLatencyCurveReps + 1}})
+    EXPECT_THAT([&] { measure_latency_curve(run, batch, reps); },
+                ::testing::ThrowsMessage<UsageError>(::testing::HasSubstr("latency curve")))
+        << batch << " " << reps;
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(measure_latency_curve(run, kMaxLatencyCurveBatch, 1).points().back().batch, kMaxLatencyCurveBatch);
 }
 
 // The p95 mode on a curve of 10 + 5*b ms (b=1: 15 ms ... b=16: 90 ms) with a 100 ms target.

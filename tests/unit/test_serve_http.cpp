@@ -18,13 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-serve::FrontendOptions small_limits() {
-  serve::FrontendOptions o;
-  o.http_threads = 4;
-  o.max_body_bytes = 4096;
-  return o;
-}
-
 std::string post(const std::string& body, const std::string& type = "application/json") {
   return "POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;

@@ -4,10 +4,13 @@
 #include "command.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/infer/latency_curve.h"
 #include "shoplens/infer/model_export.h"
 
 namespace shoplens::cli {
 namespace {
+
+constexpr double kLongestTargetMs = 3600000;  // an hour, as serve's timeouts
 
 class ExportCommand : public Command {
  public:
@@ -23,10 +26,17 @@ class ExportCommand : public Command {
         ->check(CLI::IsMember({"folder", "onnx", "triton"}));
     app.add_option("--triton-name", o_.triton_name,
                    "triton: the model's folder in the repository (empty: the architecture name)");
-    app.add_option("--max-batch", o_.max_batch, "triton: max_batch_size, and the largest batch timed for the batching");
+    app.add_option("--max-batch", o_.max_batch,
+                   "triton: max_batch_size, and the largest batch timed for the batching, 1 to " +
+                       std::to_string(kMaxLatencyCurveBatch))
+        ->check(finite_between(1, kMaxLatencyCurveBatch));
     app.add_option("--p95-target-ms", o_.p95_target_ms,
-                   "triton: latency budget; the preferred batch is the largest whose measured p95 fits it (as serve)");
-    app.add_option("--warmup-reps", o_.warmup_reps, "triton: timed passes per batch size");
+                   "triton: latency budget; the preferred batch is the largest whose measured p95 fits it (as serve), "
+                   "0 to 3600000 ms")
+        ->check(finite_between(0, kLongestTargetMs));
+    app.add_option("--warmup-reps", o_.warmup_reps,
+                   "triton: timed passes per batch size, 1 to " + std::to_string(kMaxLatencyCurveReps))
+        ->check(finite_between(1, kMaxLatencyCurveReps));
     app.add_option("--checkpoint", o_.checkpoint, "best, last, or a checkpoint file");
     app.add_option("--weights", o_.weights,
                    "which weights of the checkpoint: auto (the EMA when the run kept one, train.ema_decay > 0), "

@@ -56,7 +56,8 @@ Config ConfigOptions::resolve_over(const nlohmann::json& base) {
 
 namespace {
 
-// A finite number (not NaN or infinite) within [lo, hi], `lo` excluded when `open_below`.
+// A finite number (not NaN or infinite) within [lo, hi], `lo` excluded when `open_below`. The
+// description is for the error message only: help shows the option's own text, not a validator's.
 CLI::Validator finite_number(double lo, double hi, bool open_below, const std::string& description) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
@@ -72,7 +73,7 @@ CLI::Validator finite_number(double lo, double hi, bool open_below, const std::s
           return "'" + text + "' is not " + description;
         return {};
       },
-      description);
+      std::string());
 }
 
 }  // namespace

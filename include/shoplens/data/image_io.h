@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct DecodeOptions {
   // JPEG: libjpeg's accurate integer DCT (its default, and Pillow's) instead of the fast one, so
   // pixels equal what torchvision's PIL loader sees. Inference wants that; training does not care.
   bool accurate_dct = false;
+  // Called with the bytes of pixel memory a decoder is about to allocate (the decoded image and any
+  // full-size working copy), once its size is checked and before anything is allocated: it may
+  // wait for room, or throw to refuse the image (the server's budget of decoded pixels in flight).
+  std::function<void(std::uint64_t bytes)> before_allocating;
 };
 
 struct DecodedImage {

@@ -31,10 +31,16 @@ class LatencyCurve {
   std::vector<LatencyPoint> points_;
 };
 
+// The largest batch a curve is measured up to, and the most timed passes per batch: serve's and
+// export --format triton's --max-batch and --warmup-reps. Each measured batch is held in memory
+// whole (1024 images of 224 px are 600 MB of input alone), and a billion of them aborted serve.
+constexpr int kMaxLatencyCurveBatch = 1024;
+constexpr int kMaxLatencyCurveReps = 1000;
+
 // Times `run_batch(b)` at batches 1, 2, 4, ... below max_batch and at max_batch: two untimed
 // passes first (the allocator and oneDNN's primitive cache settle over a few), then `reps` timed
 // ones; p50 and p95 per batch. `on_point` sees each point as it is measured; `stop` ends the
-// measurement early (a signal during warm-up).
+// measurement early (a signal during warm-up). UsageError for a max_batch or reps out of range.
 LatencyCurve measure_latency_curve(const std::function<void(int batch)>& run_batch, int max_batch, int reps,
                                    const std::function<void(const LatencyPoint&)>& on_point = {},
                                    const std::function<bool()>& stop = {});

@@ -20,6 +20,8 @@ namespace shoplens::serve {
 
 // The longest read deadline accepted (one hour): anything longer is a typo or an attack's wish.
 constexpr double kMaxTimeoutMs = 3600000;
+// The largest --max-body-bytes (1 GiB): a body is held whole in memory while it is decoded.
+constexpr std::size_t kMaxBodyBytes = std::size_t{1} << 30;
 
 struct FrontendOptions {
   std::string host = "127.0.0.1";
@@ -37,8 +39,13 @@ struct FrontendOptions {
   double idle_timeout_ms = 5000;     // a kept-alive connection waiting for its next request
 };
 
-// Image bytes -> the model's input (CHW floats). Throws DataError when they do not decode.
-using Preprocessor = std::function<std::vector<float>(const std::uint8_t* data, std::size_t size)>;
+// Told the bytes of pixels a decode is about to allocate, before it does (DecodeOptions::
+// before_allocating): it waits for room in the server's decode budget, or throws.
+using PixelReservation = std::function<void(std::uint64_t bytes)>;
+// Image bytes -> the model's input (CHW floats); the decoder calls `reserve` before it allocates.
+// Throws DataError when they do not decode, and what `reserve` throws.
+using Preprocessor =
+    std::function<std::vector<float>(const std::uint8_t* data, std::size_t size, const PixelReservation& reserve)>;
 
 class HttpFrontend {
  public:
@@ -49,6 +56,9 @@ class HttpFrontend {
   // Binds and starts listening on a background thread; returns the port. IoError if it cannot bind.
   int start();
   void set_ready(bool ready);
+  // Bytes of decoded pixels that requests may hold at once (unlimited until set): an image larger
+  // than that gets 422, one that finds no room within --request-timeout-ms 503 with Retry-After.
+  void set_decode_budget(std::uint64_t bytes);
   // From now on classify answers 503 (shutting down) and /readyz 503; returns once every request
   // admitted before has reached the batcher's queue (so draining the queue answers them all).
   void begin_drain();

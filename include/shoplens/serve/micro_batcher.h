@@ -79,6 +79,10 @@ class InferenceRequest {
   RequestStatus status_ = RequestStatus::kPending;
 };
 
+// The longest queue `serve` accepts (--max-queue): every queued request holds an HTTP thread and
+// its preprocessed input, and the HTTP pool is sized from it.
+constexpr int kMaxQueueLength = 4096;
+
 struct BatcherOptions {
   int max_batch = 8;
   double max_queue_delay_ms = 5;  // fixed mode: the oldest request waits at most this for company

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -13,6 +14,12 @@
 #include "shoplens/serve/micro_batcher.h"
 
 namespace shoplens::serve {
+
+// --decode-budget-mb at most (1 TiB), and the automatic budget's floor (a 10-megapixel photo fits)
+// and its value where the process's memory cannot be read.
+constexpr std::uint64_t kMaxDecodeBudgetMb = std::uint64_t{1} << 20;
+constexpr std::uint64_t kDecodeBudgetAtLeast = std::uint64_t{32} << 20;
+constexpr std::uint64_t kDecodeBudgetUnknownMemory = std::uint64_t{256} << 20;
 
 // The server's settings: one field per flag of `shoplens serve`, grouped by the part that reads
 // them, with the server's own defaults where they differ from the parts' (a bigger batch, a
@@ -25,6 +32,9 @@ struct ServeOptions {
   BatcherOptions batcher = default_batcher();  // timeout_ms is also the frontend's request timeout
   FrontendOptions frontend = default_frontend();
   int warmup_reps = 7;  // timed passes per batch size for the latency curve
+  // Bytes of decoded pixels requests may hold at once, in MB; 0: half the peak resident memory of
+  // the server once warmed up (see HttpFrontend::set_decode_budget).
+  std::uint64_t decode_budget_mb = 0;
 
   static BatcherOptions default_batcher() {
     BatcherOptions b;
