@@ -173,9 +173,8 @@ struct JobProbe::Impl {
     } else {
       r.outcome = ProbeResult::Outcome::kFailed;
     }
-    // Whatever failed (the step drains its own backward; the evaluation or the optimizer may fail
-    // too), the next probe must start from the job alone, its blocks back on the device.
-    drain_failed_backward(cuda);
+    // The step drained its failed backward (train_step.h); the blocks it freed go back to the
+    // device once the queue has finished with them, so the next probe starts from the job alone.
     synchronize();
     memory.release_cached();
   }
