@@ -199,7 +199,9 @@ class ScoreRowsHostile : public ::testing::Test {
   static std::unique_ptr<ScoreRows> open(const fs::path& input, const fs::path& root = {}) {
     RowsOptions o;
     o.root = root;
-    return open_score_rows(input, o);
+    auto rows = open_score_rows(input, o);
+    rows->load_window(0, rows->size());  // the rows are streamed: hold all of them for the checks
+    return rows;
   }
   testing::ScratchDir dir_{"rows-hostile"};
 };
