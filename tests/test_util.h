@@ -96,10 +96,23 @@ nlohmann::json read_json(const std::filesystem::path& path);
 std::size_t ledger_steps(const std::filesystem::path& run);
 
 // Renders an HTML report in headless Chromium (Debian's `chromium`, installed by scripts/bootstrap.sh;
-// SHOPLENS_TEST_CHROMIUM overrides) with tests/e2e/html_layout_check.js injected into a copy.
-// Returns {"charts": N, "problems": [...], "console": [...]}: problems are charts without axis
-// labels, texts cut off or overlapping, legends covering data; console holds every console message.
+// SHOPLENS_TEST_CHROMIUM overrides) with tests/e2e/html_layout_check.js injected into a copy, in a
+// window `width` px wide. Returns {"charts": N, "page": {viewport_width, scroll_width,
+// scroll_height}, "chart_details": [{name, x_ticks, y_ticks, series: [{name, points}], legend}],
+// "problems": [...], "console": [...]}: problems are a page wider than the window (or a box of it
+// that scrolls sideways), text rendered below 10 px, colour-coded cells without a colour legend,
+// charts without axis labels or marked axes, texts cut off or overlapping, legends covering data
+// or naming a series that drew nothing, points sitting on an axis; console holds every console
+// message. With a `screenshot` name, a PNG of the whole page (the report itself, without the
+// check) is kept as test_output_dir()/screenshots/<name>-<width>.png, and "screenshot" is its path.
 // Throws std::runtime_error when the browser cannot run.
-nlohmann::json check_page_in_browser(const std::filesystem::path& html);
+struct BrowserCheck {
+  int width = 1280;
+  std::string screenshot;  // "": none
+};
+nlohmann::json check_page_in_browser(const std::filesystem::path& html, const BrowserCheck& how = {});
+// Where tests leave what CI keeps after the run (screenshots): SHOPLENS_TEST_OUTPUT_DIR, else the
+// build's test-output folder (compiled: SHOPLENS_TEST_OUTPUT). Created on first use.
+std::filesystem::path test_output_dir();
 
 }  // namespace shoplens::testing

@@ -271,10 +271,26 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
   EXPECT_NE(html.find("Macro-F1 difference"), std::string::npos);
   EXPECT_NE(html.find("Trade-offs"), std::string::npos);
 
-  const json browser = testing::check_page_in_browser(study / "report.html");
+  const json browser = testing::check_page_in_browser(study / "report.html", {1280, "bench-study"});
   EXPECT_EQ(browser["charts"], 4) << browser.dump(2);
   EXPECT_TRUE(browser["problems"].empty()) << browser.dump(2);
   EXPECT_TRUE(browser["console"].empty()) << browser.dump(2);
+  // The two per-epoch charts (loss, macro-F1) draw both seeds of both arms, each with a point per epoch.
+  int per_epoch_charts = 0;
+  for (const auto& chart : browser["chart_details"]) {
+    if (chart["name"].get<std::string>().find("per epoch") == std::string::npos) continue;
+    ++per_epoch_charts;
+    for (const char* seed : {"seed 7", "seed 8"})
+      for (const char* arm : {"baseline", "find-batch"}) {
+        int points = 0;
+        for (const auto& s : chart["series"])
+          if (s["name"].get<std::string>().rfind(arm, 0) == 0 &&
+              s["name"].get<std::string>().find(seed) != std::string::npos)
+            points = s["points"].get<int>();
+        EXPECT_EQ(points, 2) << chart["name"] << ": " << arm << " " << seed << "\n" << chart.dump(2);
+      }
+  }
+  EXPECT_EQ(per_epoch_charts, 2) << browser.dump(2);
 }
 
 // The text workload through the same recorder: a synthetic text scenario (every token real) and

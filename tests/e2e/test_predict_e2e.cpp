@@ -199,8 +199,10 @@ TEST_F(E2ePredict, EvaluateMetricsEqualScikitLearnsOnTheSamePredictions) {
   const std::string html = testing::read_text(out / "report.html");
   EXPECT_NE(html.find("Confusion matrix"), std::string::npos);
   for (const auto& name : class_list()) EXPECT_NE(html.find(name), std::string::npos) << name;
-  const json browser = testing::check_page_in_browser(out / "report.html");  // renders; labelled axes
+  // Renders at 1280 px without horizontal scroll, labelled axes, a colour legend; a screenshot for CI.
+  const json browser = testing::check_page_in_browser(out / "report.html", {1280, "evaluate"});
   EXPECT_EQ(browser["charts"], 1) << browser.dump(2);
+  EXPECT_EQ(browser["page"]["scroll_width"], browser["page"]["viewport_width"]) << browser.dump(2);
   EXPECT_TRUE(browser["problems"].empty()) << browser.dump(2);
   EXPECT_TRUE(browser["console"].empty()) << browser.dump(2);
 }

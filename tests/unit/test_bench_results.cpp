@@ -360,6 +360,23 @@ TEST(BatchStudy, SecondsToReachAnF1AreTheFirstValidationAtOrAboveIt) {
   EXPECT_TRUE(std::isnan(seconds_to_reach(r, 0.61)));
 }
 
+TEST(BatchStudy, AValidationLossIsReadPerEpoch) {
+  // A run too short for a train record per epoch (log_every_steps) still validates every epoch.
+  testing::ScratchDir run("study-run");
+  testing::write_text(run / "summary.json", R"({"micro_batch": 64, "images_per_second": 90})");
+  testing::write_text(run / "config.json", R"({"optim": {"lr": 0.1}, "run": {"seed": 3}})");
+  testing::write_text(run / "metrics.jsonl",
+                      R"({"phase": "val", "epoch": 1, "loss": 1.5, "macro_f1": 0.4, "train_seconds": 3}
+{"phase": "train", "epoch": 1.6, "loss": 1.2}
+{"phase": "val", "epoch": 2, "loss": 1.1, "macro_f1": 0.5, "train_seconds": 6}
+{"phase": "test", "epoch": 2, "loss": 0.9, "macro_f1": 0.6}
+)");
+  const StudyRun r = read_study_run(run.path(), "find_batch");
+  EXPECT_EQ(r.val_loss, (std::vector<std::pair<double, double>>{{1, 1.5}, {2, 1.1}}));
+  EXPECT_EQ(r.train_loss.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.final_val_f1, 0.5);
+}
+
 TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   const std::vector<StudyRun> base{study_run(1, 32, 100, 0.60), study_run(2, 32, 100, 0.60)};
   const std::vector<StudyRun> cand{study_run(1, 128, 150, 0.595), study_run(2, 128, 150, 0.595)};

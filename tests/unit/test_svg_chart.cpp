@@ -63,5 +63,56 @@ TEST(SvgChart, ALoneLinePointIsDrawnAsAFullMarkerAndLegendsSitBesideThePlot) {
   EXPECT_NE(svg.find("class=\"y-label\""), std::string::npos);
 }
 
+std::vector<double> attribute_values(const std::string& svg, const std::string& element, const std::string& attribute) {
+  std::vector<double> out;
+  const std::regex re("<" + element + "[^>]* " + attribute + "=\"([-0-9.]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
+TEST(SvgChart, AnEpochAxisHasWholeNumberTicksOnly) {
+  // Two epochs: plain rounded ticks would be 1.0, 1.2, ..., 2.0.
+  const std::string svg =
+      svg_chart("f1", {"epoch", false, false, true}, {"F1"}, {{"run", "#000", {{1, 0.41}, {2, 0.52}}}});
+  const std::regex x_tick("<text class=\"tick\"[^>]*text-anchor=\"middle\">([^<]*)<");
+  int x_ticks = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), x_tick); it != std::sregex_iterator(); ++it, ++x_ticks)
+    EXPECT_TRUE(std::regex_match((*it)[1].str(), std::regex("[0-9]+"))) << (*it)[1];
+  EXPECT_GE(x_ticks, 2);
+  // One epoch alone still gets whole-number ticks around it.
+  const std::string one = svg_chart("f1", {"epoch", false, false, true}, {"F1"}, {{"run", "#000", {{1, 0.41}}}});
+  for (auto it = std::sregex_iterator(one.begin(), one.end(), x_tick); it != std::sregex_iterator(); ++it)
+    EXPECT_TRUE(std::regex_match((*it)[1].str(), std::regex("[0-9]+"))) << (*it)[1];
+}
+
+TEST(SvgChart, NoPointSitsOnAnAxis) {
+  // The smallest x and y of the data are the axes' first ticks: without padding their points sit on the axes.
+  const std::string svg = svg_chart("t", {"epoch", false, false, true}, {"loss", false, true},
+                                    {{"a", "#000", {{1, 0}, {2, 1.5}, {3, 0.7}}}, {"b", "#c33", {{1, 2}}, false}});
+  const auto y_axis = attribute_values(svg, "line class=\"axis y-axis\"", "x1");
+  const auto x_axis = attribute_values(svg, "line class=\"axis x-axis\"", "y1");
+  ASSERT_EQ(y_axis.size(), 1u) << svg;
+  ASSERT_EQ(x_axis.size(), 1u) << svg;
+  const auto cx = attribute_values(svg, "circle", "cx"), cy = attribute_values(svg, "circle", "cy");
+  const auto r = attribute_values(svg, "circle", "r");
+  ASSERT_EQ(cx.size(), 4u);
+  for (std::size_t i = 0; i < cx.size(); ++i) {
+    EXPECT_GT(cx[i] - r[i], y_axis[0]) << "point " << i;
+    EXPECT_LT(cy[i] + r[i], x_axis[0]) << "point " << i;
+  }
+}
+
+TEST(SvgChart, EverySeriesIsAGroupAndTheLegendFitsHowEverLong) {
+  std::vector<ChartSeries> many;
+  for (int i = 0; i < 14; ++i) many.push_back({"run " + std::to_string(i), "#000", {{1, i}, {2, i + 1}}});
+  const std::string svg = svg_chart("t", {"epoch", false, false, true}, {"loss"}, many);
+  EXPECT_EQ(testing::occurrences(svg, "<g class=\"series\""), many.size());
+  EXPECT_NE(svg.find("data-name=\"run 13\""), std::string::npos);
+  const auto height = attribute_values(svg, "svg", "height");
+  ASSERT_EQ(height.size(), 1u);
+  for (double y : attribute_values(svg, "g class=\"legend\"><rect", "y")) EXPECT_LE(y + 10, height[0]);
+}
+
 }  // namespace
 }  // namespace shoplens

@@ -234,9 +234,45 @@ std::string html_unescape(std::string s) {
       s.replace(p, std::strlen(from), to);
   return s;
 }
+
+// Runs headless Chromium on `url` in a window of `size` ("W,H") with `action` (--dump-dom > file,
+// --screenshot=file); throws naming the browser and its stderr when it fails.
+void run_browser(const std::filesystem::path& dir, const std::string& url, const std::string& size,
+                 const std::string& action) {
+  const std::string browser = from_env("SHOPLENS_TEST_CHROMIUM", "chromium");
+  // --no-sandbox: the suite may run as root; the page is our own file. --hide-scrollbars: a
+  // screenshot shows the page, and the check measures overflow by geometry, not by scrollbars.
+  const auto r =
+      run_shell("timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --hide-scrollbars" +
+                " --user-data-dir=" + (dir / "profile").string() + " --window-size=" + size +
+                " --enable-logging=stderr --v=0 " + action + " file://" + url + " 2> " + (dir / "stderr.txt").string());
+  if (r.exit_code != 0)
+    throw std::runtime_error("headless " + browser + " failed (exit " + std::to_string(r.exit_code) +
+                             "; scripts/bootstrap.sh installs chromium): " + r.output + read_text(dir / "stderr.txt"));
+}
+
+// The whole page as one PNG: the window as tall as the page measured (capped, as browsers cap
+// textures), at the width the check ran at.
+std::string save_screenshot(const std::filesystem::path& html, const BrowserCheck& how, int page_height,
+                            const std::filesystem::path& dir) {
+  const auto folder = test_output_dir() / "screenshots";
+  std::filesystem::create_directories(folder);
+  const auto png = folder / (how.screenshot + "-" + std::to_string(how.width) + ".png");
+  const int height = std::clamp(page_height, 200, 16000);
+  run_browser(dir, std::filesystem::absolute(html).string(), std::to_string(how.width) + "," + std::to_string(height),
+              "--screenshot=" + png.string());
+  if (!std::filesystem::exists(png)) throw std::runtime_error("headless chromium wrote no " + png.string());
+  return png.string();
+}
 }  // namespace
 
-nlohmann::json check_page_in_browser(const std::filesystem::path& html) {
+std::filesystem::path test_output_dir() {
+  std::filesystem::path dir = from_env("SHOPLENS_TEST_OUTPUT_DIR", SHOPLENS_TEST_OUTPUT);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+nlohmann::json check_page_in_browser(const std::filesystem::path& html, const BrowserCheck& how) {
   ScratchDir dir("browser");
   std::string page = read_text(html);
   const auto body_end = page.rfind("</body>");
@@ -245,15 +281,8 @@ nlohmann::json check_page_in_browser(const std::filesystem::path& html) {
                             read_text(std::filesystem::path(source_dir()) / "tests/e2e/html_layout_check.js") +
                             "\n</script>\n");
   write_text(dir / "page.html", page);
-  const std::string browser = from_env("SHOPLENS_TEST_CHROMIUM", "chromium");
-  // --no-sandbox: the suite may run as root; the page is our own file.
-  const auto r = run_shell("timeout 120 " + browser +
-                           " --headless --no-sandbox --disable-gpu --user-data-dir=" + (dir / "profile").string() +
-                           " --enable-logging=stderr --v=0 --dump-dom file://" + (dir / "page.html").string() + " > " +
-                           (dir / "dom.html").string() + " 2> " + (dir / "stderr.txt").string());
-  if (r.exit_code != 0)
-    throw std::runtime_error("headless " + browser + " failed (exit " + std::to_string(r.exit_code) +
-                             "; scripts/bootstrap.sh installs chromium): " + r.output + read_text(dir / "stderr.txt"));
+  run_browser(dir.path(), (dir / "page.html").string(), std::to_string(how.width) + ",900",
+              "--dump-dom > " + (dir / "dom.html").string());
   const std::string dom = read_text(dir / "dom.html");
   const std::string open = "<pre id=\"layout-check\">";
   const auto start = dom.rfind(open), end = dom.find("</pre>", start);
@@ -265,6 +294,8 @@ nlohmann::json check_page_in_browser(const std::filesystem::path& html) {
   std::istringstream log(read_text(dir / "stderr.txt"));
   for (std::string line; std::getline(log, line);)
     if (line.find(":CONSOLE") != std::string::npos) result["console"].push_back(line);
+  if (!how.screenshot.empty())
+    result["screenshot"] = save_screenshot(html, how, result["page"]["scroll_height"].get<int>(), dir.path());
   return result;
 }
 

@@ -40,6 +40,7 @@ struct StudyRun {
   int micro_batch = 0;
   std::vector<std::pair<double, double>> train_loss;  // (epoch, loss)
   std::vector<std::pair<double, double>> val_f1;      // (epoch, macro-F1)
+  std::vector<std::pair<double, double>> val_loss;    // (epoch, validation loss): one point per validation
   std::vector<double> val_seconds;                    // training seconds at each validation (NaN: not recorded)
   int loss_spikes = 0;
   double final_val_f1 = 0;

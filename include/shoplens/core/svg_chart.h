@@ -22,6 +22,7 @@ struct ChartAxis {
   std::string label;
   bool log2 = false;       // ticks at powers of two; points at x <= 0 are skipped
   bool from_zero = false;  // the range includes 0 (amounts: memory, images/s)
+  bool integer = false;    // ticks at whole numbers only (epochs)
 };
 
 std::string svg_chart(const std::string& title, const ChartAxis& x, const ChartAxis& y,
