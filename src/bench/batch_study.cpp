@@ -45,6 +45,7 @@ void read_metric_records(StudyRun& run, const fs::path& path) {
     const double epoch = num_or(r, "epoch", NAN);
     const std::string phase = r.value("phase", "");
     if (phase == "train" && r.contains("loss")) run.train_loss.emplace_back(epoch, num_or(r, "loss", NAN));
+    if (phase == "val" && r.contains("loss")) run.val_loss.emplace_back(epoch, num_or(r, "loss", NAN));
     if (phase == "val" && r.contains("macro_f1")) {
       run.val_f1.emplace_back(epoch, num_or(r, "macro_f1", NAN));
       run.val_seconds.push_back(num_or(r, "train_seconds", NAN));

@@ -51,22 +51,35 @@ void write_batch_charts(std::ostringstream& os, const std::vector<StudyRun>& bas
                   {probe_mem, fitted});
 }
 
+// Seed i of n in an arm's colour: the first seed in the full colour, later ones lighter, so every
+// seed of every arm is its own series and the arms stay apart.
+std::string seed_shade(const int (&rgb)[3], std::size_t i, std::size_t n) {
+  const double towards_white = n > 1 ? 0.6 * static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+  auto mix = [&](int c) { return static_cast<int>(std::lround(c + (255 - c) * towards_white)); };
+  return fmt::format("#{:02x}{:02x}{:02x}", mix(rgb[0]), mix(rgb[1]), mix(rgb[2]));
+}
+
+using EpochPoints = std::vector<std::pair<double, double>> StudyRun::*;
+
+// One series per seed of one arm, from the runs' per-epoch `points`: a validation record per
+// epoch, which every run has however few train records its log interval left.
+void add_arm(std::vector<ChartSeries>& out, const char* arm, const int (&rgb)[3], const std::vector<StudyRun>& runs,
+             EpochPoints points) {
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out.push_back({fmt::format("{} seed {}", run_label(arm, runs[i]), runs[i].seed), seed_shade(rgb, i, runs.size()),
+                   runs[i].*points});
+}
+
 void write_curve_charts(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand) {
-  const char* base_colors[] = {"#36c", "#69d", "#9be"};
-  const char* cand_colors[] = {"#c33", "#e66", "#f99"};
+  static const int kBaselineRgb[3] = {0x33, 0x66, 0xcc}, kCandidateRgb[3] = {0xcc, 0x33, 0x33};
   std::vector<ChartSeries> loss, f1;
-  for (std::size_t i = 0; i < base.size(); ++i) {
-    const char* bc = base_colors[std::min<std::size_t>(i, 2)];
-    const char* cc = cand_colors[std::min<std::size_t>(i, 2)];
-    const std::string seed = fmt::format(" seed {}", base[i].seed);
-    f1.push_back({run_label("baseline", base[i]) + seed, bc, base[i].val_f1});
-    f1.push_back({run_label("find-batch", cand[i]) + seed, cc, cand[i].val_f1});
-    if (i > 0) continue;  // loss curves of the first seed: every seed's would hide each other
-    loss.push_back({run_label("baseline", base[i]) + seed, bc, base[i].train_loss});
-    loss.push_back({run_label("find-batch", cand[i]) + seed, cc, cand[i].train_loss});
-  }
-  os << svg_chart("training loss", {"epoch"}, {"loss", false, true}, loss);
-  os << svg_chart("validation macro-F1", {"epoch"}, {"macro-F1", false, true}, f1);
+  add_arm(loss, "baseline", kBaselineRgb, base, &StudyRun::val_loss);
+  add_arm(loss, "find-batch", kCandidateRgb, cand, &StudyRun::val_loss);
+  add_arm(f1, "baseline", kBaselineRgb, base, &StudyRun::val_f1);
+  add_arm(f1, "find-batch", kCandidateRgb, cand, &StudyRun::val_f1);
+  const ChartAxis epochs{"epoch", false, false, true};
+  os << svg_chart("validation loss per epoch", epochs, {"loss", false, true}, loss);
+  os << svg_chart("validation macro-F1 per epoch", epochs, {"macro-F1", false, true}, f1);
 }
 
 std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, const std::vector<double>& seconds_to_f1) {
@@ -183,11 +196,12 @@ std::string batch_study_html(const std::vector<StudyRun>& base, const std::vecto
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
         "charset=\"utf-8\"/>\n"
-     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:1240px;margin:2em "
+     << "<title>shoplens batch-size study</title>\n<style>body{font-family:sans-serif;max-width:1280px;padding:0 "
+        "16px;box-sizing:border-box;margin:2em "
         "auto;}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
         "th:first-child,td:first-child{text-align:left}.charts svg{margin:6px;border:1px solid "
-        "#eee}</style>\n</head>\n<body>\n";
+        "#eee;max-width:calc(100% - 14px);height:auto}</style>\n</head>\n<body>\n";
   os << "<h1>Batch-size study</h1>\n";
   os << fmt::format(
       "<p>Shards <code>{}</code>, {} epochs for the baseline, {} seed(s), memory budget {}; model {}, precision {}, {} "

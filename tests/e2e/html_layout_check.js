@@ -116,6 +116,8 @@
 
   const pre = document.createElement('pre');
   pre.id = 'layout-check';
-  pre.textContent = JSON.stringify({charts: svgs.length, page: page, chart_details: charts, problems: problems});
+  // One line per fault, however many points or cells share it.
+  const distinct = Array.from(new Set(problems));
+  pre.textContent = JSON.stringify({charts: svgs.length, page: page, chart_details: charts, problems: distinct});
   document.body.appendChild(pre);
 })();
