@@ -12,6 +12,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/regular_file.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/csv.h"
@@ -281,7 +282,9 @@ std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
   labelled =
       std::any_of(walk.files.begin(), walk.files.end(), [&](const WalkedFile& f) { return in_class(f.relative); });
   if (walk.not_images)
-    spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), walk.not_images);
+    spdlog::warn("{}: {} without an image extension {} not {}", dir.string(),
+                 count_of(static_cast<std::int64_t>(walk.not_images), "file"), walk.not_images == 1 ? "is" : "are",
+                 walk.not_images == 1 ? "a row" : "rows");
   std::vector<FileRow> rows;
   for (const auto& f : walk.files) {
     const std::string name = f.relative.generic_string();

@@ -141,11 +141,10 @@ std::string score_summary_line(const ScoreOptions& o, std::size_t rows, const Jo
   line += timing.batch_ms.count() > 0 ? fmt::format(", batch p95 {:.1f} ms", timing.batch_ms.percentile(0.95))
                                       : ", batch latency not measured (no batch scored in this run)";
   if (chunks.reused)
-    line += fmt::format(", {} reused from an earlier run (their rows unchanged)",
-                        count_of(static_cast<std::int64_t>(chunks.reused), "chunk"));
+    line += fmt::format(", {} reused from an earlier run ({} rows unchanged)", count_of(chunks.reused, "chunk"),
+                        chunks.reused == 1 ? "its" : "their");
   if (chunks.rescored)
-    line += fmt::format(", {} rescored (rows changed or not verifiable)",
-                        count_of(static_cast<std::int64_t>(chunks.rescored), "chunk"));
+    line += fmt::format(", {} rescored (rows changed or not verifiable)", count_of(chunks.rescored, "chunk"));
   return line;
 }
 
