@@ -28,13 +28,13 @@ std::string package_version(std::string_view package) {
 }  // namespace
 
 std::string torch_release(std::string_view header_version, std::string_view package) {
-  const std::string upstream = upstream_version(package_version(package));
+  std::string upstream = upstream_version(package_version(package));
   if (upstream.empty() || major_minor(upstream) != major_minor(header_version)) return std::string(header_version);
   return upstream;
 }
 
 std::string describe_torch_release(std::string_view header_version, std::string_view package) {
-  const std::string release = torch_release(header_version, package);
+  std::string release = torch_release(header_version, package);
   if (release == header_version) return release;
   return fmt::format("{} (package {}; its headers say {})", release, package, header_version);
 }

@@ -54,9 +54,9 @@ class FileRowStream {
 // The file a CSV or list row names: an absolute path as written; a relative one under `root`,
 // and only while it stays there (prepare's rule, manifest.h: "path escapes root").
 fs::path row_file(const fs::path& root, const std::string& row) {
-  const fs::path path(row);
+  fs::path path(row);
   if (path.is_absolute()) return path;
-  const fs::path file = (root / path).lexically_normal();
+  fs::path file = (root / path).lexically_normal();
   const std::string escape = root_escape_problem(root, file);
   if (!escape.empty()) throw DataError(row + ": " + escape);
   return file;
@@ -82,7 +82,7 @@ class FileRows final : public ScoreRows {
         root_(std::move(root)),
         description_(std::move(description)),
         labelled_(labelled),
-        decode_(decode) {
+        decode_(std::move(decode)) {
     for (FileRow row; stream_->next(row);) ++size_;
     stream_->restart();
   }
