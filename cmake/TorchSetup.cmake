@@ -76,6 +76,29 @@ if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/libtorch.so")
 endif()
 message(STATUS "LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# The package that installed the LibTorch library, as "NAME VERSION" (empty: not a dpkg package).
+# Debian's libtorch 1.13.1 ships headers (TORCH_VERSION) and a TorchConfigVersion.cmake that say
+# 1.13.0: a source build takes its version from version.txt ("1.13.0a0" in the 1.13.1 release)
+# unless PYTORCH_BUILD_VERSION is set, which only upstream's release builds do. `shoplens
+# --version` and the records report the package's version (src/core/runtime_torch.cpp).
+set(SHOPLENS_TORCH_PACKAGE "")
+find_program(SHOPLENS_DPKG_QUERY dpkg-query)
+if(SHOPLENS_DPKG_QUERY AND TORCH_LIBRARY)
+  get_filename_component(_torch_library_real "${TORCH_LIBRARY}" REALPATH)
+  execute_process(COMMAND ${SHOPLENS_DPKG_QUERY} -S "${_torch_library_real}" OUTPUT_VARIABLE _torch_owner
+                  ERROR_QUIET RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_rc EQUAL 0 AND _torch_owner MATCHES "^([^:, ]+)(:[A-Za-z0-9_-]+)?: ")
+    set(_torch_package "${CMAKE_MATCH_1}")
+    execute_process(COMMAND ${SHOPLENS_DPKG_QUERY} -W "-f=\${Version}" "${CMAKE_MATCH_1}${CMAKE_MATCH_2}"
+                    OUTPUT_VARIABLE _torch_package_version ERROR_QUIET RESULT_VARIABLE _rc
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_rc EQUAL 0 AND _torch_package_version MATCHES "^[0-9A-Za-z.+~:-]+$")
+      set(SHOPLENS_TORCH_PACKAGE "${_torch_package} ${_torch_package_version}")
+      message(STATUS "LibTorch package: ${SHOPLENS_TORCH_PACKAGE}")
+    endif()
+  endif()
+endif()
+
 set(SHOPLENS_TORCH_OWN_FMT OFF)
 set(SHOPLENS_TORCH_INCLUDE "${TORCH_INSTALL_PREFIX}/include")
 # (A LibTorch installed in /usr shares the system's fmt: nothing to separate.)

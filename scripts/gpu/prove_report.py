@@ -201,7 +201,7 @@ class Report:
         self.problems += [f"study seed {run['seed']} {name}: {run[name]['summary'].get('oom_retries')} OOM retries"
                           for run in s["runs"] for name in ("baseline", "find_batch")
                           if run[name]["summary"].get("oom_retries")]
-        diff, speed = s["macro_f1_difference_points"], s["speedup"]
+        diff, speed = s["macro_f1_difference_points"], s["throughput_ratio"]
         arms = [[name, s[name]["micro_batch"], s[name]["lr"], fmt(s[name]["val_macro_f1_mean"], 3),
                  fmt(s[name]["val_macro_f1_sd"], 3), " / ".join(fmt(x, 1) for x in s[name]["seconds_to_f1"])]
                 for name in ("baseline", "find_batch")]
@@ -213,7 +213,8 @@ class Report:
                        arms) +
                  f"\nmacro-F1 difference (find-batch - baseline, paired by seed): {fmt(diff['mean'], 2)} +- "
                  f"{fmt(diff['sd'], 2)} points, goal (within 1 point) {'met' if s['goal_met'] else 'NOT met'}; "
-                 f"images/s ratio mean {fmt(speed['mean'], 2)} (min {fmt(speed['min'], 2)}, max {fmt(speed['max'], 2)}) "
+                 f"images/s ratio of the arms' means {fmt(speed['of_arm_means'], 2)} "
+                 f"(per seed: {', '.join(fmt(x, 2) for x in speed['per_seed'])}) "
                  f"(report.html in raw-call{self.a.call}.tar.gz)\n")
 
     def bench(self):

@@ -53,9 +53,10 @@ for r in s["runs"]:
         m = r[arm]["summary"]
         print(f"  - seed {r['seed']} {arm}: {m['images_per_second']:.0f} img/s, train {m['train_seconds']:.1f} s "
               f"(input wait {m.get('input_wait_seconds_this_process', float('nan')):.1f} s), {m['steps']} steps, F1 {r[arm]['final_val_macro_f1']:.3f}")
-d, sp = s["macro_f1_difference_points"], s["speedup"]
+d, tr = s["macro_f1_difference_points"], s["throughput_ratio"]
+ratio = lambda x: "n/a" if x is None else f"{x:.2f}"
 print(f"- difference {d['mean']:.2f} +- {d['sd']:.2f} points, goal {'met' if s['goal_met'] else 'NOT met'}; "
-      f"images/s ratio {sp['mean']:.2f} ({sp['min']:.2f}-{sp['max']:.2f})\n")
+      f"images/s ratio of the arms' means {ratio(tr['of_arm_means'])} (per seed: {', '.join(ratio(x) for x in tr['per_seed'])})\n")
 PY
 done
 cat "$out/study.md"

@@ -12,6 +12,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 
@@ -73,9 +74,9 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
     } else {
       plan.micro_batch = static_cast<int>((target_global + k * w - 1) / (k * w));
       plan.notes.push_back(
-          fmt::format("{} has no exact split into micro-batches of at most {} on {} rank(s); the global "
+          fmt::format("{} has no exact split into micro-batches of at most {} on {}; the global "
                       "batch is rounded up to {}",
-                      target_global, max_micro, w, plan.micro_batch * k * w));
+                      target_global, max_micro, count_of(w, "rank"), plan.micro_batch * k * w));
     }
     plan.accumulation_steps = static_cast<int>(k);
   }
@@ -202,9 +203,9 @@ std::string FindBatchResult::to_table() const {
                       p.at("images_per_second").get<double>());
   const auto& fit = s.at("fit");
   if (fit.at("points").get<int>() >= 2)
-    os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {} probes)\n",
-                      mib(fit.at("static_bytes").get<double>()), mib(fit.at("bytes_per_sample").get<double>()),
-                      fit.at("r2").get<double>(), fit.at("points").get<int>());
+    os << fmt::format("memory model: {} + {} x batch (R^2 {:.4f}, {})\n", mib(fit.at("static_bytes").get<double>()),
+                      mib(fit.at("bytes_per_sample").get<double>()), fit.at("r2").get<double>(),
+                      count_of(fit.at("points").get<int>(), "probe"));
   const double measured = s.value("measured_peak_bytes", 0.0);
   os << fmt::format("micro-batch {} (found {}; predicted peak {}, measured {}), eval batch {}\n", micro_batch,
                     s.value("found_batch", 0), mib(s.value("predicted_peak_bytes", 0.0)),
@@ -218,14 +219,14 @@ std::string FindBatchResult::to_table() const {
     os << fmt::format(
         "throughput: batch {} (doubling it added less than the required images/s, or it is the largest)\n",
         throughput_batch);
-  os << fmt::format(
-      "global batch {} = {} x {} accumulation x {} rank(s); lr {:.4g} ({} x{:.3g} from reference batch {})\n",
-      plan.global_batch, plan.micro_batch, plan.accumulation_steps, plan.world_size, plan.lr, plan.lr_scaling,
-      plan.lr_factor, plan.reference_batch);
+  os << fmt::format("global batch {} = {} x {} accumulation x {}; lr {:.4g} ({} x{:.3g} from reference batch {})\n",
+                    plan.global_batch, plan.micro_batch, plan.accumulation_steps, count_of(plan.world_size, "rank"),
+                    plan.lr, plan.lr_scaling, plan.lr_factor, plan.reference_batch);
   for (const auto& w : s.value("warnings", std::vector<std::string>{})) os << "warning: " << w << "\n";
   for (const auto& n : plan.notes) os << "note: " << n << "\n";
   os << "config patch: " << config_patch(plan, eval_batch, token_budget).dump() << "\n";
-  os << fmt::format("{} probes, {:.1f} s{}\n", s.at("probes").size(), total_seconds,
+  os << fmt::format("{}, {:.1f} s{}\n", count_of(static_cast<std::int64_t>(s.at("probes").size()), "probe"),
+                    total_seconds,
                     from_cache ? fmt::format(" (cached answer, fingerprint {})", s.value("fingerprint", "")) : "");
   return os.str();
 }
@@ -298,9 +299,9 @@ void cap_batch_search_at_samples(Config& config, std::size_t train_samples, int 
   const std::size_t per_rank = std::max<std::size_t>(1, train_samples / ranks);
   if (per_rank >= static_cast<std::size_t>(config.find_batch.max_batch)) return;
   spdlog::info(
-      "{}: the batch search stops at {}: the training split's {} samples over {} rank(s) "
+      "{}: the batch search stops at {}: the training split's {} over {} "
       "(find_batch.max_batch {})",
-      who, per_rank, train_samples, ranks, config.find_batch.max_batch);
+      who, per_rank, count_of(train_samples, "sample"), count_of(ranks, "rank"), config.find_batch.max_batch);
   config.find_batch.max_batch = static_cast<int>(per_rank);
 }
 

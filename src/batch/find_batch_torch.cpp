@@ -13,6 +13,7 @@
 #include "shoplens/batch/memory_probe.h"
 #include "shoplens/batch/process_fit.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/models/classifier.h"
@@ -63,7 +64,7 @@ int verify_micro_batch(JobProbe& job, SearchResult& s, int micro, int round_to, 
     const ProbeResult* known = s.probe_at(micro);
     if (known && known->fits && known->steps >= fb.verify_steps) return micro;
     const ProbeResult v = judged(job.run(micro, fb.verify_steps), micro, s.usable_bytes);
-    spdlog::info("find-batch: verifying batch {} over {} steps: {}, peak {}", micro, fb.verify_steps,
+    spdlog::info("find-batch: verifying batch {} over {}: {}, peak {}", micro, count_of(fb.verify_steps, "step"),
                  v.fits ? "fits" : outcome_text(v), format_bytes(static_cast<double>(v.peak_bytes)));
     s.probes.push_back(v);
     if (v.outcome == ProbeResult::Outcome::kFailed)

@@ -10,6 +10,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/path_overlap.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/subprocess.h"
@@ -91,14 +92,16 @@ StudySummary summarize_study(const std::vector<StudyRun>& baseline, const std::v
     throw Error("batch study: the baseline and find-batch runs do not pair up by seed");
   StudySummary s;
   s.seeds = static_cast<int>(baseline.size());
-  std::vector<double> base_f1, cand_f1, diff, speedup;
+  std::vector<double> base_f1, cand_f1, diff, base_ips, cand_ips;
   for (std::size_t i = 0; i < baseline.size(); ++i) {
     const StudyRun &b = baseline[i], &c = candidate[i];
     base_f1.push_back(b.final_val_f1);
     cand_f1.push_back(c.final_val_f1);
     diff.push_back((c.final_val_f1 - b.final_val_f1) * 100);
     const double b_ips = num_or(b.summary, "images_per_second", 0), c_ips = num_or(c.summary, "images_per_second", 0);
-    if (b_ips > 0) speedup.push_back(c_ips / b_ips);
+    if (b_ips > 0) base_ips.push_back(b_ips);
+    if (c_ips > 0) cand_ips.push_back(c_ips);
+    s.per_seed_throughput_ratios.push_back(b_ips > 0 && c_ips > 0 ? c_ips / b_ips : NAN);
     const double target = b.final_val_f1 - 0.01;  // the goal's point
     s.baseline_seconds_to_f1.push_back(seconds_to_reach(b, target));
     s.candidate_seconds_to_f1.push_back(seconds_to_reach(c, target));
@@ -109,9 +112,9 @@ StudySummary summarize_study(const std::vector<StudyRun>& baseline, const std::v
   s.candidate_f1_sd = sample_sd(cand_f1);
   s.f1_difference_mean_points = mean_of(diff);
   s.f1_difference_sd_points = sample_sd(diff);
-  s.speedup_mean = mean_of(speedup);
-  s.speedup_min = speedup.empty() ? NAN : *std::min_element(speedup.begin(), speedup.end());
-  s.speedup_max = speedup.empty() ? NAN : *std::max_element(speedup.begin(), speedup.end());
+  s.baseline_images_per_second = base_ips.empty() ? NAN : mean_of(base_ips);
+  s.candidate_images_per_second = cand_ips.empty() ? NAN : mean_of(cand_ips);
+  s.throughput_ratio = s.candidate_images_per_second / s.baseline_images_per_second;
   s.goal_met = std::isfinite(s.f1_difference_mean_points) && s.f1_difference_mean_points >= -1.0;
   return s;
 }
@@ -154,9 +157,11 @@ json finite_or_null(const std::vector<double>& values) {
 }
 
 // One arm of the study: its settings (the same for every seed) and its F1 and time to F1.
-json arm_json(const StudyRun& first, double f1_mean, double f1_sd, const std::vector<double>& seconds_to_f1) {
+json arm_json(const StudyRun& first, double images_per_second, double f1_mean, double f1_sd,
+              const std::vector<double>& seconds_to_f1) {
   return {{"micro_batch", first.micro_batch},
           {"lr", first.lr},
+          {"images_per_second_mean", finite_or_null({images_per_second})[0]},
           {"val_macro_f1_mean", f1_mean},
           {"val_macro_f1_sd", f1_sd},
           {"seconds_to_f1", finite_or_null(seconds_to_f1)}};
@@ -168,18 +173,35 @@ json study_json(const std::vector<StudyRun>& base, const std::vector<StudyRun>& 
   for (std::size_t i = 0; i < base.size(); ++i)
     runs.push_back({{"seed", base[i].seed}, {"baseline", run_json(base[i])}, {"find_batch", run_json(cand[i])}});
   return {{"seeds", s.seeds},
-          {"baseline", arm_json(base[0], s.baseline_f1_mean, s.baseline_f1_sd, s.baseline_seconds_to_f1)},
-          {"find_batch", arm_json(cand[0], s.candidate_f1_mean, s.candidate_f1_sd, s.candidate_seconds_to_f1)},
+          {"baseline", arm_json(base[0], s.baseline_images_per_second, s.baseline_f1_mean, s.baseline_f1_sd,
+                                s.baseline_seconds_to_f1)},
+          {"find_batch", arm_json(cand[0], s.candidate_images_per_second, s.candidate_f1_mean, s.candidate_f1_sd,
+                                  s.candidate_seconds_to_f1)},
           {"macro_f1_difference_points", {{"mean", s.f1_difference_mean_points}, {"sd", s.f1_difference_sd_points}}},
           {"goal_met", s.goal_met},
-          {"speedup", {{"mean", s.speedup_mean}, {"min", s.speedup_min}, {"max", s.speedup_max}}},
+          {"throughput_ratio",
+           {{"of_arm_means", finite_or_null({s.throughput_ratio})[0]},
+            {"per_seed", finite_or_null(s.per_seed_throughput_ratios)}}},
           {"runs", runs},
           {"report", report.string()}};
 }
 
 }  // namespace
 
-fs::path run_batch_study(const BatchStudyOptions& o, const std::string& binary) {
+std::string study_verdict(const StudySummary& s) {
+  const std::string ratio =
+      std::isfinite(s.throughput_ratio)
+          ? fmt::format("{:.2f}x the baseline's ({:.1f} vs {:.1f} images/s, mean over {})", s.throughput_ratio,
+                        s.candidate_images_per_second, s.baseline_images_per_second, count_of(s.seeds, "seed"))
+          : std::string("not measured");
+  const std::string difference = std::isfinite(s.f1_difference_mean_points)
+                                     ? fmt::format("{:+.2f} points", s.f1_difference_mean_points)
+                                     : std::string("not measured");
+  return fmt::format("goal {}: macro-F1 {} against the baseline (goal: within 1 point); throughput {}",
+                     s.goal_met ? "met" : "NOT met", difference, ratio);
+}
+
+BatchStudyResult run_batch_study(const BatchStudyOptions& o, const std::string& binary) {
   if (o.shards.empty()) throw UsageError("bench --study batch: --shards is required");
   if (!fs::is_directory(o.shards)) throw UsageError("bench --study batch: --shards '" + o.shards + "' is not a folder");
   if (o.seeds < 1) throw UsageError("bench --study batch: --seeds must be at least 1");
@@ -199,10 +221,10 @@ fs::path run_batch_study(const BatchStudyOptions& o, const std::string& binary) 
     if (i == 0) find_batch = read_json(c / "find_batch.json");
   }
   const StudySummary summary = summarize_study(base, cand);
-  fs::path report = o.out / "report.html";
-  write_file_atomic(report, batch_study_html(base, cand, find_batch, o));
-  write_file_atomic(o.out / "study.json", study_json(base, cand, summary, report).dump(2) + "\n");
-  return report;
+  BatchStudyResult result{o.out / "report.html", o.out / "study.json", summary};
+  write_file_atomic(result.report, batch_study_html(base, cand, find_batch, o));
+  write_file_atomic(result.study_json, study_json(base, cand, summary, result.report).dump(2) + "\n");
+  return result;
 }
 
 }  // namespace shoplens

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "shoplens/bench/batch_study.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/svg_chart.h"
@@ -82,14 +83,15 @@ void write_curve_charts(std::ostringstream& os, const std::vector<StudyRun>& bas
   os << svg_chart("validation macro-F1 per epoch", epochs, {"macro-F1", false, true}, f1);
 }
 
-std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, const std::vector<double>& seconds_to_f1) {
-  std::vector<double> f1, ips, secs;
+// One arm's column of the table; `images_per_second` is the summary's (the ratio's) figure.
+std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, double images_per_second,
+                                    const std::vector<double>& seconds_to_f1) {
+  std::vector<double> f1, secs;
   std::string per_seed;
   int spikes = 0, skipped = 0, oom = 0;
   double rss = 0;
   for (const auto& r : runs) {
     f1.push_back(r.final_val_f1);
-    ips.push_back(images_per_second(r));
     secs.push_back(num_or(r.summary, "train_seconds", NAN));
     per_seed += (per_seed.empty() ? "" : ", ") + format_or_na(r.final_val_f1, "{:.3f}");
     spikes += r.loss_spikes;
@@ -104,7 +106,7 @@ std::vector<std::string> arm_column(const std::vector<StudyRun>& runs, const std
       fmt::format("{} x {}", r.micro_batch, r.summary.value("accumulation_steps", 1)),
       format_or_na(r.lr, "{:.4g}"),
       std::to_string(r.summary.value("steps", 0)),
-      format_or_na(mean_of_finite(ips), "{:.1f}"),
+      format_or_na(images_per_second, "{:.1f}"),
       format_or_na(mean_of_finite(secs), "{:.1f} s"),
       format_or_na(to_f1, "{:.1f} s") + (missing > 0 ? fmt::format(" (not reached in {})", missing) : ""),
       fmt::format("{:.0f} MiB", rss / 1048576.0),
@@ -129,8 +131,8 @@ void write_comparison_table(std::ostringstream& os, const std::vector<StudyRun>&
                                 "skipped steps (non-finite)",
                                 "OOM retries",
                                 "validation macro-F1 per seed (last)"};
-  const auto b = arm_column(base, s.baseline_seconds_to_f1);
-  const auto c = arm_column(cand, s.candidate_seconds_to_f1);
+  const auto b = arm_column(base, s.baseline_images_per_second, s.baseline_seconds_to_f1);
+  const auto c = arm_column(cand, s.candidate_images_per_second, s.candidate_seconds_to_f1);
   os << "<table>\n<tr><th></th><th>" << xml_escape(run_label("baseline", base.front())) << "</th><th>"
      << xml_escape(run_label("find-batch", cand.front())) << "</th></tr>\n";
   for (std::size_t i = 0; i < std::size(kRows); ++i)
@@ -139,6 +141,15 @@ void write_comparison_table(std::ostringstream& os, const std::vector<StudyRun>&
       "<tr><td>validation macro-F1 (mean &#177; sd)</td><td>{:.4f} &#177; {:.4f}</td><td>{:.4f} &#177; {:.4f}"
       "</td></tr>\n</table>\n",
       s.baseline_f1_mean, s.baseline_f1_sd, s.candidate_f1_mean, s.candidate_f1_sd);
+}
+
+// The throughput sentence of the summary: the arms' ratio, then each seed's as it was.
+std::string throughput_sentence(const StudySummary& s) {
+  std::string per_seed;
+  for (double r : s.per_seed_throughput_ratios) per_seed += (per_seed.empty() ? "" : ", ") + format_or_na(r, "{:.2f}");
+  return fmt::format("Throughput: {}x the baseline's (mean training images/s {} vs {}, as in the table; per seed: {}).",
+                     format_or_na(s.throughput_ratio, "{:.2f}"), format_or_na(s.candidate_images_per_second, "{:.1f}"),
+                     format_or_na(s.baseline_images_per_second, "{:.1f}"), per_seed);
 }
 
 std::string throughput_words(double speedup) {
@@ -161,7 +172,7 @@ std::string epochs_of(const StudyRun& r) {
 
 void write_tradeoffs(std::ostringstream& os, const std::vector<StudyRun>& base, const std::vector<StudyRun>& cand,
                      const StudySummary& s) {
-  os << "<h2>Trade-offs</h2>\n<ul>\n<li><b>Hardware efficiency.</b> " << throughput_words(s.speedup_mean)
+  os << "<h2>Trade-offs</h2>\n<ul>\n<li><b>Hardware efficiency.</b> " << throughput_words(s.throughput_ratio)
      << " The tensor-memory chart shows what the extra batch costs: the fitted line's slope is the memory per "
         "image.</li>\n";
   os << "<li><b>Convergence.</b> "
@@ -204,19 +215,19 @@ std::string batch_study_html(const std::vector<StudyRun>& base, const std::vecto
         "#eee;max-width:calc(100% - 14px);height:auto}</style>\n</head>\n<body>\n";
   os << "<h1>Batch-size study</h1>\n";
   os << fmt::format(
-      "<p>Shards <code>{}</code>, {} epochs for the baseline, {} seed(s), memory budget {}; model {}, precision {}, {} "
-      "threads. Each seed trains both with <code>shoplens train</code> on the same data; the find-batch "
+      "<p>Shards <code>{}</code>, {} for the baseline, {}, memory budget {}; model {}, precision {}, {}. Each seed "
+      "trains both with <code>shoplens train</code> on the same data; the find-batch "
       "run's learning rate is scaled from the baseline's for its batch ({}).</p>\n",
-      xml_escape(o.shards), o.epochs, s.seeds, xml_escape(o.memory_budget),
+      xml_escape(o.shards), count_of(o.epochs, "epoch"), count_of(s.seeds, "seed"), xml_escape(o.memory_budget),
       xml_escape(base.front().summary.value("model", "?")), xml_escape(base.front().summary.value("precision", "?")),
-      base.front().summary.value("threads", 0), xml_escape(find_batch.value("lr_scaling", "?")));
+      count_of(base.front().summary.value("threads", 0), "thread"), xml_escape(find_batch.value("lr_scaling", "?")));
   write_comparison_table(os, base, cand, s);
   os << fmt::format(
-      "<p><b>Macro-F1 difference: {} &#177; {} points</b> (mean &#177; sd over {} seed(s); goal: within 1 "
-      "point of the baseline: {}). Throughput: {}x the baseline's ({} to {}).</p>\n",
-      format_or_na(s.f1_difference_mean_points, "{:+.2f}"), format_or_na(s.f1_difference_sd_points, "{:.2f}"), s.seeds,
-      s.goal_met ? "met" : "not met", format_or_na(s.speedup_mean, "{:.2f}"), format_or_na(s.speedup_min, "{:.2f}"),
-      format_or_na(s.speedup_max, "{:.2f}"));
+      "<p><b>Macro-F1 difference: {} &#177; {} points</b> (mean &#177; sd over {}; goal: within 1 "
+      "point of the baseline: {}). {}</p>\n",
+      format_or_na(s.f1_difference_mean_points, "{:+.2f}"), format_or_na(s.f1_difference_sd_points, "{:.2f}"),
+      count_of(s.seeds, "seed"), s.goal_met ? "met" : "not met",
+      throughput_sentence(s));  // numbers only: nothing to escape
   os << "<div class=\"charts\">\n";
   write_batch_charts(os, base, cand, search);
   write_curve_charts(os, base, cand);

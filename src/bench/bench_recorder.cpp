@@ -10,6 +10,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/path_overlap.h"
+#include "shoplens/core/plural.h"
 
 namespace shoplens {
 namespace {
@@ -29,9 +30,9 @@ void log_verdicts(const BenchRecorderResult& record, double max_regression) {
     else
       spdlog::warn("bench: {}", g.message);
   }
-  if (record.failed()) spdlog::error("bench: {} scenario(s) failed", record.failed());
+  if (record.failed()) spdlog::error("bench: {} failed", count_of(record.failed(), "scenario"));
   if (record.regressed())
-    spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", record.regressed(),
+    spdlog::error("bench: {} regressed beyond {:.1f}% and their noise", count_of(record.regressed(), "scenario"),
                   max_regression * 100);
 }
 
@@ -63,7 +64,8 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
   BenchRecorderResult record;
   record.env = bench_environment(nvml);
   record.markdown = o.out / "results.md";
-  spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), o.config.string(),
+  spdlog::info("bench: {} from {}; GPU telemetry: {}",
+               count_of(static_cast<std::int64_t>(config.scenarios.size()), "scenario"), o.config.string(),
                nvml.available() ? "NVML " + record.env.driver : nvml.why());
   auto write_outputs = [&] {
     if (!o.baseline.empty()) record.gate = gate_results(record.results, baseline, max_regression);
@@ -80,7 +82,8 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
     } catch (const InterruptedError&) {
       // The scenarios that finished are still worth having; the interrupted one is left out.
       write_outputs();
-      spdlog::warn("bench: interrupted; {} finished scenario(s) written to {}", record.results.size(), o.out.string());
+      spdlog::warn("bench: interrupted; {} written to {}",
+                   count_of(static_cast<std::int64_t>(record.results.size()), "finished scenario"), o.out.string());
       throw;
     }
     const auto sum = summarise(record.results.back());

@@ -12,6 +12,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_fields.h"
 #include "shoplens/core/json_lines.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -297,12 +298,12 @@ int recommend(Plan& plan, const std::vector<int>& feasible) {
                     opts[cheapest].confidence == 2 ? "derived from other hardware" : "a published figure",
                     opts[rec].offer, opts[rec].confidence == 0 ? "measured" : "a published figure"));
   const auto& r = opts[rec];
-  plan.reasoning.insert(
-      plan.reasoning.begin(),
-      fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} option(s) that "
-                  "meet the constraints{}",
-                  r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost), feasible.size(),
-                  r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
+  plan.reasoning.insert(plan.reasoning.begin(),
+                        fmt::format("recommended: {} ({} x {}): {} and {} per run, the cheapest of the {} that "
+                                    "meet the constraints{}",
+                                    r.offer, r.devices, r.hardware, hours_text(r.hours), money(r.cost),
+                                    count_of(static_cast<std::int64_t>(feasible.size()), "option"),
+                                    r.estimate ? " (throughput not measured here: measure it before committing)" : ""));
   return rec;
 }
 

@@ -138,12 +138,17 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
       {"commit", r.environment.commit},
       {"date", r.environment.date}};
   if (r.text) {
-    // After images_per_second: samples/s under its text name, then the token figures.
-    auto at = fields.begin() + 14;
+    // A text workload has no images: samples/s in images/s's place, then the token figures, and no
+    // image size (--image-size does not apply to it).
+    const auto named = [&](const char* key) {
+      return std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
+    };
+    const auto at = fields.erase(named("images_per_second"));
     fields.insert(at, {{"samples_per_second", num(r.images_per_second)},
                        {"seq_len", std::to_string(o.seq_len)},
                        {"vocab_size", std::to_string(o.vocab_size)},
                        {"tokens_per_second", num(r.tokens_per_second)}});
+    fields.erase(named("image_size"));
   }
   return fields;
 }
@@ -171,9 +176,9 @@ std::string train_bench_json(const TrainBenchResult& r) {
   for (const auto& [k, v] : train_bench_fields(r)) j[k] = v;
   for (const char* k :
        {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps", "world_size", "buckets"})
-    j[k] = std::stoi(j[k].get<std::string>());
+    if (j.contains(k)) j[k] = std::stoi(j[k].get<std::string>());
   for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second", "bucket_mb", "median_comm_wait_ms"})
-    j[k] = std::stod(j[k].get<std::string>());
+    if (j.contains(k)) j[k] = std::stod(j[k].get<std::string>());
   if (r.text) {
     for (const char* k : {"seq_len", "vocab_size"}) j[k] = std::stoi(j[k].get<std::string>());
     for (const char* k : {"samples_per_second", "tokens_per_second"}) j[k] = std::stod(j[k].get<std::string>());

@@ -19,6 +19,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "shoplens/core/torch_release.h"
+
 namespace shoplens {
 
 namespace build_info {
@@ -100,8 +102,8 @@ std::string build_commit() { return build_info::kCommit; }
 std::string shoplens_version() { return build_info::kVersion; }
 
 std::string version_string() {
-  return "shoplens " + shoplens_version() + " (commit " + build_commit() + ")\nLibTorch " + torch_version() +
-         "\nCUDA " + (cuda_available() ? "yes" : "no");
+  return "shoplens " + shoplens_version() + " (commit " + build_commit() + ")\nLibTorch " +
+         torch_release_description() + "\nCUDA " + (cuda_available() ? "yes" : "no");
 }
 
 std::string today_date() {

@@ -10,12 +10,19 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/core/torch_release.h"
 
 namespace shoplens {
 
 void set_compute_threads(int threads) { at::set_num_threads(resolve_threads(threads)); }
 
-std::string torch_version() { return TORCH_VERSION; }
+#ifndef SHOPLENS_TORCH_PACKAGE
+#define SHOPLENS_TORCH_PACKAGE ""  // a build configured without src/CMakeLists.txt's definition
+#endif
+
+std::string torch_version() { return torch_release(TORCH_VERSION, SHOPLENS_TORCH_PACKAGE); }
+
+std::string torch_release_description() { return describe_torch_release(TORCH_VERSION, SHOPLENS_TORCH_PACKAGE); }
 
 bool cuda_available() { return torch::cuda::is_available(); }
 

@@ -8,6 +8,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/data/augment_preview.h"
 #include "shoplens/data/loader.h"
@@ -70,12 +71,13 @@ struct EpochReader {
 void log_start(const Config& config, const OpenedSplit& opened, const std::string& split) {
   const Loader& loader = *opened.loader;
   if (opened.text)
-    spdlog::info("load: {} examples in split {}, batch {}, {} batches/epoch, text.max_length {}, bucketing {}",
-                 opened.source->size(), split, config.loader.batch_size, loader.batches_per_epoch(),
-                 config.text.max_length, config.text.bucket_by_length ? "on" : "off");
+    spdlog::info("load: {} in split {}, batch {}, {} batches/epoch, text.max_length {}, bucketing {}",
+                 count_of(static_cast<std::int64_t>(opened.source->size()), "example"), split, config.loader.batch_size,
+                 loader.batches_per_epoch(), config.text.max_length, config.text.bucket_by_length ? "on" : "off");
   else
-    spdlog::info("load: {} samples in split {}, batch {}, {} batches/epoch, image {}px", opened.source->size(), split,
-                 config.loader.batch_size, loader.batches_per_epoch(), config.augment.image_size);
+    spdlog::info("load: {} in split {}, batch {}, {} batches/epoch, image {}px",
+                 count_of(static_cast<std::int64_t>(opened.source->size()), "sample"), split, config.loader.batch_size,
+                 loader.batches_per_epoch(), config.augment.image_size);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/logging.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/manifest.h"
@@ -120,7 +121,7 @@ std::filesystem::path write_summary(const std::filesystem::path& dir, const nloh
 
 std::filesystem::path make_image_catalog(const SynthOptions& o) {
   open_output_folder(o.out_dir);
-  spdlog::info("make-data: {} images of {}-{} px into {} (seed {})", o.num_images, o.min_side, o.max_side,
+  spdlog::info("make-data: {} of {}-{} px into {} (seed {})", count_of(o.num_images, "image"), o.min_side, o.max_side,
                o.out_dir.string(), o.seed);
   const SynthSummary s = generate_synthetic_catalog(o);
 
@@ -129,8 +130,9 @@ std::filesystem::path make_image_catalog(const SynthOptions& o) {
     per_class.push_back(synth_classes()[c].name + " " + std::to_string(s.per_class[c]));
   std::vector<std::string> kinds;
   for (const auto& [kind, n] : s.corrupted_by_kind) kinds.push_back(kind + " " + std::to_string(n));
-  spdlog::info("make-data: {} images in {:.1f} s ({:.0f} images/s on {} threads, {})", s.images, s.seconds,
-               s.seconds > 0 ? s.images / s.seconds : 0.0, s.threads, format_bytes(double(s.bytes_written)));
+  spdlog::info("make-data: {} in {:.1f} s ({:.0f} images/s on {}, {})", count_of(s.images, "image"), s.seconds,
+               s.seconds > 0 ? s.images / s.seconds : 0.0, count_of(s.threads, "thread"),
+               format_bytes(double(s.bytes_written)));
   spdlog::info("per class: {}", join(per_class, ", "));
   spdlog::info("corrupted files: {}{}", s.corrupted, kinds.empty() ? "" : " (" + join(kinds, ", ") + ")");
   spdlog::info("records missing metadata: {}", s.records_missing_metadata);
@@ -150,8 +152,8 @@ std::filesystem::path make_text_dataset(const SynthTextOptions& o) {
   for (int k = 0; k < kNumSplits; ++k)
     splits.push_back(fmt::format("{} {} ({:.1f}% positive)", split_name(static_cast<Split>(k)), s.per_split[k],
                                  s.per_split[k] ? 100.0 * s.positives_per_split[k] / s.per_split[k] : 0.0));
-  spdlog::info("make-data: {} examples, {} tokens in {} shards, {:.1f} s", s.examples, s.tokens, s.shards.size(),
-               s.seconds);
+  spdlog::info("make-data: {}, {} in {}, {:.1f} s", count_of(s.examples, "example"), count_of(s.tokens, "token"),
+               count_of(static_cast<std::int64_t>(s.shards.size()), "shard"), s.seconds);
   spdlog::info("splits by created_at: {}", join(splits, ", "));
   spdlog::info("length: min {}, median {}, p99 {}, max {} ({} truncated)", s.length_min, s.length_p50, s.length_p99,
                s.length_max, s.truncated);

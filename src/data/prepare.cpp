@@ -21,6 +21,7 @@
 #include "shoplens/core/path_overlap.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
@@ -387,8 +388,10 @@ std::vector<ShardSummary> build_or_reuse_shards(const PrepareOptions& o, const M
                                                 const std::vector<std::vector<std::string>>& vocab,
                                                 PrepareReport& report) {
   const auto plans = plan_shards(m, o.records_per_shard);
-  spdlog::info("prepare: {} rows from {} ({} rejected by the manifest), {} classes, {} shards, {} threads",
-               m.total_rows(), m.source, m.rejected.size(), m.classes.size(), plans.size(), o.threads);
+  spdlog::info("prepare: {} from {} ({} rejected by the manifest), {}, {}, {}",
+               count_of(static_cast<std::int64_t>(m.total_rows()), "row"), m.source, m.rejected.size(),
+               count_of(static_cast<std::int64_t>(m.classes.size()), "class", "classes"),
+               count_of(static_cast<std::int64_t>(plans.size()), "shard"), count_of(o.threads, "thread"));
   std::vector<ShardSummary> summaries;
   Progress progress("prepare", m.records.size(), "img");
   for (const auto& plan : plans) {
@@ -453,8 +456,9 @@ void check_outcome(const PrepareOptions& o, const Manifest& m, PrepareReport& re
         report.warnings.push_back("class '" + m.classes[c] + "' has no images in split '" +
                                   split_name(static_cast<Split>(split)) + "'");
   if (report.extension_mismatches)
-    report.warnings.push_back(std::to_string(report.extension_mismatches) +
-                              " files have content that does not match their extension (kept; decoded by content)");
+    report.warnings.push_back(count_of(report.extension_mismatches, "file") +
+                              (report.extension_mismatches == 1 ? " has" : " have") +
+                              " content that does not match their extension (kept; decoded by content)");
   if (report.kept == 0)
     throw DataError(m.source + ": no image could be decoded (see " + (o.out_dir / "quarantine.csv").string() + ")");
   if (report.kept + report.quarantined.size() != report.total_rows)

@@ -26,6 +26,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/runtime.h"
 
 extern char** environ;
@@ -80,7 +81,7 @@ class Supervisor {
       join_relays();
       switch (outcome.kind) {
         case Outcome::kSuccess:
-          spdlog::info("launch: all {} worker(s) finished", o_.nproc_per_node);
+          spdlog::info("launch: all {} finished", count_of(o_.nproc_per_node, "worker"));
           return 0;
         case Outcome::kInterrupted:
           spdlog::warn("launch: interrupted; the workers stopped at a safe point");
@@ -90,7 +91,8 @@ class Supervisor {
           return static_cast<int>(ExitCode::kUsage);
         case Outcome::kFailure:
           if (attempt >= o_.max_restarts) {
-            spdlog::error("launch: {}; {} restart(s) used of {}: giving up", outcome.what, attempt, o_.max_restarts);
+            spdlog::error("launch: {}; {} used of {}: giving up", outcome.what, count_of(attempt, "restart"),
+                          o_.max_restarts);
             return static_cast<int>(ExitCode::kFailure);
           }
           const double delay = restart_delay(o_.restart_delay_seconds, attempt + 1);
@@ -205,7 +207,7 @@ class Supervisor {
                        .string();
       w.relay = std::thread([this, fd = w.out_fd, rank = w.global_rank, log_path] { relay(fd, rank, log_path); });
     }
-    spdlog::info("launch: started {} worker(s) (ranks {}-{} of {}), master {}:{}{}", o_.nproc_per_node,
+    spdlog::info("launch: started {} (ranks {}-{} of {}), master {}:{}{}", count_of(o_.nproc_per_node, "worker"),
                  workers_.front().global_rank, workers_.back().global_rank, o_.nnodes * o_.nproc_per_node,
                  o_.master_addr, o_.master_port, attempt > 0 ? fmt::format(", restart {}", attempt) : "");
   }
@@ -302,7 +304,8 @@ class Supervisor {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (running() > 0) {
-      spdlog::warn("launch: {} worker(s) still running {:.0f} s after SIGTERM: SIGKILL", running(), o_.grace_seconds);
+      spdlog::warn("launch: {} still running {:.0f} s after SIGTERM: SIGKILL", count_of(running(), "worker"),
+                   o_.grace_seconds);
       signal_running(SIGKILL);
       while (running() > 0) {
         reap();
@@ -316,7 +319,7 @@ class Supervisor {
     Clock::time_point forward_deadline;
     for (;;) {
       if (interrupt_requested() && !forwarded) {
-        spdlog::warn("launch: signal received: forwarding SIGTERM to {} worker(s)", running());
+        spdlog::warn("launch: signal received: forwarding SIGTERM to {}", count_of(running(), "worker"));
         signal_running(SIGTERM);
         forwarded = true;
         forward_deadline =
@@ -338,7 +341,7 @@ class Supervisor {
           outcome.kind = Outcome::kInterrupted;
         }
         if (running() > 0) {
-          spdlog::warn("launch: {}: stopping the other {} worker(s)", outcome.what, running());
+          spdlog::warn("launch: {}: stopping the other {}", outcome.what, count_of(running(), "worker"));
           stop_all();
         }
         return outcome;

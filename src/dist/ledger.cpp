@@ -18,6 +18,7 @@
 
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_fields.h"
+#include "shoplens/core/plural.h"
 
 namespace shoplens {
 namespace fs = std::filesystem;
@@ -123,6 +124,7 @@ std::string preview(const std::vector<std::uint64_t>& ids) {
 // Rank 0's record at the start of an epoch: how many steps it has, the ids it leaves for later.
 struct EpochHeader {
   std::int64_t steps = 0;
+  std::int64_t global_batch = 0;
   std::vector<std::uint64_t> unread;
   bool with_replacement = false;
 };
@@ -163,7 +165,7 @@ void read_record(const LedgerFields& record, const LedgerFile& file, std::string
   } else if (type == "epoch") {
     EpochHeader h;
     h.steps = record.integer("steps", 1, kMaxLedgerStep);
-    record.integer("global_batch", 1, kMaxLedgerStep);
+    h.global_batch = record.integer("global_batch", 1, kMaxLedgerStep);
     h.unread = sample_ids(record, "unread");
     h.with_replacement = record.flag("with_replacement", false);
     parsed.epoch_headers[record.integer("epoch", 0, kMaxLedgerEpoch)] = std::move(h);
@@ -252,8 +254,10 @@ LedgerEpochReport verify_epoch(std::int64_t epoch, const std::vector<const StepR
   e.steps_recorded = static_cast<std::int64_t>(steps.size());
   std::unordered_set<std::uint64_t> unread;
   e.has_header = header != nullptr;
+  e.train_samples = static_cast<std::int64_t>(train_ids.size());
   if (header) {
     e.steps_expected = header->steps;
+    e.global_batch = header->global_batch;
     e.with_replacement = header->with_replacement;
     unread.insert(header->unread.begin(), header->unread.end());
   }
@@ -300,12 +304,97 @@ std::string step_runs_text(const std::vector<std::pair<std::int64_t, std::int64_
   return out;
 }
 
+// One epoch's lines of the text report: its steps, the samples read, the verdict, and why any
+// training samples went unread.
+std::string epoch_text(const LedgerEpochReport& e) {
+  std::string out = fmt::format("epoch {}: {} of {} {}{}, {} of {} training samples used: ", e.epoch, e.steps_recorded,
+                                e.steps_expected, noun_for(e.steps_expected, "step"),
+                                e.complete ? " (complete)" : " (partial)", e.used, e.train_samples);
+  if (e.with_replacement)
+    out += "sampler draws with replacement (not an exactly-once order)\n";
+  else if (e.exact())
+    out += e.complete ? "each once\n" : "none twice so far\n";
+  else {
+    out += "NOT EXACT\n";
+    if (!e.duplicated.empty()) out += "  read more than once: " + preview(e.duplicated) + "\n";
+    if (!e.missing.empty()) out += "  never read: " + preview(e.missing) + "\n";
+    if (!e.unknown.empty()) out += "  not in the training split: " + preview(e.unknown) + "\n";
+    if (!e.has_header) out += "  no epoch record (rank 0's line at the epoch's start): its steps cannot be checked\n";
+  }
+  if (!e.unused_note.empty()) out += "  " + e.unused_note + "\n";
+  return out;
+}
+
+// "110 of 238 training samples (46%)".
+std::string share_of_split(std::int64_t count, std::int64_t total) {
+  return fmt::format("{} of {} training samples ({:.0f}%)", count, total,
+                     total > 0 ? 100.0 * static_cast<double>(count) / static_cast<double>(total) : 0.0);
+}
+
+// A complete epoch reads floor(N / G) whole global batches: the order's tail of N mod G samples is
+// not read in it (training reads whole global batches only, as loader.drop_last does elsewhere).
+void judge_complete_epoch(LedgerEpochReport& e, bool followed) {
+  if (e.unread == 0) return;
+  if (e.global_batch > 0 && e.unread >= e.global_batch) {
+    e.unused_fault = true;
+    e.unused_note = fmt::format(
+        "{} left unread, a whole global batch of {} or more: NOT EXPECTED (the epoch's steps should have read "
+        "them)",
+        share_of_split(e.unread, e.train_samples), e.global_batch);
+    return;
+  }
+  e.unused_note = fmt::format(
+      "{} not read in this epoch: the tail of its order short of a whole global batch of {} (training steps read "
+      "whole global batches only, as with loader.drop_last). Expected. ",
+      share_of_split(e.unread, e.train_samples), e.global_batch);
+  if (followed)
+    e.unused_note += "The next epoch reshuffles them in.";
+  else if (e.last_of_run)
+    e.unused_note +=
+        "This was the run's last epoch, so they were never used: a smaller global batch (or one that divides the "
+        "split) or more epochs would use them.";
+  else
+    e.unused_note += "The run has not finished (no summary.json): a next epoch would reshuffle them in.";
+}
+
+// A partial epoch: the run stopped inside it (a steps cap, early stopping), or has not finished.
+void judge_partial_epoch(LedgerEpochReport& e, const std::string& run_status, std::int64_t final_step) {
+  const std::string unused = share_of_split(e.not_used(), e.train_samples);
+  if (!e.last_of_run) {
+    e.unused_note = fmt::format("{} not read so far: the run has not finished (no summary.json)", unused);
+  } else if (run_status == "max_steps") {
+    e.unused_note = fmt::format(
+        "{} not read: the run stopped at train.max_steps (step {}) inside this epoch. Expected with a steps cap.",
+        unused, final_step);
+  } else if (run_status == "early_stopped") {
+    e.unused_note = fmt::format("{} not read: early stopping ended the run (step {}) inside this epoch. Expected.",
+                                unused, final_step);
+  } else {
+    e.unused_fault = true;
+    e.unused_note = fmt::format("{} not read, yet the run ended ({}) inside this epoch: NOT EXPECTED", unused,
+                                run_status.empty() ? "no status" : run_status);
+  }
+}
+
+// Says, per epoch, why training samples went unread and whether that was expected.
+void judge_unused_samples(LedgerReport& report) {
+  for (auto& e : report.epochs) {
+    e.last_of_run = !report.run_status.empty() && &e == &report.epochs.back();
+    if (e.with_replacement || !e.has_header) continue;
+    if (e.complete)
+      judge_complete_epoch(e, &e != &report.epochs.back());
+    else
+      judge_partial_epoch(e, report.run_status, report.final_step);
+  }
+}
+
 }  // namespace
 
 LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vector<std::uint64_t>& train_ids,
-                           std::int64_t final_step) {
+                           std::int64_t final_step, const std::string& run_status) {
   LedgerReport report;
   report.final_step = final_step;
+  report.run_status = run_status;
   ParsedLedger parsed;
   for (const auto& file : files) read_ledger_file(file, parsed, report);
   report.segments = static_cast<std::int64_t>(parsed.segments.size());
@@ -319,6 +408,7 @@ LedgerReport verify_ledger(const std::vector<LedgerFile>& files, const std::vect
     const EpochHeader* header = h == parsed.epoch_headers.end() ? nullptr : &h->second;
     report.epochs.push_back(verify_epoch(epoch, records, header, train_ids, train_set));
   }
+  judge_unused_samples(report);
   return report;
 }
 
@@ -331,6 +421,12 @@ json LedgerReport::to_json() const {
                            {"steps_expected", e.steps_expected},
                            {"used", e.used},
                            {"unread", e.unread},
+                           {"train_samples", e.train_samples},
+                           {"not_used", e.not_used()},
+                           {"global_batch", e.global_batch},
+                           {"last_of_run", e.last_of_run},
+                           {"unused_note", e.unused_note},
+                           {"unused_expected", !e.unused_fault},
                            {"duplicated", e.duplicated},
                            {"missing", e.missing},
                            {"unknown", e.unknown},
@@ -339,29 +435,25 @@ json LedgerReport::to_json() const {
                            {"exact", e.exact()}});
   json gaps = json::array();
   for (const auto& [first, last] : missing_steps) gaps.push_back({first, last});
-  return {{"exact", exact()},         {"segments", segments},     {"records", records},    {"superseded", superseded},
-          {"torn_lines", torn_lines}, {"final_step", final_step}, {"missing_steps", gaps}, {"epochs", epochs_json}};
+  return {{"exact", exact()},
+          {"segments", segments},
+          {"records", records},
+          {"superseded", superseded},
+          {"torn_lines", torn_lines},
+          {"final_step", final_step},
+          {"run_status", run_status.empty() ? json(nullptr) : json(run_status)},
+          {"missing_steps", gaps},
+          {"epochs", epochs_json}};
 }
 
 std::string LedgerReport::to_text() const {
   std::string out = fmt::format(
-      "ledger: {} segment(s), {} step records, {} superseded by a restart{}\n", segments, records, superseded,
-      torn_lines.empty() ? "" : fmt::format(", {} torn last line(s) ignored", torn_lines.size()));
-  for (const auto& e : epochs) {
-    out += fmt::format("epoch {}: {} of {} steps{}, {} samples used once, {} left for a later epoch: ", e.epoch,
-                       e.steps_recorded, e.steps_expected, e.complete ? " (complete)" : " (partial)", e.used, e.unread);
-    if (e.with_replacement)
-      out += "sampler draws with replacement (not an exactly-once order)\n";
-    else if (e.exact())
-      out += e.complete ? "every training sample exactly once\n" : "no sample twice so far\n";
-    else {
-      out += "NOT EXACT\n";
-      if (!e.duplicated.empty()) out += "  read more than once: " + preview(e.duplicated) + "\n";
-      if (!e.missing.empty()) out += "  never read: " + preview(e.missing) + "\n";
-      if (!e.unknown.empty()) out += "  not in the training split: " + preview(e.unknown) + "\n";
-      if (!e.has_header) out += "  no epoch record (rank 0's line at the epoch's start): its steps cannot be checked\n";
-    }
-  }
+      "ledger: {}, {}, {} superseded by a restart{}\n", count_of(segments, "segment"), count_of(records, "step record"),
+      superseded,
+      torn_lines.empty()
+          ? ""
+          : fmt::format(", {} ignored", count_of(static_cast<std::int64_t>(torn_lines.size()), "torn last line")));
+  for (const auto& e : epochs) out += epoch_text(e);
   if (!missing_steps.empty())
     out += fmt::format("steps never recorded: {} (NOT EXACT: the ledger lost their lines{})\n",
                        step_runs_text(missing_steps),

@@ -15,6 +15,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/path_overlap.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/csv.h"
@@ -174,7 +175,8 @@ json run_predict(const PredictOptions& o) {
   const RunCounts counts = for_each_result(session, *rows, o.batch_size, o.workers, o.logits,
                                            [&](const RowResult& r) { writer.write(r, *rows); });
   writer.commit();
-  spdlog::info("predict: {} rows ({} could not be read) -> {}", counts.rows, counts.errors, o.out.string());
+  spdlog::info("predict: {} ({} could not be read) -> {}", count_of(static_cast<std::int64_t>(counts.rows), "row"),
+               counts.errors, o.out.string());
   return {{"rows", counts.rows},
           {"rows_ok", counts.ok},
           {"rows_error", counts.errors},

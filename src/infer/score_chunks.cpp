@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <type_traits>
 
@@ -16,12 +18,14 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/utf8.h"
 #include "shoplens/data/csv.h"
 
 namespace shoplens {
 namespace fs = std::filesystem;
+using json = nlohmann::json;
 
 namespace {
 
@@ -118,7 +122,7 @@ std::string last_line(const fs::path& file, std::size_t max_bytes) {
 // What the chunk file on disk recorded, when it can verify rows [begin, end); says why not else.
 std::optional<ChunkStamp> recorded_stamp(const fs::path& file, std::size_t chunk, std::size_t begin, std::size_t end,
                                          std::size_t blocks) {
-  auto stamp = parse_chunk_stamp(last_line(file, 160 + 17 * blocks));
+  auto stamp = parse_chunk_stamp(last_line(file, 240 + 17 * blocks));
   if (!stamp) {
     spdlog::warn("score: chunk {} has no row fingerprint (written by an earlier version, or damaged): rescoring it",
                  chunk);
@@ -142,6 +146,16 @@ struct ChunkContext {
 };
 
 enum class ChunkOutcome { kReused, kRescored, kWritten };
+
+struct ChunkResult {
+  ChunkOutcome outcome;
+  std::optional<ScoredFigures> recorded;  // a reused chunk's measurement from when it was scored
+};
+
+// What `timing` measured since `before`: this chunk's scoring.
+ScoredFigures measured_since(const BatchTimings& timing, const ScoredFigures& before) {
+  return {timing.images - before.images, timing.wall_seconds - before.seconds};
+}
 
 // Rows [first, last) (a loaded window) through the model, their lines into `out`.
 void score_block(const ChunkContext& cx, AtomicFileWriter& out, std::size_t chunk, std::size_t first,
@@ -167,14 +181,15 @@ void copy_rows(ChunkRowsReader& recorded, AtomicFileWriter* out, std::size_t fir
 // One chunk, block by block (a row window each). A block whose rows give the fingerprint the chunk
 // file recorded keeps its predictions; the others are scored. A chunk whose every block matches is
 // left as it is; any other is written whole, atomically, with its new stamp.
-ChunkOutcome score_chunk(const ChunkContext& cx, const fs::path& file, std::size_t chunk, std::size_t begin,
-                         std::size_t end) {
+ChunkResult score_chunk(const ChunkContext& cx, const fs::path& file, std::size_t chunk, std::size_t begin,
+                        std::size_t end) {
+  const ScoredFigures before{cx.timing.images, cx.timing.wall_seconds};
   const std::size_t blocks = (end - begin + kRowWindow - 1) / kRowWindow;
   const std::size_t columns = cx.scorer.session().class_names().size() + 6;
   std::error_code ec;
   const bool on_disk = fs::exists(file, ec);
   const std::optional<ChunkStamp> recorded = on_disk ? recorded_stamp(file, chunk, begin, end, blocks) : std::nullopt;
-  ChunkStamp stamp{begin, end - begin, kRowWindow, {}};
+  ChunkStamp stamp{begin, end - begin, kRowWindow, {}, std::nullopt};
   std::optional<AtomicFileWriter> out;      // opened at the first block that must be scored
   std::optional<ChunkRowsReader> previous;  // the recorded rows, for the blocks that match
   for (std::size_t b = 0; b < blocks; ++b) {
@@ -199,10 +214,11 @@ ChunkOutcome score_chunk(const ChunkContext& cx, const fs::path& file, std::size
     }
     cx.progress.advance(last - first);
   }
-  if (!out) return ChunkOutcome::kReused;
+  if (!out) return {ChunkOutcome::kReused, recorded->scored};
+  stamp.scored = measured_since(cx.timing, before);
   put(*out, format_chunk_stamp(stamp));
   out->commit();
-  return on_disk ? ChunkOutcome::kRescored : ChunkOutcome::kWritten;
+  return {on_disk ? ChunkOutcome::kRescored : ChunkOutcome::kWritten, std::nullopt};
 }
 
 // The reason without the row's own part, so rows that failed alike count together. A row's error
@@ -262,12 +278,55 @@ void join_chunk(ChunkRowsReader& chunk, std::size_t begin, std::size_t end, std:
                     "; remove the chunk and rerun");
 }
 
+// A whole number in `base`, all of `text` (no sign, no spaces, no overflow).
+template <class Value>
+bool parse_number(const std::string& text, int base, Value& value) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(text.c_str(), &end, base);
+  if (text.empty() || *end != '\0' || errno != 0 || text[0] == '-') return false;
+  value = static_cast<Value>(parsed);
+  return true;
+}
+
+bool parse_seconds(const std::string& text, double& value) {
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return !text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value >= 0;
+}
+
+// One key=value of a stamp line into `stamp`; false for an unknown key or a malformed value.
+bool parse_stamp_field(const std::string& key, const std::string& value, ChunkStamp& stamp) {
+  if (key == "first_row") return parse_number(value, 10, stamp.first_row);
+  if (key == "rows") return parse_number(value, 10, stamp.rows);
+  if (key == "block_rows") return parse_number(value, 10, stamp.block_rows);
+  if (key == "scored_images") {
+    if (!stamp.scored) stamp.scored.emplace();
+    return parse_number(value, 10, stamp.scored->images);
+  }
+  if (key == "scored_seconds") {
+    if (!stamp.scored) stamp.scored.emplace();
+    return parse_seconds(value, stamp.scored->seconds);
+  }
+  if (key != "fingerprints") return false;
+  std::istringstream list(value);
+  for (std::string hex; std::getline(list, hex, ';');) {
+    std::uint64_t print = 0;
+    if (hex.size() != 16 || !parse_number(hex, 16, print)) return false;
+    stamp.blocks.push_back(print);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string format_chunk_stamp(const ChunkStamp& stamp) {
   std::string line = fmt::format("{} first_row={} rows={} block_rows={} fingerprints=", kStampTag, stamp.first_row,
                                  stamp.rows, stamp.block_rows);
   for (std::size_t b = 0; b < stamp.blocks.size(); ++b) line += fmt::format("{}{:016x}", b ? ";" : "", stamp.blocks[b]);
+  if (stamp.scored)
+    line += fmt::format(" scored_images={} scored_seconds={:.6f}", stamp.scored->images, stamp.scored->seconds);
   return line + "\n";
 }
 
@@ -276,39 +335,16 @@ std::optional<ChunkStamp> parse_chunk_stamp(std::string_view line) {
   std::string tag, token;
   if (!(in >> tag) || tag != kStampTag) return std::nullopt;
   ChunkStamp stamp;
-  int fields = 0;
-  auto number = [](const std::string& text, int base, auto& value) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long parsed = std::strtoull(text.c_str(), &end, base);
-    if (text.empty() || *end != '\0' || errno != 0 || text[0] == '-') return false;
-    value = static_cast<std::remove_reference_t<decltype(value)>>(parsed);
-    return true;
-  };
+  std::set<std::string> keys;
   while (in >> token) {
     const auto eq = token.find('=');
     const std::string key = token.substr(0, eq), value = eq == std::string::npos ? "" : token.substr(eq + 1);
-    bool ok = true;
-    if (key == "first_row")
-      ok = number(value, 10, stamp.first_row);
-    else if (key == "rows")
-      ok = number(value, 10, stamp.rows);
-    else if (key == "block_rows")
-      ok = number(value, 10, stamp.block_rows);
-    else if (key == "fingerprints") {
-      std::istringstream list(value);
-      for (std::string hex; std::getline(list, hex, ';');) {
-        std::uint64_t print = 0;
-        ok = ok && hex.size() == 16 && number(hex, 16, print);
-        stamp.blocks.push_back(print);
-      }
-    } else {
-      ok = false;
-    }
-    if (!ok) return std::nullopt;
-    ++fields;
+    if (!keys.insert(key).second || !parse_stamp_field(key, value, stamp)) return std::nullopt;
   }
-  if (fields != 4) return std::nullopt;
+  const bool rows_known =
+      keys.count("first_row") && keys.count("rows") && keys.count("block_rows") && keys.count("fingerprints");
+  // The measurement is both figures or none (a stamp written before it was recorded).
+  if (!rows_known || keys.count("scored_images") != keys.count("scored_seconds")) return std::nullopt;
   return stamp;
 }
 
@@ -316,6 +352,44 @@ std::uint64_t rows_fingerprint(const ScoreRows& rows, std::size_t begin, std::si
   Fingerprint print;
   for (std::size_t row = begin; row < end; ++row) print.add(std::uint64_t{row}).add(rows.identity(row));
   return print.value();
+}
+
+ScoredFigures JobThroughput::total() const {
+  ScoredFigures sum = this_run;
+  return sum += recorded;
+}
+
+bool JobThroughput::measured() const { return total().images > 0 && total().seconds > 0; }
+
+double JobThroughput::images_per_second() const {
+  return measured() ? static_cast<double>(total().images) / total().seconds : 0.0;
+}
+
+std::string JobThroughput::source() const {
+  const bool now = this_run.images > 0, before = recorded.images > 0;
+  std::string from = now && before ? "measured in this run and recorded when its reused chunks were scored"
+                     : now         ? "measured in this run"
+                     : before      ? "recorded when its reused chunks were scored"
+                                   : "not measured";
+  if (chunks_unmeasured > 0)
+    from += fmt::format("; {} recorded no timing (scored by an earlier version)",
+                        count_of(static_cast<std::int64_t>(chunks_unmeasured), "reused chunk"));
+  return from;
+}
+
+json JobThroughput::to_json() const {
+  auto figures = [](const ScoredFigures& f) { return json{{"images", f.images}, {"seconds", f.seconds}}; };
+  return {{"images", total().images},
+          {"seconds", total().seconds},
+          {"images_per_second", measured() ? json(images_per_second()) : json(nullptr)},
+          {"this_run", figures(this_run)},
+          {"recorded_in_reused_chunks", figures(recorded)},
+          {"reused_chunks_without_timing", chunks_unmeasured},
+          {"source", source()}};
+}
+
+JobThroughput job_throughput(const BatchTimings& this_run, const ChunkCounts& chunks) {
+  return {{this_run.images, this_run.wall_seconds}, chunks.recorded, chunks.reused_unmeasured};
 }
 
 ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch,
@@ -327,20 +401,22 @@ ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRow
   const ChunkContext cx{scorer, rows, batch, timing, progress};
   for (std::size_t c = 0; c < n_chunks; ++c) {
     const std::size_t begin = c * chunk_rows, end = std::min(n, begin + chunk_rows);
-    ChunkOutcome outcome;
+    ChunkResult result;
     try {
-      outcome = score_chunk(cx, o.out_dir / "chunks" / chunk_name(c), c, begin, end);
+      result = score_chunk(cx, o.out_dir / "chunks" / chunk_name(c), c, begin, end);
     } catch (const IoError& e) {
       // Full disk, a file size limit, a folder in the chunk's place: the temporary is gone, so no
       // chunk looks complete.
       throw IoError(
-          fmt::format("score: chunk {} of {} not saved: {}; the {} chunks before it are complete, free space "
+          fmt::format("score: chunk {} of {} not saved: {}; the {} before it {} complete, free space "
                       "(or fix what the reason names) and rerun the same command to resume",
-                      c, n_chunks, e.what(), c));
+                      c, n_chunks, e.what(), count_of(static_cast<std::int64_t>(c), "chunk"), c == 1 ? "is" : "are"));
     }
-    counts.reused += outcome == ChunkOutcome::kReused;
-    counts.rescored += outcome == ChunkOutcome::kRescored;
-    counts.written += outcome != ChunkOutcome::kReused;
+    counts.reused += result.outcome == ChunkOutcome::kReused;
+    counts.rescored += result.outcome == ChunkOutcome::kRescored;
+    counts.written += result.outcome != ChunkOutcome::kReused;
+    if (result.outcome == ChunkOutcome::kReused && result.recorded) counts.recorded += *result.recorded;
+    if (result.outcome == ChunkOutcome::kReused && !result.recorded) ++counts.reused_unmeasured;
   }
   progress.finish();
   return counts;
@@ -362,9 +438,9 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
     out.commit();
   } catch (const IoError& e) {
     throw IoError(
-        fmt::format("score: predictions.csv not saved: {}; all {} chunks are complete, free space (or fix what "
+        fmt::format("score: predictions.csv not saved: {}; {} complete, free space (or fix what "
                     "the reason names) and rerun the same command to join them",
-                    e.what(), n_chunks));
+                    e.what(), n_chunks == 1 ? "the 1 chunk is" : fmt::format("all {} chunks are", n_chunks)));
   }
   return joined;
 }

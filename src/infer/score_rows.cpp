@@ -12,6 +12,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/regular_file.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/csv.h"
@@ -53,9 +54,9 @@ class FileRowStream {
 // The file a CSV or list row names: an absolute path as written; a relative one under `root`,
 // and only while it stays there (prepare's rule, manifest.h: "path escapes root").
 fs::path row_file(const fs::path& root, const std::string& row) {
-  const fs::path path(row);
+  fs::path path(row);
   if (path.is_absolute()) return path;
-  const fs::path file = (root / path).lexically_normal();
+  fs::path file = (root / path).lexically_normal();
   const std::string escape = root_escape_problem(root, file);
   if (!escape.empty()) throw DataError(row + ": " + escape);
   return file;
@@ -81,7 +82,7 @@ class FileRows final : public ScoreRows {
         root_(std::move(root)),
         description_(std::move(description)),
         labelled_(labelled),
-        decode_(decode) {
+        decode_(std::move(decode)) {
     for (FileRow row; stream_->next(row);) ++size_;
     stream_->restart();
   }
@@ -281,7 +282,9 @@ std::vector<FileRow> folder_rows(const fs::path& dir, bool& labelled) {
   labelled =
       std::any_of(walk.files.begin(), walk.files.end(), [&](const WalkedFile& f) { return in_class(f.relative); });
   if (walk.not_images)
-    spdlog::warn("{}: {} files without an image extension are not rows", dir.string(), walk.not_images);
+    spdlog::warn("{}: {} without an image extension {} not {}", dir.string(),
+                 count_of(static_cast<std::int64_t>(walk.not_images), "file"), walk.not_images == 1 ? "is" : "are",
+                 walk.not_images == 1 ? "a row" : "rows");
   std::vector<FileRow> rows;
   for (const auto& f : walk.files) {
     const std::string name = f.relative.generic_string();

@@ -16,6 +16,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/path_overlap.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/price_table.h"
@@ -102,23 +103,26 @@ json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& row
     }
   });
   const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
-  spdlog::info("score: {} vs fp32 on {} rows: top-1 agreement {:.4f}, largest probability difference {:.2e}",
-               o.precision, compared, agreement, max_diff);
+  spdlog::info("score: {} vs fp32 on {}: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
+               count_of(compared, "row"), agreement, max_diff);
   return {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
 }
 
-// Throughput, latency and queue figures of this run's scoring.
-void add_timing(json& report, const BatchTimings& timing, double compute_only) {
-  const double images_per_second = timing.wall_seconds > 0 ? timing.images / timing.wall_seconds : 0.0;
+// The job's throughput (this run's scoring and what reused chunks recorded), and the latency and
+// queue figures of this run's batches (none when every chunk was reused).
+void add_timing(json& report, const BatchTimings& timing, const JobThroughput& job, double compute_only) {
+  const auto measured_or_null = [](double value) { return value > 0 ? json(value) : json(nullptr); };
   report["images_scored_this_run"] = timing.images;
-  report["images_per_second"] = images_per_second;
-  report["compute_images_per_second"] = timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0;
+  report["images_per_second"] = measured_or_null(job.images_per_second());
+  report["throughput"] = job.to_json();
+  report["compute_images_per_second"] =
+      measured_or_null(timing.compute_seconds > 0 ? timing.images / timing.compute_seconds : 0.0);
   report["compute_only_images_per_second"] = compute_only;
-  report["overlap_efficiency"] = compute_only > 0 ? images_per_second / compute_only : 0.0;
-  report["batch_latency_ms"] = {{"p50", timing.batch_ms.percentile(0.5)},
-                                {"p95", timing.batch_ms.percentile(0.95)},
-                                {"p99", timing.batch_ms.percentile(0.99)},
-                                {"batches", timing.batch_ms.count()}};
+  report["overlap_efficiency"] = measured_or_null(compute_only > 0 ? job.images_per_second() / compute_only : 0.0);
+  const bool batches = timing.batch_ms.count() > 0;
+  const auto latency = [&](double q) { return batches ? json(timing.batch_ms.percentile(q)) : json(nullptr); };
+  report["batch_latency_ms"] = {
+      {"p50", latency(0.5)}, {"p95", latency(0.95)}, {"p99", latency(0.99)}, {"batches", timing.batch_ms.count()}};
   json sizes = json::object();
   for (const auto& [size, count] : timing.batch_sizes) sizes[std::to_string(size)] = count;
   report["batch_sizes"] = sizes;
@@ -126,9 +130,36 @@ void add_timing(json& report, const BatchTimings& timing, double compute_only) {
   report["queue_length"] = {{"median", percentile_of_counts(timing.queue_lengths, 0.5)}, {"max", longest_queue}};
 }
 
+// The closing line: rows, where they went, and the throughput with where it comes from.
+std::string score_summary_line(const ScoreOptions& o, std::size_t rows, const JoinedRows& joined,
+                               const ChunkCounts& chunks, const BatchTimings& timing, const JobThroughput& job) {
+  std::string line = fmt::format("score: {} ({}) -> {}; ", count_of(static_cast<std::int64_t>(rows), "row"),
+                                 count_of(static_cast<std::int64_t>(joined.errors), "error"),
+                                 (o.out_dir / "predictions.csv").string());
+  line += job.measured() ? fmt::format("{:.1f} images/s ({})", job.images_per_second(), job.source())
+                         : "throughput not measured (" + job.source() + ")";
+  line += timing.batch_ms.count() > 0 ? fmt::format(", batch p95 {:.1f} ms", timing.batch_ms.percentile(0.95))
+                                      : ", batch latency not measured (no batch scored in this run)";
+  if (chunks.reused)
+    line += fmt::format(", {} reused from an earlier run ({} rows unchanged)", count_of(chunks.reused, "chunk"),
+                        chunks.reused == 1 ? "its" : "their");
+  if (chunks.rescored)
+    line += fmt::format(", {} rescored (rows changed or not verifiable)", count_of(chunks.rescored, "chunk"));
+  return line;
+}
+
 void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffer>& offer, PriceBasis basis,
               double images_per_second) {
-  if (images_per_second <= 0) return;
+  if (images_per_second <= 0) {
+    if (offer || o.price_per_hour > 0) {
+      report["cost_per_million_images"] = nullptr;
+      report["cost_not_reported"] = "throughput not measured: no chunk of this job recorded its scoring time";
+      spdlog::warn(
+          "score: no cost per million images: every chunk was reused and none recorded its scoring time "
+          "(scored by an earlier version); score into a new --out to measure");
+    }
+    return;
+  }
   if (o.price_per_hour > 0)
     report["cost_per_million_images"] = cost_per_million_images(o.price_per_hour, images_per_second);
   if (!offer) return;
@@ -220,16 +251,12 @@ json run_score_job(const ScoreOptions& o) {
     report["metrics"] = metrics->to_json();
     spdlog::info("score: {}", metrics->summary_line());
   }
-  add_timing(report, timing, compute_only);
-  const double images_per_second = report["images_per_second"].get<double>();
-  add_cost(report, o, offer, basis, images_per_second);
+  const JobThroughput job = job_throughput(timing, chunks);
+  add_timing(report, timing, job, compute_only);
+  add_cost(report, o, offer, basis, job.images_per_second());
   report["wall_seconds"] = seconds_since(job_start);
   write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report, 2) + "\n");
-  spdlog::info(
-      "score: {} rows ({} errors) -> {}; {:.1f} images/s, batch p95 {:.1f} ms{}{}", n, joined.errors,
-      (o.out_dir / "predictions.csv").string(), images_per_second, timing.batch_ms.percentile(0.95),
-      chunks.reused ? fmt::format(", {} chunks reused from an earlier run (their rows unchanged)", chunks.reused) : "",
-      chunks.rescored ? fmt::format(", {} rescored (rows changed or not verifiable)", chunks.rescored) : "");
+  spdlog::info("{}", score_summary_line(o, n, joined, chunks, timing, job));
   return report;
 }
 

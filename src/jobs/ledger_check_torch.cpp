@@ -26,16 +26,25 @@ std::filesystem::path shards_of_run(const std::filesystem::path& run_dir) {
   }
 }
 
-// The step a finished run ended at (its summary.json's "steps"); 0 while the run has no summary
-// (never finished, or still running): then only gaps before the last recorded step can be seen.
-std::int64_t final_step_of_run(const std::filesystem::path& run_dir) {
+// How a finished run ended: summary.json's step and status. Zero and "" while the run has no
+// summary (never finished, or still running): then only gaps before the last recorded step can
+// be seen, and unread samples are not judged as the run's end.
+struct RunEnd {
+  std::int64_t final_step = 0;
+  std::string status;
+};
+
+RunEnd end_of_run(const std::filesystem::path& run_dir) {
   const std::filesystem::path summary_file = run_dir / "summary.json";
   std::error_code ec;
-  if (!std::filesystem::exists(summary_file, ec)) return 0;
+  if (!std::filesystem::exists(summary_file, ec)) return {};
   const std::string where = "verify-ledger: " + summary_file.string();
   const nlohmann::json summary = nlohmann::json::parse(read_file(summary_file), nullptr, /*allow_exceptions=*/false);
   if (!summary.is_object()) throw DataError(where + ": not a JSON object; move it aside to check the ledger alone");
-  return JsonFields<DataError>(summary, where).integer("steps", 0, kMaxLedgerStep);
+  const JsonFields<DataError> fields(summary, where);
+  RunEnd end{fields.integer("steps", 0, kMaxLedgerStep), fields.text("status", false)};
+  if (end.status.empty()) end.status = "completed";  // a summary written before it recorded its status
+  return end;
 }
 
 }  // namespace
@@ -45,7 +54,8 @@ LedgerReport verify_run_ledger(const std::filesystem::path& run_dir, const std::
   std::vector<std::uint64_t> ids;
   ids.reserve(train->size());
   for (std::size_t i = 0; i < train->size(); ++i) ids.push_back(train->sample_id(i));
-  return verify_ledger(read_ledger_files(run_dir), ids, final_step_of_run(run_dir));
+  const RunEnd end = end_of_run(run_dir);
+  return verify_ledger(read_ledger_files(run_dir), ids, end.final_step, end.status);
 }
 
 }  // namespace shoplens

@@ -16,6 +16,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
 #include "shoplens/core/logging.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/subprocess.h"
@@ -279,8 +280,8 @@ void keep_global_batch(Config& config, const Checkpoint& checkpoint, int world) 
                     "{} x batch",
                     saved, saved_world, world, micro, saved, world));
   const int accumulation = static_cast<int>(saved / (micro * world));
-  spdlog::info("train: resuming a global batch of {} ({} ranks) on {} rank(s): accumulation {} -> {}", saved,
-               saved_world, world, config.train.accumulation_steps, accumulation);
+  spdlog::info("train: resuming a global batch of {} ({}) on {}: accumulation {} -> {}", saved,
+               count_of(saved_world, "rank"), count_of(world, "rank"), config.train.accumulation_steps, accumulation);
   config.train.accumulation_steps = accumulation;
 }
 

@@ -13,6 +13,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/process_memory.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
@@ -187,8 +188,8 @@ int run_server(const ServeOptions& o) {
   batcher.drain_and_stop();
   if (!frontend.wait_idle(30.0)) spdlog::warn("drain: handlers still running after 30 s; stopping anyway");
   frontend.stop();
-  spdlog::info("drained and stopped: {} images, p50/p95/p99 total {:.1f}/{:.1f}/{:.1f} ms, {} rejected, {} timed out",
-               metrics.images(), metrics.stage_percentile_ms(Stage::kTotal, 0.5),
+  spdlog::info("drained and stopped: {}, p50/p95/p99 total {:.1f}/{:.1f}/{:.1f} ms, {} rejected, {} timed out",
+               count_of(metrics.images(), "image"), metrics.stage_percentile_ms(Stage::kTotal, 0.5),
                metrics.stage_percentile_ms(Stage::kTotal, 0.95), metrics.stage_percentile_ms(Stage::kTotal, 0.99),
                metrics.rejected(), metrics.timed_out());
   return 0;

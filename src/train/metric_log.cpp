@@ -21,6 +21,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/data/csv.h"
 #include "shoplens/train/tensorboard.h"
@@ -244,11 +245,11 @@ void MetricLog::truncate_after(std::int64_t step) {
     write_file_atomic(csv_path_, csv.content);
     // Said only when records went: a fresh run over an empty log has nothing to report.
     if (jsonl.dropped > 0 && step < 0)
-      spdlog::info("metric log: {} records of an earlier run in this folder dropped (a fresh run starts it anew)",
-                   jsonl.dropped);
+      spdlog::info("metric log: {} of an earlier run in this folder dropped (a fresh run starts it anew)",
+                   count_of(jsonl.dropped, "record"));
     else if (jsonl.dropped > 0)
-      spdlog::info("metric log truncated after step {}: kept {} records, dropped {} later ones", step, jsonl.kept,
-                   jsonl.dropped);
+      spdlog::info("metric log truncated after step {}: kept {}, dropped {} later {}", step,
+                   count_of(jsonl.kept, "record"), jsonl.dropped, noun_for(jsonl.dropped, "one"));
   } catch (...) {
     open_files();
     throw;

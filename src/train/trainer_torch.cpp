@@ -11,6 +11,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/process_memory.h"
 #include "shoplens/core/interrupt.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/progress.h"
 #include "shoplens/core/strings.h"
 #include "shoplens/core/random.h"
@@ -533,6 +534,7 @@ struct Trainer::Impl {
         for (const auto& piece : pieces) {
           padded_tokens += piece.padded_tokens();
           real_tokens += piece.real_tokens();
+          epoch_tally.tokens += piece.real_tokens();
         }
         micro_batches_run += static_cast<std::int64_t>(pieces.size());
         return r;
@@ -568,6 +570,7 @@ struct Trainer::Impl {
   struct Interval {
     double loss = 0;
     std::int64_t steps = 0, images = 0;
+    std::int64_t tokens = 0;  // text: this process's real tokens
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
   Interval interval;
@@ -597,10 +600,10 @@ struct Trainer::Impl {
     if (!resumed && log) log->truncate_after(-1);  // a fresh run owns its log from step 0
     spdlog::info(
         "train: model {} ({} classes), {} on {}, micro-batch {} x {} accumulation{} = global batch {}; "
-        "{} steps/epoch, {} steps in all{}",
+        "{} {}/epoch, {} in all{}",
         config.model.name, data.class_names.size(), precision_name(precision), cuda ? "cuda" : "cpu",
         config.loader.batch_size, config.train.accumulation_steps, world > 1 ? fmt::format(" x {} ranks", world) : "",
-        global_batch, steps_per_epoch, total_steps,
+        global_batch, steps_per_epoch, noun_for(steps_per_epoch, "step"), count_of(total_steps, "step"),
         state.step > 0 ? fmt::format(", resuming at step {}", state.step) : "");
     if (state.epoch_samples % global_batch != 0)
       throw ConfigError(
@@ -615,6 +618,7 @@ struct Trainer::Impl {
     if (config.dist.ledger)
       ledger = std::make_unique<LedgerWriter>(run_dir, segment.empty() ? "run" : segment, rank, world, state.step);
     if (!has_samples(data.val)) spdlog::warn("train: no validation samples: no evaluation, early stopping off");
+    warn_if_epochs_leave_much_unread();
     if (state.step >= total_steps && state.step > 0)
       spdlog::info(
           "train: the run is already at step {} of its {}: nothing left to train (raise train.epochs or "
@@ -627,6 +631,19 @@ struct Trainer::Impl {
     interval = Interval{};
     epoch_tally = Interval{};
     return group && config.dist.broadcast_buffers && !model->buffers().empty();
+  }
+
+  // Steps read whole global batches: the order's tail short of one is not read in an epoch. Said
+  // up front when that is a tenth of the split or more (verify-ledger says it again afterwards).
+  void warn_if_epochs_leave_much_unread() const {
+    const auto samples = static_cast<std::int64_t>(train_loader->dataset_size());
+    const std::int64_t tail = samples % global_batch;
+    if (!is_main() || config.train.class_balance == "sampler" || tail * 10 < samples) return;
+    spdlog::warn(
+        "train: each epoch reads {} of the {} training samples: the other {} ({:.0f}%) are the tail of its order "
+        "short of a whole global batch of {} (steps read whole global batches); a smaller global batch, or one "
+        "that divides the split, uses more of them",
+        samples - tail, samples, tail, 100.0 * static_cast<double>(tail) / static_cast<double>(samples), global_batch);
   }
 
   void train_epochs(bool sync_buffers) {
@@ -733,7 +750,9 @@ struct Trainer::Impl {
     }
     if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
     if (log) log->record(state.step, epoch_progress(), "train", values);
-    if (progress) progress->set_suffix(fmt::format("loss {}  lr {:.3g}", fmt_metric(mean_loss), optim->head_lr()));
+    if (progress)
+      progress->set_suffix(fmt::format("loss (last {}) {}  lr {:.3g}", count_of(interval.steps, "step"),
+                                       fmt_metric(mean_loss), optim->head_lr()));
     interval = Interval{};
   }
 
@@ -771,17 +790,27 @@ struct Trainer::Impl {
   }
 
   // One line per epoch on the console and in the log file, terminal or not (the bar is only drawn
-  // on a terminal): mean training loss, throughput, and the time left at this epoch's pace.
+  // on a terminal): mean training loss, throughput, and the time left at this epoch's pace. The
+  // progress line's loss is the last log interval's, so each says which it is.
   void log_epoch() {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_tally.start).count();
     const double steps_per_second = secs > 0 ? epoch_tally.steps / secs : 0.0;
     const double eta = steps_per_second > 0 ? static_cast<double>(total_steps - state.step) / steps_per_second : 0.0;
     if (is_main())
-      spdlog::info("train: epoch {}/{} done at step {}/{}: loss {}, {:.1f} img/s, eta {}", state.epoch,
+      spdlog::info("train: epoch {}/{} done at step {}/{}: train loss (epoch mean) {}, {}, eta {}", state.epoch,
                    config.train.epochs, state.step, total_steps,
                    fmt_metric(epoch_tally.steps ? epoch_tally.loss / epoch_tally.steps : std::nan("")),
-                   secs > 0 ? epoch_tally.images / secs : 0.0, format_duration(eta));
+                   epoch_rate_text(secs), format_duration(eta));
     epoch_tally = Interval{};
+  }
+
+  // "123.4 img/s", or for a text model "123.4 samples/s, 5678 tokens/s" (real tokens, this rank's
+  // when there are several).
+  std::string epoch_rate_text(double secs) const {
+    const double samples_per_second = secs > 0 ? epoch_tally.images / secs : 0.0;
+    if (!model->is_text()) return fmt::format("{:.1f} img/s", samples_per_second);
+    return fmt::format("{:.1f} samples/s, {:.0f} tokens/s{}", samples_per_second,
+                       secs > 0 ? epoch_tally.tokens / secs : 0.0, world > 1 ? " (this rank)" : "");
   }
 
   bool patience_exhausted() {
@@ -877,14 +906,15 @@ struct Trainer::Impl {
   }
 
   void log_summary(const json& summary, const json& test_json) const {
-    spdlog::info("train: {} after {} steps; best {} {} at step {}; test macro-F1 {}{}; {:.1f} samples/s; summary: {}",
-                 stop_reason, state.step, state.best_metric, fmt_metric(state.best_value),
+    spdlog::info("train: {} after {}; best {} {} at step {}; test macro-F1 {}{}; {:.1f} {}; summary: {}", stop_reason,
+                 count_of(state.step, "step"), state.best_metric, fmt_metric(state.best_value),
                  state.best_step ? std::to_string(*state.best_step) : "-",
                  test_json.is_null() ? "-" : fmt_metric(test_json["macro_f1"].get<double>()),
                  summary["test_roc_auc"].is_number()
                      ? fmt::format(", ROC AUC {}", fmt_metric(summary["test_roc_auc"].get<double>()))
                      : std::string(),
-                 summary["images_per_second"].get<double>(), (run_dir / "summary.json").string());
+                 summary["images_per_second"].get<double>(), model->is_text() ? "samples/s" : "img/s",
+                 (run_dir / "summary.json").string());
     warn_if_the_job_outgrew_its_budget(summary);
   }
 

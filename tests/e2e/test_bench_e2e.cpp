@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "sanitizer.h"
@@ -251,6 +252,19 @@ TEST_F(E2eBench, BatchStudyWritesAWellFormedSelfContainedReport) {
                          2;
   EXPECT_NEAR(summary["baseline"]["val_macro_f1_mean"].get<double>(), f1_mean, 1e-12);
   EXPECT_EQ(summary["baseline"]["seconds_to_f1"].size(), 2u);
+  // One throughput definition: the ratio of the arms' mean images/s, and the verdict on the terminal.
+  EXPECT_NEAR(summary["throughput_ratio"]["of_arm_means"].get<double>(),
+              summary["find_batch"]["images_per_second_mean"].get<double>() /
+                  summary["baseline"]["images_per_second_mean"].get<double>(),
+              1e-9);
+  EXPECT_EQ(summary["throughput_ratio"]["per_seed"].size(), 2u);
+  EXPECT_NE(r.output.find(summary["goal_met"].get<bool>() ? "goal met: macro-F1 " : "goal NOT met: macro-F1 "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(fmt::format("throughput {:.2f}x the baseline's",
+                                      summary["throughput_ratio"]["of_arm_means"].get<double>())),
+            std::string::npos)
+      << r.output;
   // Each seed's runs left their logs; different seeds trained differently.
   EXPECT_TRUE(fs::exists(study / "seed-8" / "baseline.log"));
   EXPECT_NE(testing::read_text(study / "seed-7" / "baseline" / "metrics.jsonl"),
@@ -358,6 +372,14 @@ TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
               1e-3 * j["tokens_per_second"].get<double>());
   EXPECT_NEAR(j["samples_per_second"].get<double>(), 4e3 / j["median_step_ms"].get<double>(),
               1e-3 * j["samples_per_second"].get<double>());
+  // Text has no images: no image size, no images/s, in any format.
+  EXPECT_FALSE(j.contains("image_size")) << j.dump();
+  EXPECT_FALSE(j.contains("images_per_second")) << j.dump();
+  auto table = run_shoplens("bench-train --model text_tiny --seq-len 8 --vocab-size 64 -b 2 --warmup 0 --steps 1");
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_EQ(table.output.find("image_size"), std::string::npos) << table.output;
+  EXPECT_EQ(table.output.find("images_per_second"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("samples_per_second"), std::string::npos) << table.output;
 
   auto bad = run_shoplens("bench-train --model text_tiny --seq-len 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;

@@ -167,7 +167,7 @@ TEST_F(E2eDist, ElasticResumeAcrossWorldSizesKeepsTheLedgerExact) {
   EXPECT_EQ(summary["status"], "completed");
   EXPECT_EQ(summary["world_size"], 2);
   const std::string report = ledger_check(run);
-  EXPECT_NE(report.find("3 segment(s)"), std::string::npos) << report;
+  EXPECT_NE(report.find("3 segments"), std::string::npos) << report;
   for (const char* e : {"epoch 0:", "epoch 1:", "epoch 2:"}) EXPECT_NE(report.find(e), std::string::npos) << report;
 }
 
@@ -339,7 +339,7 @@ TEST(E2eLaunch, GivesTorchrunsEnvironmentRestartsFailuresAndReportsTheOutcome) {
       "launch --nproc-per-node 2 --master-port 0 --max-restarts 2 --grace-seconds 5 -- sh -c "
       "'[ $RANK = 0 ] && exit 3; sleep 30'");
   EXPECT_EQ(always.exit_code, 1) << always.output;
-  EXPECT_NE(always.output.find("2 restart(s) used of 2: giving up"), std::string::npos) << always.output;
+  EXPECT_NE(always.output.find("2 restarts used of 2: giving up"), std::string::npos) << always.output;
 
   // A command that fails at once waits longer before each restart (once 741 restarts in 30 s).
   auto backoff = testing::run_shoplens(

@@ -235,6 +235,22 @@ TEST_F(E2eScore, PriceTableRowGivesTheCostPerMillionPerDevice) {
   EXPECT_EQ(report["cost"]["basis"], "spot");
   EXPECT_NEAR(report["cost_per_million_images"].get<double>(), 1.2 / (ips * 3600) * 1e6, 1e-9);
 
+  // The same command again reuses every chunk and scores nothing, yet reports the job's rate (what
+  // the chunks recorded when they were scored) and its cost, never 0 images/s and no cost.
+  r = run_shoplens(score_args(scratch() / "price-gpu") + " --prices " + prices.string() +
+                   " --instance gpu-8x --price-basis spot");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json rerun = json::parse(testing::read_text(scratch() / "price-gpu" / "report.json"));
+  EXPECT_EQ(rerun["chunks_reused"], rerun["chunks"]);
+  EXPECT_EQ(rerun["images_scored_this_run"], 0);
+  ASSERT_TRUE(rerun["images_per_second"].is_number()) << rerun.dump(2);
+  EXPECT_NEAR(rerun["images_per_second"].get<double>(), ips, 1e-3 * ips);  // the first run's figures
+  EXPECT_NE(rerun["throughput"]["source"].get<std::string>().find("recorded"), std::string::npos);
+  EXPECT_NEAR(rerun["cost_per_million_images"].get<double>(), report["cost_per_million_images"].get<double>(),
+              1e-3 * report["cost_per_million_images"].get<double>());
+  EXPECT_EQ(r.output.find("0.0 images/s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("batch latency not measured"), std::string::npos) << r.output;
+
   // Mistakes fail before any scoring, with exit 2 and the file, row and nearest name.
   auto unknown =
       run_shoplens(score_args(scratch() / "price-bad") + " --prices " + prices.string() + " --instance gpu-8");

@@ -48,6 +48,11 @@ TEST_F(E2eText, TrainsEvaluatesAucAndResumesExactlyAfterAKill) {
   auto a = run_shoplens(train(whole, "--batch-size 16"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("ROC AUC"), std::string::npos) << a.output;
+  // A text model's rates are samples/s and tokens/s, never img/s; the epoch's loss says which it is.
+  EXPECT_NE(a.output.find("train loss (epoch mean) "), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find(" samples/s, "), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find(" tokens/s"), std::string::npos) << a.output;
+  EXPECT_EQ(a.output.find("img/s"), std::string::npos) << a.output;
   // The same run killed (SIGKILL) after step 7 and resumed from its step-6 checkpoint ends in the
   // same weights: model, optimizer, schedule and data position all come back.
   auto b1 = run_shell("SHOPLENS_FAULT_KILL_STEP=7 " + bin() + " " +

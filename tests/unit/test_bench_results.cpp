@@ -341,8 +341,8 @@ TEST(BatchStudy, SeedsArePairedAndTheGoalIsJudgedOnTheMeanDifference) {
               std::sqrt(((-3 + 2.0 / 3) * (-3 + 2.0 / 3) + (1 + 2.0 / 3) * (1 + 2.0 / 3) + (2.0 / 3) * (2.0 / 3)) / 2),
               1e-9);
   EXPECT_NEAR(s.baseline_f1_mean, 0.55, 1e-12);
-  EXPECT_NEAR(s.speedup_mean, 1.2, 1e-12);
-  EXPECT_DOUBLE_EQ(s.speedup_min, 0.9);
+  EXPECT_NEAR(s.throughput_ratio, 1.2, 1e-12);  // 120 images/s against 100
+  EXPECT_EQ(s.per_seed_throughput_ratios, (std::vector<double>{1.5, 1.2, 0.9}));
   EXPECT_TRUE(s.goal_met);
   // Time to the baseline's F1 less a point: seed 1's candidate never gets there (0.57 < 0.59).
   EXPECT_TRUE(std::isnan(s.candidate_seconds_to_f1[0]));
@@ -351,6 +351,32 @@ TEST(BatchStudy, SeedsArePairedAndTheGoalIsJudgedOnTheMeanDifference) {
   cand[1].final_val_f1 = 0.45;  // now seed 2 loses 5: mean -8/3
   EXPECT_FALSE(summarize_study(base, cand).goal_met);
   EXPECT_THROW(summarize_study(base, {cand[0]}), Error);
+}
+
+// The report: its table said 98.4 vs 79.6 images/s while its text said "1.62x faster" (a
+// mean of per-seed ratios). Every throughput figure now comes from the arms' means, and the
+// terminal gets the verdict.
+TEST(BatchStudy, TheReportsThroughputTextAgreesWithItsTable) {
+  // Baseline 150 and 46.8 images/s (mean 98.4), find-batch 54 and 105.2 (mean 79.6): the per-seed
+  // ratios 0.36 and 2.25 average 1.30, the means' ratio is 0.81.
+  const std::vector<StudyRun> base{study_run(1, 32, 150, 0.60), study_run(2, 32, 46.8, 0.60)};
+  const std::vector<StudyRun> cand{study_run(1, 128, 54, 0.55), study_run(2, 128, 105.2, 0.55)};
+  const StudySummary s = summarize_study(base, cand);
+  EXPECT_NEAR(s.baseline_images_per_second, 98.4, 1e-9);
+  EXPECT_NEAR(s.candidate_images_per_second, 79.6, 1e-9);
+  EXPECT_NEAR(s.throughput_ratio, 79.6 / 98.4, 1e-12);
+  const std::string html = batch_study_html(base, cand, json::object(), BatchStudyOptions{});
+  EXPECT_NE(html.find("<td>images/s (training, mean)</td><td>98.4</td><td>79.6</td>"), std::string::npos);
+  EXPECT_NE(html.find("Throughput: 0.81x the baseline's (mean training images/s 79.6 vs 98.4"), std::string::npos);
+  EXPECT_NE(html.find("per seed: 0.36, 2.25"), std::string::npos);
+  EXPECT_NE(html.find("was slower (0.81x)"), std::string::npos);
+  for (const char* contradiction : {"1.30x", "faster"}) EXPECT_EQ(html.find(contradiction), std::string::npos);
+
+  const std::string verdict = study_verdict(s);  // -5 points: the goal is missed
+  EXPECT_NE(verdict.find("goal NOT met"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("-5.00 points"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("0.81x the baseline's (79.6 vs 98.4 images/s, mean over 2 seeds)"), std::string::npos)
+      << verdict;
 }
 
 TEST(BatchStudy, SecondsToReachAnF1AreTheFirstValidationAtOrAboveIt) {
@@ -394,10 +420,9 @@ TEST(BatchStudy, ReportHasTheTableFourChartsAndTheF1Difference) {
   EXPECT_EQ(count("class=\"x-label\""), 4u);
   EXPECT_EQ(count("class=\"y-label\""), 4u);
   EXPECT_NE(html.find("(log2 scale)"), std::string::npos);  // batch axes
-  EXPECT_NE(
-      html.find("Macro-F1 difference: -0.50 &#177; 0.00 points</b> (mean &#177; sd over 2 seed(s); goal: within 1 "
-                "point of the baseline: met)"),
-      std::string::npos);
+  EXPECT_NE(html.find("Macro-F1 difference: -0.50 &#177; 0.00 points</b> (mean &#177; sd over 2 seeds; goal: within 1 "
+                      "point of the baseline: met)"),
+            std::string::npos);
   EXPECT_NE(html.find("Throughput: 1.50x"), std::string::npos);
   EXPECT_NE(html.find("s&amp;hards"), std::string::npos);
   EXPECT_NE(html.find("m&lt;1&gt;"), std::string::npos);

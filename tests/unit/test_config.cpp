@@ -8,6 +8,7 @@
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/strings.h"
 #include "test_util.h"
 
@@ -171,6 +172,16 @@ TEST(Strings, NearestNameAndSizes) {
   EXPECT_EQ(parse_bytes("24GiB", "--memory-budget"), 24ull << 30);
   EXPECT_EQ(parse_bytes("512MB", "x"), 512000000ull);
   EXPECT_THROW(parse_bytes("lots", "--memory-budget"), UsageError);
+}
+
+TEST(Strings, CountsTakeTheirNounInTheRightNumber) {
+  EXPECT_EQ(count_of(1, "chunk"), "1 chunk");
+  EXPECT_EQ(count_of(0, "chunk"), "0 chunks");
+  EXPECT_EQ(count_of(3, "file"), "3 files");
+  EXPECT_EQ(count_of(1, "batch", "batches"), "1 batch");
+  EXPECT_EQ(count_of(2, "batch", "batches"), "2 batches");
+  EXPECT_EQ(noun_for(1, "step"), "step");
+  EXPECT_EQ(noun_for(4, "step"), "steps");
 }
 
 TEST(Strings, NumberedNamesCountFromZero) {

@@ -553,6 +553,50 @@ TEST(Ledger, AStepMissingFromTheLedgerIsNotExactAndNamed) {
   EXPECT_TRUE(verify_ledger(late, train, 6).exact()) << verify_ledger(late, train, 6).to_text();
 }
 
+// The 1-epoch run: 238 samples, global batch 128, so one step read 128 and 110 (46%) were
+// never used. The report says why and whether that is expected, never "left for a later epoch"
+// when there is none.
+TEST(Ledger, UnreadSamplesAreExplainedByHowTheRunEnded) {
+  const std::vector<std::uint64_t> train{10, 11, 12, 13, 14};
+  const std::vector<LedgerFile> one_epoch{{"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 2, {14}) +
+                                                                 step_rec(0, 1, {12, 10}) + step_rec(0, 2, {13, 11})}};
+  const auto finished = verify_ledger(one_epoch, train, 2, "completed");
+  EXPECT_TRUE(finished.exact()) << finished.to_text();
+  const std::string text = finished.to_text();
+  EXPECT_EQ(text.find("later epoch"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 of 5 training samples used"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 of 5 training samples (20%) not read in this epoch"), std::string::npos) << text;
+  EXPECT_NE(text.find("short of a whole global batch of 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("Expected"), std::string::npos) << text;
+  EXPECT_NE(text.find("last epoch, so they were never used"), std::string::npos) << text;
+  EXPECT_EQ(finished.to_json()["epochs"][0]["not_used"], 1);
+  EXPECT_TRUE(finished.to_json()["epochs"][0]["last_of_run"].get<bool>());
+
+  // Still running: the tail may yet be read by a next epoch.
+  EXPECT_NE(verify_ledger(one_epoch, train).to_text().find("has not finished"), std::string::npos);
+
+  // A steps cap inside the epoch: expected, and said so.
+  const std::vector<std::uint64_t> six{10, 11, 12, 13, 14, 15};
+  const std::vector<LedgerFile> capped{
+      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 3, {}) + step_rec(0, 1, {10, 11}) + step_rec(0, 2, {12, 13})}};
+  const auto max_steps = verify_ledger(capped, six, 2, "max_steps");
+  EXPECT_TRUE(max_steps.exact()) << max_steps.to_text();
+  EXPECT_NE(max_steps.to_text().find("2 of 6 training samples (33%) not read: the run stopped at train.max_steps"),
+            std::string::npos)
+      << max_steps.to_text();
+  // The same epoch cut short by a run that says it completed: a fault.
+  const auto completed = verify_ledger(capped, six, 2, "completed");
+  EXPECT_FALSE(completed.exact());
+  EXPECT_NE(completed.to_text().find("NOT EXPECTED"), std::string::npos) << completed.to_text();
+
+  // A tail as long as a whole global batch cannot be the remainder of the order: a fault.
+  const std::vector<LedgerFile> long_tail{
+      {"a.rank-0.jsonl", seg("a", 0, 100) + epoch_rec(0, 1, {12, 13, 14}) + step_rec(0, 1, {10, 11})}};
+  const auto fault = verify_ledger(long_tail, train, 1, "completed");
+  EXPECT_FALSE(fault.exact());
+  EXPECT_FALSE(fault.to_json()["epochs"][0]["unused_expected"].get<bool>());
+}
+
 // Numbers are range-checked as they are read: an epoch of 23 digits (once read as epoch 0's
 // header gone, "9 of 0 steps ... exact"), a negative step, a fractional id each name file:line.
 TEST(Ledger, NumbersOutOfRangeNameFileLineAndKey) {

@@ -13,6 +13,7 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/interrupt.h"
 #include "shoplens/core/runtime.h"
+#include "shoplens/core/torch_release.h"
 #include "sanitizer.h"
 #include "test_util.h"
 
@@ -35,6 +36,19 @@ TEST(Runtime, HostAllocatorTuningCanBeTurnedOffAndKeepsLargeBlocksInTheProcess) 
   EXPECT_EQ(during.hblkhd, before.hblkhd) << "16 MiB blocks were mmapped despite the 32 MiB threshold";
   const struct mallinfo2 after = mallinfo2();
   EXPECT_GE(after.arena, during.arena) << "the heap was trimmed back to the OS";
+}
+
+// Debian's 1.13.1 package ships headers that say 1.13.0: the package's version is the release.
+TEST(Runtime, TorchReleaseIsThePackagesWhenItsHeadersLagBehind) {
+  EXPECT_EQ(torch_release("1.13.0", "libtorch1.13 1.13.1+dfsg-4"), "1.13.1");
+  EXPECT_EQ(torch_release("1.13.0", "libtorch1.13 2:1.13.1-1~bpo12+1"), "1.13.1");
+  EXPECT_EQ(torch_release("2.11.0", ""), "2.11.0");                            // pip: no package, headers right
+  EXPECT_EQ(torch_release("2.11.0", "libtorch1.13 1.13.1+dfsg-4"), "2.11.0");  // another install's package
+  const std::string told = describe_torch_release("1.13.0", "libtorch1.13 1.13.1+dfsg-4");
+  EXPECT_EQ(told.rfind("1.13.1 ", 0), 0u) << told;
+  EXPECT_NE(told.find("libtorch1.13 1.13.1+dfsg-4"), std::string::npos) << told;
+  EXPECT_NE(told.find("1.13.0"), std::string::npos) << told;
+  EXPECT_EQ(describe_torch_release("1.13.1", "libtorch1.13 1.13.1+dfsg-4"), "1.13.1");
 }
 
 TEST(Runtime, OmpNumThreadsSetsTheDefaultThreadCount) {

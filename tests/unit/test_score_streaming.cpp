@@ -81,7 +81,7 @@ TEST(ScoreRowsWindow, AListKeepsCommentsOutAndMakesAnOverlongLineAnErrorRow) {
 }
 
 TEST(ChunkStamp, FormatsAndParsesAndRejectsAnythingElse) {
-  ChunkStamp stamp{2048, 1500, kRowWindow, {0x0123456789abcdefULL, 0xffffffffffffffffULL}};
+  ChunkStamp stamp{2048, 1500, kRowWindow, {0x0123456789abcdefULL, 0xffffffffffffffffULL}, std::nullopt};
   const std::string line = format_chunk_stamp(stamp);
   ASSERT_EQ(line.back(), '\n');
   const auto parsed = parse_chunk_stamp(line.substr(0, line.size() - 1));
@@ -96,6 +96,59 @@ TEST(ChunkStamp, FormatsAndParsesAndRejectsAnythingElse) {
                           "#shoplens-chunk first_row=1 rows=2 block_rows=3 fingerprints=0123456789abcdeg",
                           "#shoplens-chunk first_row=1 rows=2 block_rows=3 fingerprints=0123456789abcdef extra=1"})
     EXPECT_FALSE(parse_chunk_stamp(bad)) << bad;
+}
+
+// A chunk records what scoring it measured, so a rerun that reuses it still knows the job's rate;
+// a stamp from before that (no measurement) still verifies its rows.
+TEST(ChunkStamp, CarriesTheImagesAndSecondsItsScoringMeasured) {
+  const ChunkStamp stamp{0, 16, kRowWindow, {0x0123456789abcdefULL}, ScoredFigures{16, 0.25}};
+  const std::string line = format_chunk_stamp(stamp);
+  const auto parsed = parse_chunk_stamp(line.substr(0, line.size() - 1));
+  ASSERT_TRUE(parsed && parsed->scored) << line;
+  EXPECT_EQ(parsed->scored->images, 16);
+  EXPECT_DOUBLE_EQ(parsed->scored->seconds, 0.25);
+  const auto older =
+      parse_chunk_stamp("#shoplens-chunk first_row=0 rows=16 block_rows=4096 fingerprints=0123456789abcdef");
+  ASSERT_TRUE(older);
+  EXPECT_FALSE(older->scored);
+  for (const char* bad :
+       {"#shoplens-chunk first_row=0 rows=16 block_rows=4096 fingerprints=0123456789abcdef scored_images=16",
+        "#shoplens-chunk first_row=0 rows=16 block_rows=4096 fingerprints=0123456789abcdef scored_images=16 "
+        "scored_seconds=-1",
+        "#shoplens-chunk first_row=0 rows=16 block_rows=4096 fingerprints=0123456789abcdef scored_images=16 "
+        "scored_seconds=nan",
+        "#shoplens-chunk first_row=0 rows=16 rows=16 block_rows=4096 fingerprints=0123456789abcdef"})
+    EXPECT_FALSE(parse_chunk_stamp(bad)) << bad;
+}
+
+// A rerun that reuses every chunk reports the rate they recorded, never 0 images/s; with nothing
+// measured at all it says so.
+TEST(JobThroughput, ARerunThatReusesEveryChunkReportsTheirRecordedRate) {
+  BatchTimings nothing_scored;
+  ChunkCounts reused;
+  reused.reused = 2;
+  reused.recorded = ScoredFigures{300, 2.0};
+  const JobThroughput rerun = job_throughput(nothing_scored, reused);
+  ASSERT_TRUE(rerun.measured());
+  EXPECT_DOUBLE_EQ(rerun.images_per_second(), 150.0);
+  EXPECT_NE(rerun.source().find("recorded"), std::string::npos) << rerun.source();
+  EXPECT_EQ(rerun.to_json()["images_per_second"], 150.0);
+
+  BatchTimings scored;
+  scored.images = 100;
+  scored.wall_seconds = 2.0;
+  const JobThroughput mixed = job_throughput(scored, reused);
+  EXPECT_DOUBLE_EQ(mixed.images_per_second(), 100.0);  // (300 + 100) / (2 + 2)
+
+  ChunkCounts unmeasured;
+  unmeasured.reused = 1;
+  unmeasured.reused_unmeasured = 1;
+  const JobThroughput none = job_throughput(nothing_scored, unmeasured);
+  EXPECT_FALSE(none.measured());
+  EXPECT_EQ(none.images_per_second(), 0.0);
+  EXPECT_TRUE(none.to_json()["images_per_second"].is_null());
+  EXPECT_NE(none.source().find("not measured"), std::string::npos) << none.source();
+  EXPECT_NE(none.source().find("1 reused chunk recorded no timing"), std::string::npos) << none.source();
 }
 
 TEST(ChunkStamp, TheFingerprintOfRowsChangesWithAnyRow) {

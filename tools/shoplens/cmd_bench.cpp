@@ -51,9 +51,9 @@ class BenchCommand : public Command {
   int run_study() {
     study_options_.train_config = record_.config.string();
     study_options_.out = out_;
-    const auto report = run_batch_study(study_options_, self_binary());
-    std::cout << "study: " << (std::filesystem::path(out_) / "study.json").string() << "\nreport: " << report.string()
-              << std::endl;
+    const BatchStudyResult study = run_batch_study(study_options_, self_binary());
+    std::cout << study_verdict(study.summary) << "\nstudy: " << study.study_json.string()
+              << "\nreport: " << study.report.string() << std::endl;
     return 0;
   }
 

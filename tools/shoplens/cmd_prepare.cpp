@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "command.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/data/prepare.h"
 
@@ -33,9 +34,10 @@ class PrepareCommand : public Command {
     open_run_dir(*config, "prepare", prepare.out_dir);
     PrepareReport report = prepare_dataset(prepare);
     std::cout << format_prepare_report(report);
-    spdlog::info("prepare: {} kept, {} quarantined of {} rows in {:.1f} s ({:.0f} images/s decoded); shards in {}",
-                 report.kept, report.quarantined.size(), report.total_rows, report.seconds,
-                 report.seconds > 0 ? report.images_decoded / report.seconds : 0.0, prepare.out_dir.string());
+    spdlog::info("prepare: {} kept, {} quarantined of {} in {:.1f} s ({:.0f} images/s decoded); shards in {}",
+                 report.kept, report.quarantined.size(), count_of(static_cast<std::int64_t>(report.total_rows), "row"),
+                 report.seconds, report.seconds > 0 ? report.images_decoded / report.seconds : 0.0,
+                 prepare.out_dir.string());
     return 0;
   }
 

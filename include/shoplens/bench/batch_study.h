@@ -7,6 +7,7 @@
 // memory, exactly what users run); the report is built from the runs' files.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -51,7 +52,12 @@ struct StudySummary {
   int seeds = 0;
   double baseline_f1_mean = 0, baseline_f1_sd = 0, candidate_f1_mean = 0, candidate_f1_sd = 0;
   double f1_difference_mean_points = 0, f1_difference_sd_points = 0;  // candidate - baseline, paired by seed
-  double speedup_mean = 0, speedup_min = 0, speedup_max = 0;          // images/s, candidate / baseline
+  // Throughput, one definition everywhere (table, text, study.json, terminal): each arm's mean
+  // training images/s over the seeds that measured one, and their ratio (candidate / baseline).
+  // The per-seed ratios are shown as they are, never averaged into a second "speed-up".
+  double baseline_images_per_second = NAN, candidate_images_per_second = NAN;
+  double throughput_ratio = NAN;
+  std::vector<double> per_seed_throughput_ratios;  // NaN for a seed whose baseline measured none
   // Per seed: training seconds until validation macro-F1 first reached the baseline's final F1
   // minus the goal's point (NaN: never within the run).
   std::vector<double> baseline_seconds_to_f1, candidate_seconds_to_f1;
@@ -72,8 +78,17 @@ StudySummary summarize_study(const std::vector<StudyRun>& baseline, const std::v
 std::string batch_study_html(const std::vector<StudyRun>& baseline, const std::vector<StudyRun>& candidate,
                              const nlohmann::json& find_batch, const BatchStudyOptions& options);
 
+// The verdict in one line, for the terminal: the goal met or not (the mean macro-F1 difference) and
+// the throughput ratio, as the report states them.
+std::string study_verdict(const StudySummary& summary);
+
+struct BatchStudyResult {
+  std::filesystem::path report, study_json;
+  StudySummary summary;
+};
+
 // Runs the trainings (`shoplens_binary train ...`, no shell) and writes DIR/report.html and
-// DIR/study.json; returns the report path. Error when a run fails (its log is named).
-std::filesystem::path run_batch_study(const BatchStudyOptions& options, const std::string& shoplens_binary);
+// DIR/study.json. Error when a run fails (its log is named).
+BatchStudyResult run_batch_study(const BatchStudyOptions& options, const std::string& shoplens_binary);
 
 }  // namespace shoplens
