@@ -21,9 +21,10 @@ std::string source_of(const BenchRecorderOptions& o) {
 }
 
 void log_verdicts(const BenchRecorderResult& record, double max_regression) {
+  const auto level = record.fail_on == FailOn::kRegression ? spdlog::level::err : spdlog::level::warn;
   for (const auto& g : record.gate) {
     if (g.regressed)
-      spdlog::error("bench: REGRESSION {}", g.message);
+      spdlog::log(level, "bench: REGRESSION {}", g.message);
     else if (g.compared)
       spdlog::info("bench: ok {}", g.message);
     else
@@ -31,8 +32,8 @@ void log_verdicts(const BenchRecorderResult& record, double max_regression) {
   }
   if (record.failed()) spdlog::error("bench: {} scenario(s) failed", record.failed());
   if (record.regressed())
-    spdlog::error("bench: {} scenario(s) regressed beyond {:.1f}% and their noise", record.regressed(),
-                  max_regression * 100);
+    spdlog::log(level, "bench: {} scenario(s) regressed beyond {:.1f}% and their noise{}", record.regressed(),
+                max_regression * 100, record.fail_on == FailOn::kNever ? " (--fail-on never: a warning only)" : "");
 }
 
 }  // namespace
@@ -61,6 +62,7 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
 
   const Nvml nvml;
   BenchRecorderResult record;
+  record.fail_on = o.fail_on;
   record.env = bench_environment(nvml);
   record.markdown = o.out / "results.md";
   spdlog::info("bench: {} scenarios from {}; GPU telemetry: {}", config.scenarios.size(), o.config.string(),
