@@ -27,7 +27,7 @@ script=$(mktemp)
 trap 'rm -f "$script"' EXIT
 awk -v bin="$bin" -v keep="$keep" '
   NR == 1 {
-    print "set -eEuo pipefail; PS4=\"+ README.md:$LINENO: \"; " \
+    print "set -eEuo pipefail; PS4='\''+ README.md:$LINENO: '\''; " \
           "trap '\''echo \"readme_tour: README.md line $LINENO failed (exit $?): $BASH_COMMAND\" >&2'\'' ERR; " \
           "trap '\''kill $(jobs -p) 2>/dev/null || true; " \
           (keep ? "echo \"readme_tour: the tour folder is ${tour:-not made}\"" : "[ -n \"${tour:-}\" ] && rm -rf \"$tour\"") \
