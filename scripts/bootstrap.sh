@@ -27,6 +27,8 @@ PACKAGES=(
   iproute2 munge slurmctld slurmd slurm-client
   # a real browser, headless: the HTML reports are rendered and their charts measured in tests
   chromium
+  # the README tour (scripts/readme_tour.sh) talks to `serve` with curl
+  curl
 )
 
 missing=()

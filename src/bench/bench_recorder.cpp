@@ -22,9 +22,10 @@ std::string source_of(const BenchRecorderOptions& o) {
 }
 
 void log_verdicts(const BenchRecorderResult& record, double max_regression) {
+  const auto level = record.fail_on == FailOn::kRegression ? spdlog::level::err : spdlog::level::warn;
   for (const auto& g : record.gate) {
     if (g.regressed)
-      spdlog::error("bench: REGRESSION {}", g.message);
+      spdlog::log(level, "bench: REGRESSION {}", g.message);
     else if (g.compared)
       spdlog::info("bench: ok {}", g.message);
     else
@@ -32,8 +33,8 @@ void log_verdicts(const BenchRecorderResult& record, double max_regression) {
   }
   if (record.failed()) spdlog::error("bench: {} failed", count_of(record.failed(), "scenario"));
   if (record.regressed())
-    spdlog::error("bench: {} regressed beyond {:.1f}% and their noise", count_of(record.regressed(), "scenario"),
-                  max_regression * 100);
+    spdlog::log(level, "bench: {} regressed beyond {:.1f}% and their noise{}", count_of(record.regressed(), "scenario"),
+                max_regression * 100, record.fail_on == FailOn::kNever ? " (--fail-on never: a warning only)" : "");
 }
 
 }  // namespace
@@ -62,6 +63,7 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
 
   const Nvml nvml;
   BenchRecorderResult record;
+  record.fail_on = o.fail_on;
   record.env = bench_environment(nvml);
   record.markdown = o.out / "results.md";
   spdlog::info("bench: {} from {}; GPU telemetry: {}",

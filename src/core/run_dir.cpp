@@ -23,6 +23,9 @@ std::filesystem::path open_run_dir(const Config& config, const std::string& comm
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     dir = std::filesystem::path("runs") / (command + "-" + stamp);
+    // A folder the user did not name appears in the working directory: say so before writing.
+    spdlog::info("{}: writing its results to {} (no --out given; run.dir or --out chooses the folder)", command,
+                 dir.string());
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -547,6 +548,38 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   write_prepare_outputs(o, m, vocab, summaries, report);
   for (const auto& w : report.warnings) spdlog::warn("prepare: {}", w);
   return report;
+}
+
+namespace {
+
+// "decode: 3, manifest: 1": the reasons' stages, counted, for one line.
+std::string quarantine_reasons(const std::vector<QuarantinedRow>& rows) {
+  std::map<std::string, std::size_t> stages;
+  for (const auto& q : rows) stages[q.stage]++;
+  std::string text;
+  for (const auto& [stage, n] : stages) text += (text.empty() ? "" : ", ") + stage + ": " + std::to_string(n);
+  return text;
+}
+
+}  // namespace
+
+std::string format_prepare_summary(const PrepareReport& r, const fs::path& out_dir) {
+  std::array<std::uint64_t, 3> per_split{0, 0, 0};
+  for (const auto& counts : r.kept_per_class_split)
+    for (std::size_t s = 0; s < 3; ++s) per_split[s] += counts[s];
+  std::ostringstream os;
+  os << "prepare: " << count_of(r.total_rows, "row") << ": " << r.kept << " kept, " << r.quarantined.size()
+     << " quarantined";
+  if (!r.quarantined.empty()) os << " (" << quarantine_reasons(r.quarantined) << ")";
+  os << "\nsplits: train " << per_split[0] << ", val " << per_split[1] << ", test " << per_split[2] << " over "
+     << count_of(r.classes.size(), "class", "classes") << "\n";
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "%.1f s, %.0f images/s decoded", r.seconds,
+                r.seconds > 0 ? r.images_decoded / r.seconds : 0.0);
+  os << "shards: " << out_dir.string() << " (" << timing << ")\nreport: " << (out_dir / "report.md").string();
+  if (!r.quarantined.empty()) os << "; every quarantined row: " << (out_dir / "quarantine.csv").string();
+  os << "\n";
+  return os.str();
 }
 
 std::string format_prepare_report(const PrepareReport& r) {

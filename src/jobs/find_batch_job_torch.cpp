@@ -35,6 +35,8 @@ int resolve_classes(FindBatchJob& job, std::optional<TrainData>& data) {
 FindBatchResult run_find_batch_job(FindBatchJob job) {
   std::optional<TrainData> data;
   const int classes = resolve_classes(job, data);
+  // The same cap as `train -b auto` (one process here): the same question, so the same cache entry.
+  if (data) cap_batch_search_at_samples(job.config, data->train->size(), /*world_size=*/1, "find-batch");
   const double input_rate = data ? plan_input_rate(job.config, *data, DistEnv{}) : 0.0;
   ProbeFolder folder;
   return find_batch(job.config, classes, job.use_cache, input_rate,

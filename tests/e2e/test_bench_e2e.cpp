@@ -161,6 +161,14 @@ TEST_F(E2eBench, BaselineGatePassesOnItselfAndFailsOnADoctoredBaselineNamingTheS
   EXPECT_NE(fail.output.find("REGRESSION small_cnn-fp32-b4-cpu-t1"), std::string::npos) << fail.output;
   EXPECT_EQ(fail.output.find("REGRESSION shards-b4"), std::string::npos) << fail.output;
   EXPECT_EQ(junit_summary(scratch() / "fail/junit.xml"), "3 1 0 small_cnn-fp32-b4-cpu-t1");
+
+  // Warn-only: the same regression is reported, and the run succeeds.
+  auto warn = run_shoplens(bench("--out " + (scratch() / "warn").string() + " --baseline " +
+                                 (scratch() / "doctored.jsonl").string() +
+                                 " --max-regression 5% --trials 2 --fail-on never 2>&1"));
+  EXPECT_EQ(warn.exit_code, 0) << warn.output;
+  EXPECT_NE(warn.output.find("REGRESSION small_cnn-fp32-b4-cpu-t1"), std::string::npos) << warn.output;
+  EXPECT_NE(warn.output.find("--fail-on never"), std::string::npos) << warn.output;
 }
 
 // batch "auto" on shards with a budget that would allow more than the training split holds: the

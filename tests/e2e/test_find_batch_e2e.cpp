@@ -192,6 +192,24 @@ TEST_F(E2eFindBatch, TrainWithAutoBatchRunsTheFoundBatchWithoutOutOfMemory) {
   EXPECT_EQ(config["loader"]["batch_size"], found["micro_batch"]);  // resolved, so a resume does not search again
 }
 
+// The README's order: find-batch first, then `train -b auto` on the same config asks the same
+// question, so it takes the cached answer instead of searching again (it once searched again: the
+// train job capped find_batch.max_batch at the split's size and find-batch did not).
+TEST_F(E2eFindBatch, TrainWithAutoBatchTakesTheAnswerFindBatchCached) {
+  const std::string own_cache = " --set find_batch.cache_dir=" + (scratch() / "tour-cache").string();
+  auto searched = run_shoplens("find-batch --json" + job_args() + own_cache);
+  ASSERT_EQ(searched.exit_code, 0) << searched.output;
+  const json first = json::parse(searched.output.substr(searched.output.find("{\n")));
+  EXPECT_FALSE(first["from_cache"].get<bool>());
+  const fs::path run = scratch() / "after-find-batch";
+  auto r = run_shoplens("train" + job_args() + own_cache + " --out " + run.string() + " --epochs 1 -b auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json found = json::parse(testing::read_text(run / "find_batch.json"));
+  EXPECT_TRUE(found.value("from_cache", false)) << r.output;
+  EXPECT_EQ(found["fingerprint"], first["fingerprint"]);
+  EXPECT_EQ(found["micro_batch"], first["micro_batch"]);
+}
+
 // A budget that would allow more than the training split holds: the search stops at the split's
 // size (it once found 284 for 237 samples, then failed the run), and the log says why.
 TEST_F(E2eFindBatch, AutoBatchNeverExceedsWhatTheTrainingSplitHolds) {

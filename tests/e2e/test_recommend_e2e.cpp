@@ -42,6 +42,17 @@ TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) 
   EXPECT_NE(table.output.find("how each throughput was obtained"), std::string::npos) << table.output;
 }
 
+// The default price table is the shipped one, found beside the program from any folder (it was
+// "configs/prices.json" relative to the working directory, so only the checkout's root worked).
+TEST(E2eRecommend, TheDefaultPriceTableIsFoundFromAnyWorkingFolder) {
+  testing::ScratchDir dir("e2e-recommend-cwd");
+  auto r = testing::run_shell("cd " + dir.path().string() + " && " + testing::shoplens_bin() + " recommend --bench " +
+                              shipped("bench_reference.jsonl") + " --scenario resnet50_finetune --epochs 10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto plan = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_TRUE(plan["recommended"].is_string()) << r.output;
+}
+
 TEST(E2eRecommend, BadInputsAndImpossibleConstraintsFailClearly) {
   testing::ScratchDir dir("e2e-recommend");
   const auto bench = dir / "bench.jsonl";

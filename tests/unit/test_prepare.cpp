@@ -237,6 +237,24 @@ TEST(Prepare, JpegsThatNeedNoResizeKeepTheirOriginalBytes) {
   EXPECT_EQ(testing::read_json(dir / "out/report.json").at("jpeg_originals_kept"), 1);
 }
 
+// The terminal gets a few lines and the paths; report.md keeps the whole report.
+TEST(Prepare, TheTerminalSummaryCountsRowsSplitsAndNamesTheReport) {
+  PrepareReport report;
+  report.total_rows = 10;
+  report.kept = 7;
+  report.classes = {"blurry", "sharp"};
+  report.kept_per_class_split = {{3, 1, 0}, {2, 0, 1}};
+  report.quarantined = {{"a", "a.jpg", 2, "decode", "not an image"},
+                        {"b", "b.jpg", 3, "decode", "truncated"},
+                        {"c", "", 4, "manifest", "no label"}};
+  const std::string summary = format_prepare_summary(report, "shards");
+  EXPECT_NE(summary.find("10 rows: 7 kept, 3 quarantined (decode: 2, manifest: 1)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("train 5, val 1, test 1 over 2 classes"), std::string::npos) << summary;
+  EXPECT_NE(summary.find((fs::path("shards") / "report.md").string()), std::string::npos) << summary;
+  EXPECT_NE(summary.find((fs::path("shards") / "quarantine.csv").string()), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("| class |"), std::string::npos) << "the per-class table belongs to report.md";
+}
+
 TEST(ImageIo, ScaledJpegDecodeKeepsShortSideAboveTarget) {
   cv::Mat img(800, 1200, CV_8UC3, cv::Scalar(10, 120, 240));
   JpegEncodeOptions bgr;

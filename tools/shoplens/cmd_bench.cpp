@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "command.h"
+#include "shoplens/core/program_files.h"
 #include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_recorder.h"
 
@@ -26,6 +27,10 @@ class BenchCommand : public Command {
     app.add_option("--baseline", record_.baseline, "a previous results.jsonl to gate against (empty: no gate)");
     app.add_option("--max-regression", record_.max_regression,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise)");
+    app.add_option("--fail-on", fail_on_,
+                   "with --baseline: what fails the run (exit 1): \"regression\" (CI's gate) or \"never\" (report "
+                   "regressions as warnings; a failed scenario still fails)")
+        ->check(CLI::IsMember({"regression", "never"}));
     app.add_option("--trials", record_.trials, "repeated trials per scenario (0: the config's)")->check(non_negative());
     app.add_option("--source", record_.source, "the records' \"source\" field (empty: the command line)");
     app.add_option(
@@ -51,33 +56,28 @@ class BenchCommand : public Command {
   int run_study() {
     study_options_.train_config = record_.config.string();
     study_options_.out = out_;
-    const BatchStudyResult study = run_batch_study(study_options_, self_binary());
+    const BatchStudyResult study = run_batch_study(study_options_, running_program().string());
     std::cout << study_verdict(study.summary) << "\nstudy: " << study.study_json.string()
               << "\nreport: " << study.report.string() << std::endl;
     return 0;
-  }
-
-  // The running binary, so the study's training runs are this very build.
-  static std::string self_binary() {
-    std::error_code ec;
-    const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return ec ? std::string("shoplens") : p.string();
   }
 
   int run() override {
     if (study_ == "batch") return run_study();
     if (record_.config.empty()) throw UsageError("bench: --config is required (a bench config; see docs/BENCH.md)");
     record_.out = out_;
+    record_.fail_on = fail_on_ == "never" ? FailOn::kNever : FailOn::kRegression;
     const BenchRecorderResult record = run_bench_recorder(record_);
     std::cout << results_markdown(record.results, record.env, record.gate)
               << fmt::format("\nresults: {}\n", record.markdown.string());
-    return record.failed() || record.regressed() ? 1 : 0;
+    return record.failed_the_gate() ? 1 : 0;
   }
 
  private:
   BenchRecorderOptions record_;
   std::string out_;
   std::string study_;
+  std::string fail_on_ = "regression";
   BatchStudyOptions study_options_;
 };
 

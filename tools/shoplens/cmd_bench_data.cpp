@@ -21,7 +21,9 @@ class BenchDataCommand : public Command {
     app.add_option("--format", format_, "stdout format: table, json or csv")
         ->check(CLI::IsMember({"table", "json", "csv"}));
     app.add_option("--python", python_, "Python with torch and torchvision for the peer run");
-    app.add_option("--peer-script", peer_script_, "the torchvision pipeline script (empty: skip the peer)");
+    app.add_option("--peer-script", peer_script_,
+                   "the torchvision pipeline script (\"shipped\": scripts/bench/torchvision_pipeline.py, shipped with "
+                   "the program; empty: skip the peer)");
   }
 
   int run() override {
@@ -33,7 +35,8 @@ class BenchDataCommand : public Command {
     o.out_dir = open_run_dir(*config, "bench-data");
     o.epochs = epochs_;
     o.python = python_;
-    o.peer_script = peer_script_;
+    o.peer_script = peer_script_.empty() ? std::filesystem::path()
+                                         : shipped_or(peer_script_, "scripts/bench/torchvision_pipeline.py");
     DataBenchResult result = run_data_bench(o);
     write_file_atomic(o.out_dir / "bench-data.md", bench_table(result));
     write_file_atomic(o.out_dir / "bench-data.csv", bench_csv(result));
@@ -53,7 +56,7 @@ class BenchDataCommand : public Command {
   int epochs_ = 1;
   std::string format_ = "table";
   std::string python_ = "/usr/bin/python3";
-  std::string peer_script_ = SHOPLENS_SOURCE_DIR "/scripts/bench/torchvision_pipeline.py";
+  std::string peer_script_ = kShipped;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "shoplens/core/program_files.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/jobs/find_batch_job.h"
 
@@ -41,8 +42,7 @@ class FindBatchCommand : public Command {
   int run() override {
     auto config = begin(options_);
     if (!config) return 0;
-    FindBatchJob job{std::move(*config), classes_, classes_option_->count() > 0, !no_cache_,
-                     std::filesystem::read_symlink("/proc/self/exe")};
+    FindBatchJob job{std::move(*config), classes_, classes_option_->count() > 0, !no_cache_, running_program()};
     if (probe_process_at_ > 0) {
       const auto probe = process_probe_to_json(run_process_probe_job(std::move(job), probe_process_at_));
       if (out_.empty())

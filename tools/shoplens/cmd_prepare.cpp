@@ -1,10 +1,7 @@
 // `shoplens prepare`: manifest or ImageFolder in, checksummed shards and a report out.
 #include <iostream>
 
-#include <spdlog/spdlog.h>
-
 #include "command.h"
-#include "shoplens/core/plural.h"
 #include "shoplens/core/run_dir.h"
 #include "shoplens/data/prepare.h"
 
@@ -33,11 +30,7 @@ class PrepareCommand : public Command {
     check_prepare_paths(prepare);  // before the output folder gets config.json and the log
     open_run_dir(*config, "prepare", prepare.out_dir);
     PrepareReport report = prepare_dataset(prepare);
-    std::cout << format_prepare_report(report);
-    spdlog::info("prepare: {} kept, {} quarantined of {} in {:.1f} s ({:.0f} images/s decoded); shards in {}",
-                 report.kept, report.quarantined.size(), count_of(static_cast<std::int64_t>(report.total_rows), "row"),
-                 report.seconds, report.seconds > 0 ? report.images_decoded / report.seconds : 0.0,
-                 prepare.out_dir.string());
+    std::cout << format_prepare_summary(report, prepare.out_dir);  // the whole report is report.md
     return 0;
   }
 

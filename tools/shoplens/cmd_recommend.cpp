@@ -16,7 +16,7 @@ class RecommendCommand : public Command {
     app.add_option("--bench", bench_files_, "bench result files, JSON lines (docs/COMPUTE.md); repeat for several")
         ->required()
         ->check(CLI::ExistingFile);
-    app.add_option("--prices", prices_, "price table")->check(CLI::ExistingFile);
+    app.add_option("--prices", prices_, "price table (\"shipped\": configs/prices.json, shipped with the program)");
     app.add_option("--scenario", request_.scenario, "scenario of the bench records to plan for");
     app.add_option("--dataset-size", request_.dataset_size, "images per epoch")->check(positive());
     app.add_option("--epochs", request_.epochs, "epochs per full run")->check(positive());
@@ -40,7 +40,7 @@ class RecommendCommand : public Command {
       auto more = load_bench_records(f);
       records.insert(records.end(), more.begin(), more.end());
     }
-    const PriceTable prices = load_price_table(prices_);
+    const PriceTable prices = load_price_table(shipped_or(prices_, "configs/prices.json"));
     const Plan plan = plan_compute(records, prices, ScalingModel::parse(scaling_), request_);
     std::cout << (json_ ? plan_json(plan, request_, prices.currency) : plan_table(plan, request_, prices.currency))
               << std::flush;
@@ -53,7 +53,7 @@ class RecommendCommand : public Command {
 
  private:
   std::vector<std::string> bench_files_;
-  std::string prices_ = "configs/prices.json";
+  std::string prices_ = kShipped;
   PlanRequest request_{"baseline_cnn", 1200000, 30, 0, 0, PriceBasis::kOnDemand};
   std::string deadline_;
   std::string basis_ = to_string(PriceBasis::kOnDemand);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "command.h"
+#include "shoplens/core/program_files.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/dist/dist_env.h"
@@ -61,7 +62,7 @@ class TrainCommand : public Command {
       config = fresh_start_of_resumed_run(*config);
     }
     job.config = std::move(*config);
-    job.program = std::filesystem::read_symlink("/proc/self/exe");
+    job.program = running_program();
     const int rank = job.env.rank;
     const TrainJobResult result = run_train_job(std::move(job));
     if (rank == 0)

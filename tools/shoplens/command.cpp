@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/logging.h"
+#include "shoplens/core/program_files.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/models/model_facts.h"
 
@@ -87,6 +88,10 @@ CLI::Validator finite_between(double lo, double hi) {
 CLI::Validator thread_count() {
   return finite_number(0, kMaxThreads, false,
                        "a thread count from 0 (all usable cores) to " + std::to_string(kMaxThreads));
+}
+
+std::filesystem::path shipped_or(const std::string& value, const std::string& relative) {
+  return value == kShipped ? shipped_file(relative) : std::filesystem::path(value);
 }
 
 std::optional<Config> begin(ConfigOptions& options) {

@@ -62,6 +62,11 @@ CLI::Validator positive();
 CLI::Validator thread_count();  // 0 (all usable cores) to kMaxThreads
 CLI::Validator finite_between(double lo, double hi);
 
+// The value a default names to mean "the file shipped with the program" (core/program_files.h).
+inline constexpr const char* kShipped = "shipped";
+// `value`, or the shipped `relative` file when value is kShipped.
+std::filesystem::path shipped_or(const std::string& value, const std::string& relative);
+
 // Common start of a verb: resolves the config, applies log level and threads,
 // prints the config and returns nullopt when --print-config was given.
 std::optional<Config> begin(ConfigOptions& options);

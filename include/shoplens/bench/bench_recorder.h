@@ -11,6 +11,10 @@
 
 namespace shoplens {
 
+// What a regression does to the exit code: fail the run (CI's gate), or only warn (a shared machine,
+// where two runs of one binary can differ by more than the limit).
+enum class FailOn { kRegression, kNever };
+
 struct BenchRecorderOptions {
   std::filesystem::path config;       // the bench config (a scenario matrix)
   std::filesystem::path out;          // folder for the outputs, created if missing
@@ -18,6 +22,7 @@ struct BenchRecorderOptions {
   std::string max_regression = "5%";  // parse_max_regression's forms
   int trials = 0;                     // repeated trials per scenario (0: the config's)
   std::string source;                 // the records' "source" field (empty: the command line)
+  FailOn fail_on = FailOn::kRegression;
 };
 
 struct BenchRecorderResult {
@@ -30,6 +35,9 @@ struct BenchRecorderResult {
   int failed() const;
   // Scenarios the gate found slower beyond the limit and the noise.
   int regressed() const;
+  FailOn fail_on = FailOn::kRegression;
+  // The run failed: a scenario failed, or one regressed and regressions fail the run.
+  bool failed_the_gate() const { return failed() > 0 || (fail_on == FailOn::kRegression && regressed() > 0); }
 };
 
 // Everything that can make the run pointless (the config, the baseline, the limit) is checked

@@ -75,7 +75,11 @@ void check_prepare_paths(const PrepareOptions& options);
 
 PrepareReport prepare_dataset(const PrepareOptions& options);
 
-// Human-readable summary (also written to report.md).
+// Human-readable report, written to report.md.
 std::string format_prepare_report(const PrepareReport& report);
+
+// The few lines the terminal gets: rows kept and quarantined (by reason), the splits, the time,
+// and where the report, the quarantine list and the shards are (`out_dir`).
+std::string format_prepare_summary(const PrepareReport& report, const std::filesystem::path& out_dir);
 
 }  // namespace shoplens
