@@ -138,7 +138,7 @@ CLI::Option* add_old_flag(CLI::App& app, const std::string& old_flag, const std:
 }
 
 void warn_old_spelling(const std::string& old_spelling, const std::string& new_spelling) {
-  spdlog::warn("{} is deprecated: use {} (the old spelling still works for now)", old_spelling, new_spelling);
+  spdlog::warn("{} is deprecated: use {}; the old spelling still works for now", old_spelling, new_spelling);
 }
 
 bool is_old_model_path(const std::string& value) {
@@ -158,7 +158,7 @@ std::filesystem::path weights_path(const std::string& verb, const std::filesyste
                        ": --weights PATH is required (a model folder, training run, checkpoint or weights file)");
     return weights;
   }
-  warn_old_spelling("--model PATH", "--weights PATH (--model now names the architecture)");
+  warn_old_spelling("--model PATH", "--weights PATH (--model now names an architecture)");
   if (!weights.empty()) throw UsageError(verb + ": give the weights once: --weights, or its old spelling --model PATH");
   std::filesystem::path old = model;
   model.clear();
