@@ -68,12 +68,13 @@ ConfigDefaultsForHelp::~ConfigDefaultsForHelp() { help_request = nullptr; }
 void ConfigOptions::add_to(CLI::App& app) {
   if (help_request && help_request->verb == app.get_name()) {
     try {
-      shown_defaults_ = config_to_json(load_config(help_request->config_file, {}));
+      shown_defaults_ =
+          std::make_unique<const nlohmann::json>(config_to_json(load_config(help_request->config_file, {})));
     } catch (const Error& e) {
       spdlog::warn("--help shows the built-in defaults: {}", e.what());
     }
   }
-  app.footer(shown_defaults_.is_null()
+  app.footer(!shown_defaults_
                  ? "Defaults shown are the built-in ones. A --config file's values win over them, --set over the "
                    "file, and a flag over --set; `--help --config FILE` shows FILE's values as the defaults."
                  : "Defaults shown are " + help_request->config_file +
@@ -92,9 +93,9 @@ void ConfigOptions::add_to(CLI::App& app) {
 }
 
 std::string ConfigOptions::default_text(const std::string& config_path) const {
-  if (!shown_defaults_.is_null()) {
+  if (shown_defaults_) {
     const nlohmann::json::json_pointer pointer("/" + join(split(config_path, '.'), "/"));
-    if (shown_defaults_.contains(pointer)) return as_typed(shown_defaults_.at(pointer));
+    if (shown_defaults_->contains(pointer)) return as_typed(shown_defaults_->at(pointer));
   }
   for (const auto& field : config_fields())
     if (field.path == config_path) return as_typed(nlohmann::json::parse(field.default_json));

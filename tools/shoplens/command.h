@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
@@ -52,7 +52,9 @@ class ConfigOptions {
  private:
   std::string default_text(const std::string& config_path) const;
 
-  nlohmann::json shown_defaults_;  // the --help --config file's resolved config; null: built-in defaults
+  // The --help --config file's resolved config; null: the built-in defaults. A pointer, as json's
+  // move may throw and the verbs that hold this are moved.
+  std::unique_ptr<const nlohmann::json> shown_defaults_;
   std::string config_path_;
   std::vector<std::string> sets_;
   std::vector<std::string> flag_overrides_;
