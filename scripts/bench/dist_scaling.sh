@@ -27,7 +27,7 @@ half=$(( cores / 2 > 0 ? cores / 2 : 1 ))
 printf '%-22s %10s %10s %10s %8s %9s %9s %8s\n' case "1 rank/s" "2 ranks/s" "no-ovl/s" speedup "wait ms" "no-ovl ms" hidden
 for c in "${cases[@]}"; do
   IFS=: read -r model global size <<< "$c"
-  common=(--model "$model" --image-size "$size" --warmup 3 --steps 10 --bucket-mb "$bucket" --format json)
+  common=(--model "$model" --image-size "$size" --warmup-steps 3 --steps 10 --bucket-mb "$bucket" --format json)
   one=() two=() noov=() wait_on=() wait_off=()
   for ((t = 0; t < trials; t++)); do
     line=$("$bin" bench-train "${common[@]}" --batch-size "$global" --threads "$cores" 2>/dev/null)

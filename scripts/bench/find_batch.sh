@@ -2,7 +2,7 @@
 # find-batch under a memory budget (CPU: the tracking allocator; CUDA: the caching allocator with
 # its memory fraction): our `fit` strategy against Lightning's binsearch (reproduced in the same
 # tool) and `exact` (doubling + bisection to a gap of 1 on the pure out-of-memory criterion: the
-# true maximum), each with --no-cache --json; then, per
+# true maximum), each with --no-cache --format json; then, per
 # model, one real epoch + validation (and the test split) at the batch `fit` found, with
 # worst-case augmentation under the same budget, counting OOM retries (goal: 0).
 #
@@ -70,7 +70,7 @@ print(json.dumps({"commit": sh("git", "rev-parse", "--short", "HEAD"),
 PY
 )
 
-common=(--memory-budget "$budget" --threads "$threads" --precision "$precision" --device "$device" --no-cache --json
+common=(--memory-budget "$budget" --threads "$threads" --precision "$precision" --device "$device" --no-cache --format json
         --set "find_batch.cache_dir=$dir/cache" --set "loader.workers=$threads" "${sets[@]}")
 
 echo "find-batch, budget $budget, $precision, $threads threads; per-run JSON and logs in $dir/"

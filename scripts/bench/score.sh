@@ -43,7 +43,7 @@ for c in "${cases[@]}"; do
   ours=() theirs=()
   for ((t = 0; t < trials; t++)); do
     rm -rf "$dir/out"
-    "$bin" score --model "$model_dir" --input "$dir/catalog/manifest.csv" --out "$dir/out" -b "$batch" \
+    "$bin" score --weights "$model_dir" --input "$dir/catalog/manifest.csv" --out "$dir/out" -b "$batch" \
       --workers "$workers" --threads "$threads" --precision "$precision" --device "$device" --chunk-rows 100000 \
       --log-level warn >/dev/null
     line=$("$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"impl":"shoplens","commit":sys.argv[2],"case":sys.argv[3],"images_per_second":r["images_per_second"],"compute_images_per_second":r["compute_only_images_per_second"],"p50_ms":r["batch_latency_ms"]["p50"],"p95_ms":r["batch_latency_ms"]["p95"],"p99_ms":r["batch_latency_ms"]["p99"],"precision":r.get("precision"),"device":r.get("device"),"overlap_efficiency":r["overlap_efficiency"],"rows":r["rows"],"rows_error":r["rows_error"],"threads":r["threads"]}))' "$dir/out/report.json" "$commit" "$c")

@@ -48,7 +48,7 @@ for config in "${configs[@]}"; do
   label=${config%%=*} flags=${config#*=}
   rm -f "$dir/port-$label"
   # shellcheck disable=SC2086
-  "$bin" serve --model "$model_dir" --port 0 --port-file "$dir/port-$label" --threads "$threads" $flags \
+  "$bin" serve --weights "$model_dir" --port 0 --port-file "$dir/port-$label" --threads "$threads" $flags \
     > "$dir/serve-$label.log" 2>&1 &  # the log keeps the warm-up latency curve
   pids+=($!)
   for _ in $(seq 600); do

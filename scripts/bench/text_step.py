@@ -159,7 +159,7 @@ def main():
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--num-classes", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup-steps", "--warmup", dest="warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()

@@ -30,7 +30,7 @@ require_bin
 printf '%-30s %14s %14s %8s %14s\n' "case (model:batch:len:thr)" "shoplens ms" "pytorch ms" "ratio" "shoplens tok/s"
 for c in "${cases[@]}"; do
   IFS=: read -r model batch len threads <<< "$c"
-  common=(--model "$model" --seq-len "$len" --threads "$threads" --vocab-size 8192 --warmup 3 --steps 10)
+  common=(--model "$model" --seq-len "$len" --threads "$threads" --vocab-size 8192 --warmup-steps 3 --steps 10)
   ours=() theirs=() tokens=()
   for ((t = 0; t < trials; t++)); do
     line=$("$bin" bench-train "${common[@]}" --batch-size "$batch" --num-classes 2 --format json 2>/dev/null)

@@ -26,7 +26,7 @@ for c in "${cases[@]}"; do
   IFS=: read -r model batch size threads precision cl <<< "$c"
   precision=${precision:-fp32}
   flags=(--model "$model" --batch-size "$batch" --image-size "$size" --threads "$threads" --precision "$precision"
-         --warmup "$warmup" --steps "$steps")
+         --warmup-steps "$warmup" --steps "$steps")
   [[ ${cl:-} == cl ]] && flags+=(--channels-last)
   ours=() theirs=()
   for ((t = 0; t < trials; t++)); do

@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup-steps", "--warmup", dest="warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",

@@ -158,7 +158,7 @@ CheckpointWeights checkpoint_weights(const std::string& choice) {
   if (choice == "auto") return CheckpointWeights::kEmaIfPresent;
   if (choice == "ema") return CheckpointWeights::kEma;
   if (choice == "raw") return CheckpointWeights::kRaw;
-  throw UsageError("export: --weights must be auto, ema or raw, got '" + choice + "'");
+  throw UsageError("export: the weights must be auto, ema or raw (--ema auto, on or off), got '" + choice + "'");
 }
 
 TrainedModel load_trained_model(const ExportOptions& o) {
@@ -182,7 +182,7 @@ TrainedModel load_trained_model(const ExportOptions& o) {
     t.weights = restore_model_weights(*t.model, ckpt.tensors, checkpoint_weights(o.weights)) ? "ema" : "raw";
   } catch (const DataError& e) {
     if (o.weights != "ema") throw;
-    throw UsageError("export --weights ema: " + t.checkpoint.string() + ": " + e.what());
+    throw UsageError("export --ema on: " + t.checkpoint.string() + ": " + e.what());
   }
   return t;
 }

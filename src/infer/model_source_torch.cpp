@@ -46,9 +46,9 @@ int head_size_of(const ModelSource& s, const StateDict& weights) {
 
 LoadedModel load_weights_file_model(const ModelSource& s) {
   if (s.arch.empty())
-    throw UsageError(s.path.string() + " is a weights file: name its architecture with --arch (e.g. resnet18)");
+    throw UsageError(s.path.string() + " is a weights file: name its architecture with --model (e.g. resnet18)");
   if (model_facts(s.arch).input != ModelInput::image)
-    throw UsageError("--arch " + s.arch + " is a text model; predict and evaluate take image models");
+    throw UsageError("--model " + s.arch + " is a text model; predict and evaluate take image models");
   const StateDict weights = read_weights(s.path);
   const int classes = s.class_names.empty() ? head_size_of(s, weights) : static_cast<int>(s.class_names.size());
   LoadedModel loaded;

@@ -166,7 +166,7 @@ std::unique_ptr<ScoreRows> open_rows(const fs::path& input, const fs::path& root
 json run_predict(const PredictOptions& o) {
   if (o.out.empty()) throw UsageError("predict: --out FILE is required");
   if (o.top_k < 1) throw UsageError("predict: --top-k must be >= 1");
-  require_output_apart({"--out", o.out}, {{"--input", o.input}, {"--model", o.model.path}});
+  require_output_apart({"--out", o.out}, {{"--input", o.input}, {"--weights", o.model.path}});
   const bool jsonl = wants_jsonl(o);
   InferenceSession session(load_model_source(o.model), o.inference);
   const auto rows = open_rows(o.input, o.root, o.split, session.decode_options());
@@ -189,7 +189,7 @@ json run_predict(const PredictOptions& o) {
 
 json run_evaluate(const EvaluateOptions& o) {
   if (o.out_dir.empty()) throw UsageError("evaluate: --out OUT_DIR is required");
-  require_output_apart({"--out", o.out_dir}, {{"--input", o.input}, {"--model", o.model.path}});
+  require_output_apart({"--out", o.out_dir}, {{"--input", o.input}, {"--weights", o.model.path}});
   ModelSource source = o.model;
   if (model_source_kind(source.path) == ModelSourceKind::kWeightsFile && source.class_names.empty()) {
     // A bare weights file knows no class names: the input's labels in sorted order name its

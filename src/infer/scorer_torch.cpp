@@ -192,7 +192,8 @@ json run_score_job(const ScoreOptions& o) {
   if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
   if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
     throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
-  require_output_apart({"--out", o.out_dir}, {{"--input", o.input}, {"--model", o.model_dir}, {"--prices", o.prices}});
+  require_output_apart({"--out", o.out_dir},
+                       {{"--input", o.input}, {"--weights", o.model_dir}, {"--prices", o.prices}});
   const PriceBasis basis = parse_price_basis(o.price_basis);
   const std::optional<PriceOffer> offer = resolve_offer(o, basis);
   InferenceOptions inference;

@@ -127,8 +127,9 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
   EXPECT_NE(md.find("| shards-b4 |"), std::string::npos) << md;
 
   // recommend reads the recorder's lines as they are.
-  auto rec = run_shoplens("recommend --bench " + (out() / "results.jsonl").string() + " --prices " +
-                          testing::source_dir() + "/configs/prices.json --scenario small_cnn-fp32-b4-cpu-t1 --json");
+  auto rec =
+      run_shoplens("recommend --bench " + (out() / "results.jsonl").string() + " --prices " + testing::source_dir() +
+                   "/configs/prices.json --scenario small_cnn-fp32-b4-cpu-t1 --format json");
   EXPECT_EQ(rec.exit_code, 0) << rec.output;
 }
 
@@ -369,7 +370,7 @@ TEST(E2eBenchText, RecordsTokensPerSecondAndTheLoadersPadding) {
 
 TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
   auto r = run_shoplens(
-      "bench-train --model text_tiny --seq-len 32 --vocab-size 1024 -b 4 --warmup 1 --steps 2 "
+      "bench-train --model text_tiny --seq-len 32 --vocab-size 1024 -b 4 --warmup-steps 1 --steps 2 "
       "--threads 1 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = json::parse(r.output.substr(r.output.find('{')));
@@ -392,8 +393,10 @@ TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
   auto bad = run_shoplens("bench-train --model text_tiny --seq-len 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--seq-len"), std::string::npos) << bad.output;
+  // --warmup, the old spelling of --warmup-steps, still works and warns.
   auto image = run_shoplens("bench-train --model small_cnn --image-size 16 -b 2 --warmup 0 --steps 1 --format json");
   ASSERT_EQ(image.exit_code, 0) << image.output;
+  EXPECT_NE(image.output.find("--warmup is deprecated: use --warmup-steps"), std::string::npos) << image.output;
   EXPECT_EQ(image.output.find("tokens_per_second"), std::string::npos) << image.output;
 }
 

@@ -214,9 +214,14 @@ TEST_F(E2eDist, VerifyLedgerNamesAMissingStepAndRefusesNumbersOutOfRange) {
 
   const std::int64_t last = read_json(run / "summary.json")["steps"].get<std::int64_t>();
   testing::write_text(ledger, without_line("\"step\":" + std::to_string(last) + ","));
-  auto tail = run_shoplens("verify-ledger " + run.string() + " --json");
+  auto tail = run_shoplens("verify-ledger " + run.string() + " --format json");
   EXPECT_EQ(tail.exit_code, 1) << tail.output;
   EXPECT_EQ(nlohmann::json::parse(tail.output)["missing_steps"], nlohmann::json::array({{last, last}})) << tail.output;
+  auto old_spelling = run_shoplens("verify-ledger " + run.string() + " --json");  // warns, and still prints JSON
+  EXPECT_EQ(old_spelling.exit_code, 1) << old_spelling.output;
+  EXPECT_NE(old_spelling.output.find("--json is deprecated: use --format json"), std::string::npos)
+      << old_spelling.output;
+  EXPECT_NE(old_spelling.output.find("\"missing_steps\""), std::string::npos) << old_spelling.output;
 
   std::string huge = original;
   huge.replace(huge.find("\"epoch\":0"), 9, "\"epoch\":12345678901234567890123");

@@ -149,7 +149,7 @@ TEST_F(E2eExport, CardValuesOutsideTheirRangesAreRefusedNamingTheFileAndKey) {
     EXPECT_NE(checked.output.find(expected), std::string::npos) << checked.output;
   }
   // The verbs that load the folder say the same (predict here).
-  auto predicted = run_shoplens("predict --model " + model.string() + " --input " +
+  auto predicted = run_shoplens("predict --weights " + model.string() + " --input " +
                                 (shards_.parent_path() / "catalog" / "manifest.csv").string() + " --out " +
                                 (scratch() / "card_predictions.csv").string());
   EXPECT_EQ(predicted.exit_code, 1) << predicted.output;
@@ -168,21 +168,26 @@ TEST_F(E2eExport, ExportsTheEmaWeightsOfARunThatKeptThem) {
                    " --epochs 2 --batch-size 16 --threads 2 --set augment.image_size=32 --set train.ema_decay=0.9");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(trained.output.find("val (EMA weights)"), std::string::npos) << trained.output;
-  for (const char* choice : {"auto", "ema", "raw"}) {
+  for (const char* choice : {"auto", "on", "off"}) {
     const fs::path model = scratch() / (std::string("ema_model_") + choice);
-    auto r = run_shoplens("export --run " + ema_run.string() + " --out " + model.string() + " --weights " + choice);
+    auto r = run_shoplens("export --run " + ema_run.string() + " --out " + model.string() + " --ema " + choice);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const json card = json::parse(testing::read_text(model / "model_card.json"));
-    EXPECT_EQ(card["source"]["weights"], std::string(choice) == "raw" ? "raw" : "ema") << choice;
+    EXPECT_EQ(card["source"]["weights"], std::string(choice) == "off" ? "raw" : "ema") << choice;
   }
+  // The old spelling, --weights auto|ema|raw, still chooses, and warns.
+  const fs::path old_model = scratch() / "ema_model_old_spelling";
+  auto old = run_shoplens("export --run " + ema_run.string() + " --out " + old_model.string() + " --weights raw");
+  ASSERT_EQ(old.exit_code, 0) << old.output;
+  EXPECT_NE(old.output.find("--weights is deprecated: use --ema"), std::string::npos) << old.output;
+  EXPECT_EQ(json::parse(testing::read_text(old_model / "model_card.json"))["source"]["weights"], "raw");
   const fs::path raw_model = scratch() / "no_ema_model";
   auto plain = run_shoplens("export --run " + run().string() + " --out " + raw_model.string());
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_EQ(json::parse(testing::read_text(raw_model / "model_card.json"))["source"]["weights"], "raw");
-  auto none =
-      run_shoplens("export --run " + run().string() + " --out " + (scratch() / "m4").string() + " --weights ema");
+  auto none = run_shoplens("export --run " + run().string() + " --out " + (scratch() / "m4").string() + " --ema on");
   EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_NE(none.output.find("--weights ema"), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("--ema on"), std::string::npos) << none.output;
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ class E2eFindBatch : public testing::ScratchSuite<E2eFindBatch> {
            (scratch() / "cache").string() + testing::process_check_args();
   }
   static json find_batch_json(const std::string& extra) {
-    auto r = run_shoplens("find-batch --json" + job_args() + " " + extra);
+    auto r = run_shoplens("find-batch --format json" + job_args() + " " + extra);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     const auto start = r.output.find("{\n");
     return json::parse(r.output.substr(start == std::string::npos ? 0 : start), nullptr, false);
@@ -67,6 +67,11 @@ TEST_F(E2eFindBatch, FitFindsAVerifiedBatchInFewProbesAndCachesIt) {
   EXPECT_TRUE(again["from_cache"].get<bool>());
   EXPECT_EQ(again["micro_batch"], micro);
   EXPECT_EQ(again["fingerprint"], first["fingerprint"]);
+  // --json, the old spelling of --format json, still prints the JSON, and warns.
+  const auto old = run_shoplens("find-batch --json" + job_args() + tensors);
+  EXPECT_EQ(old.exit_code, 0) << old.output;
+  EXPECT_NE(old.output.find("--json is deprecated: use --format json"), std::string::npos) << old.output;
+  EXPECT_NE(old.output.find("\"from_cache\": true"), std::string::npos) << old.output;
 
   // Lightning's binsearch on the same job: more probes, a smaller answer (its 5% margin).
   const json bin = find_batch_json("--no-cache --strategy binsearch" + tensors);
@@ -157,7 +162,7 @@ TEST_F(E2eFindBatch, CpuAutoBatchKeepsARealEpochsWholeProcessWithinTheBudget) {
 
   // find_batch.process_check=false budgets the tensors only, and the run says when the process outgrew it.
   auto tensors_only =
-      run_shoplens("find-batch --json" + job_args("96MiB") +
+      run_shoplens("find-batch --format json" + job_args("96MiB") +
                    " --no-cache --set find_batch.objective=memory --set find_batch.process_check=false");
   ASSERT_EQ(tensors_only.exit_code, 0) << tensors_only.output;
   const json plain = json::parse(tensors_only.output.substr(tensors_only.output.find("{\n")));
@@ -263,7 +268,7 @@ class E2eFindBatchText : public testing::ScratchSuite<E2eFindBatchText> {
 fs::path E2eFindBatchText::shards_;
 
 TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
-  auto r = run_shoplens("find-batch --json --no-cache --shards " + shards().string() + common() +
+  auto r = run_shoplens("find-batch --format json --no-cache --shards " + shards().string() + common() +
                         " --set text.max_length=64");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json doc = json::parse(r.output.substr(r.output.find("{\n")));
@@ -290,7 +295,7 @@ TEST_F(E2eFindBatchText, SizesTheTextModelOnItsDatasetAndReportsATokenBudget) {
 TEST_F(E2eFindBatchText, SyntheticTokensNeedOnlyAVocabularyAndAnImageModelIsRefused) {
   // 8192 x 128 embeddings with AdamW fill most of 40 MiB: the tensors fit, the process beside them
   // would not (find_batch.process_check refuses); this test is about the synthetic tokens.
-  auto r = run_shoplens("find-batch --json --no-cache" + common() +
+  auto r = run_shoplens("find-batch --format json --no-cache" + common() +
                         " --set text.vocab_size=8192 --set text.max_length=32 --set find_batch.process_check=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json doc = json::parse(r.output.substr(r.output.find("{\n")));
@@ -339,7 +344,7 @@ class E2eFindBatchAfterAnOom : public testing::ScratchSuite<E2eFindBatchAfterAnO
 fs::path E2eFindBatchAfterAnOom::shards_;
 
 TEST_F(E2eFindBatchAfterAnOom, FindsABatchInFiveProbesAndARealEpochFitsIt) {
-  auto r = run_shoplens("find-batch --json --no-cache" + job() + " --set find_batch.process_check=false");
+  auto r = run_shoplens("find-batch --format json --no-cache" + job() + " --set find_batch.process_check=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json doc = json::parse(r.output.substr(r.output.find("{\n")));
   int memory_probes = 0, ooms = 0;

@@ -61,8 +61,8 @@ class E2eInferHostile : public testing::ScratchSuite<E2eInferHostile> {
     return where;
   }
   static std::string predict(const fs::path& input, const fs::path& out, const std::string& extra = "") {
-    return kTimeout + testing::shoplens_bin() + " predict --model " + model().string() + " --input " + input.string() +
-           " --out " + out.string() + " --threads 1 --workers 1 " + extra;
+    return kTimeout + testing::shoplens_bin() + " predict --weights " + model().string() + " --input " +
+           input.string() + " --out " + out.string() + " --threads 1 --workers 1 " + extra;
   }
   // Column `name` of every row of a CSV written by predict or score, by the row's id.
   static std::map<std::string, std::string> column(const fs::path& csv, const std::string& name) {
@@ -121,13 +121,13 @@ TEST_F(E2eInferHostile, NoVerbWritesOverOrIntoItsInput) {
   expect_refused(testing::run_shell(predict(scratch() / "in", scratch() / "in/preds.csv")), "lies inside --input");
   fs::copy(model(), scratch() / "model", fs::copy_options::recursive);  // the shared one stays untouched
   expect_refused(
-      testing::run_shell(kTimeout + testing::shoplens_bin() + " predict --model " + (scratch() / "model").string() +
+      testing::run_shell(kTimeout + testing::shoplens_bin() + " predict --weights " + (scratch() / "model").string() +
                          " --input " + list.string() + " --out " + (scratch() / "model/preds.csv").string()),
-      "lies inside --model");
-  expect_refused(run_shoplens("score --model " + model().string() + " --input " + list.string() + " --out " +
+      "lies inside --weights");
+  expect_refused(run_shoplens("score --weights " + model().string() + " --input " + list.string() + " --out " +
                               scratch().path().string()),
                  "contains --input");
-  expect_refused(run_shoplens("evaluate --model " + model().string() + " --input " + (scratch() / "in").string() +
+  expect_refused(run_shoplens("evaluate --weights " + model().string() + " --input " + (scratch() / "in").string() +
                               " --out " + (scratch() / "in").string()),
                  "is the same as --input");
   expect_refused(
@@ -147,11 +147,11 @@ TEST_F(E2eInferHostile, AFifoIsRefusedWhereverAFileIsReadAndNothingWaitsOnIt) {
   auto r = testing::run_shell(predict(dir / "in.csv", dir / "a.csv"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("is a FIFO"), std::string::npos) << r.output;
-  r = testing::run_shell(kTimeout + testing::shoplens_bin() + " score --model " + model().string() + " --input " +
+  r = testing::run_shell(kTimeout + testing::shoplens_bin() + " score --weights " + model().string() + " --input " +
                          (dir / "in.csv").string() + " --out " + (dir / "scores").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  r = testing::run_shell(kTimeout + testing::shoplens_bin() + " predict --model " +
-                         (dir / "weights.safetensors").string() + " --arch small_cnn --input " +
+  r = testing::run_shell(kTimeout + testing::shoplens_bin() + " predict --weights " +
+                         (dir / "weights.safetensors").string() + " --model small_cnn --input " +
                          (dir / "images").string() + " --out " + (dir / "b.csv").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("is a FIFO"), std::string::npos) << r.output;
@@ -195,14 +195,14 @@ TEST_F(E2eInferHostile, ASymlinkLoopInAFolderIsAnErrorRowForEveryVerb) {
   EXPECT_EQ(status.at(loop_id), "error");
   EXPECT_NE(column(scratch() / "loop/p.csv", "error").at(loop_id).find("symlink loop"), std::string::npos);
 
-  r = run_shoplens("score --model " + model().string() + " --input " + images.string() + " --out " +
+  r = run_shoplens("score --weights " + model().string() + " --input " + images.string() + " --out " +
                    (scratch() / "loop/scores").string() + " --threads 1 --workers 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   status = column(scratch() / "loop/scores/predictions.csv", "status");
   EXPECT_EQ(status.size(), 9u);
   EXPECT_EQ(status.at(loop_id), "error");
 
-  r = run_shoplens("evaluate --model " + model().string() + " --input " + images.string() + " --out " +
+  r = run_shoplens("evaluate --weights " + model().string() + " --input " + images.string() + " --out " +
                    (scratch() / "loop/eval").string() + " --threads 1 --workers 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto metrics = testing::read_json(scratch() / "loop/eval/metrics.json");
@@ -225,7 +225,7 @@ TEST_F(E2eInferHostile, RelativeRowsThatLeaveTheirRootAreErrorRowsAsPrepareQuara
   EXPECT_NE(errors.at("sneaky").find("path escapes root"), std::string::npos) << errors.at("sneaky");
   EXPECT_EQ(errors.at("absolute"), "");  // an absolute row names its file itself, as before
 
-  r = run_shoplens("score --model " + model().string() + " --input " + (dir / "data/rows.csv").string() + " --out " +
+  r = run_shoplens("score --weights " + model().string() + " --input " + (dir / "data/rows.csv").string() + " --out " +
                    (dir / "scores").string() + " --threads 1 --workers 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(column(dir / "scores/predictions.csv", "error").at("up").find("path escapes root"), std::string::npos);

@@ -40,15 +40,19 @@ TEST(E2eCli, VersionHelpAndTypos) {
 
   auto bad_flag = run_shoplens("prepare --no-such-flag");
   EXPECT_EQ(bad_flag.exit_code, 2);
+  // A mistyped flag gets the nearest flag of its verb, as a mistyped verb gets the nearest verb.
+  auto flag_typo = run_shoplens("train --epoch 1");
+  EXPECT_EQ(flag_typo.exit_code, 2) << flag_typo.output;
+  EXPECT_NE(flag_typo.output.find("did you mean '--epochs'"), std::string::npos) << flag_typo.output;
 }
 
 // NaN passed every bound (it compares false), and 40000 decode threads aborted the process.
 TEST(E2eCli, NanInfiniteAndAbsurdNumbersAreUsageErrorsNamingTheFlag) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"score -m m -i i.csv -o o --price-per-hour nan", "--price-per-hour"},
-      {"score -m m -i i.csv -o o --price-per-hour inf", "--price-per-hour"},
-      {"score -m m -i i.csv -o o --workers 40000", "--workers"},
-      {"score -m m -i i.csv -o o --max-latency-ms -nan", "--max-latency-ms"},
+      {"score -w m -i i.csv -o o --price-per-hour nan", "--price-per-hour"},
+      {"score -w m -i i.csv -o o --price-per-hour inf", "--price-per-hour"},
+      {"score -w m -i i.csv -o o --workers 40000", "--workers"},
+      {"score -w m -i i.csv -o o --max-latency-ms -nan", "--max-latency-ms"},
       {"bench-train --model small_cnn --threads 1e9", "--threads"},
       {"launch --grace-seconds nan -- true", "--grace-seconds"},
       {"launch --nproc-per-node 0 -- true", "--nproc-per-node"},

@@ -64,7 +64,7 @@ class E2ePredict : public testing::ScratchSuite<E2ePredict> {
   static fs::path tree() { return catalog() / "images"; }  // images/<label>/<file>: an ImageFolder tree
   static fs::path weights() { return fixture_ / "resnet18.pth"; }
   static std::string model_args() {
-    return "--model " + weights().string() + " --arch resnet18 --image-size " + std::to_string(kImageSize) +
+    return "--weights " + weights().string() + " --model resnet18 --image-size " + std::to_string(kImageSize) +
            " --classes " + classes_ + " --threads 2 --workers 2";
   }
   // id -> probabilities of every class (in class order) from a JSONL written with --top-k = classes.
@@ -218,14 +218,31 @@ TEST_F(E2ePredict, EvaluateRefusesAnInputWithoutLabels) {
 }
 
 TEST_F(E2ePredict, AWeightsFileWithoutItsArchitectureIsAUsageError) {
-  auto r = run_shoplens("predict --model " + weights().string() + " --input " + tree().string() + " --out " +
+  auto r = run_shoplens("predict --weights " + weights().string() + " --input " + tree().string() + " --out " +
                         (scratch() / "x.csv").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--arch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
+}
+
+// The spellings before the one grammar (issue 44): -m/--model PATH and --arch NAME still work, and
+// each warns with its new spelling.
+TEST_F(E2ePredict, TheOldModelAndArchSpellingsStillWorkAndWarn) {
+  const fs::path out = scratch() / "old_spellings.csv";
+  auto r = run_shoplens("predict -m " + weights().string() + " --arch resnet18 --image-size " +
+                        std::to_string(kImageSize) + " --classes " + classes_ + " --threads 2 --workers 2 --input " +
+                        (tree() / reference_.begin().key()).string() + " --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_NE(r.output.find("--arch is deprecated: use --model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--model PATH is deprecated: use --weights PATH"), std::string::npos) << r.output;
+  // A registered name is an architecture even where a file of that name would be a path.
+  auto both = run_shoplens("predict --model resnet18 -i x -o " + (scratch() / "z.csv").string());
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("--weights PATH is required"), std::string::npos) << both.output;
 }
 
 TEST_F(E2ePredict, WeightsThatDoNotFitTheArchitectureAreRefused) {
-  auto r = run_shoplens("predict --model " + weights().string() + " --arch resnet50 --input " + tree().string() +
+  auto r = run_shoplens("predict --weights " + weights().string() + " --model resnet50 --input " + tree().string() +
                         " --out " + (scratch() / "y.csv").string());
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_FALSE(fs::exists(scratch() / "y.csv"));

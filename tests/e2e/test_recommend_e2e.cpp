@@ -16,7 +16,7 @@ std::string shipped(const std::string& file) { return testing::source_dir() + "/
 TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) {
   auto r = run_shoplens(
       "recommend --bench " + shipped("bench_reference.jsonl") + " --prices " + shipped("prices.json") +
-      " --scenario resnet50_finetune --dataset-size 1200000 --epochs 10 --deadline 8h --budget 250 --json");
+      " --scenario resnet50_finetune --dataset-size 1200000 --epochs 10 --deadline 8h --budget 250 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto plan = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_TRUE(plan["recommended"].is_string());
@@ -40,6 +40,13 @@ TEST(E2eRecommend, PlansTheShippedScenarioWithAPickAFallbackAndEstimatesMarked) 
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("RECOMMENDED"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("how each throughput was obtained"), std::string::npos) << table.output;
+
+  auto old_spelling = run_shoplens("recommend --bench " + shipped("bench_reference.jsonl") + " --prices " +
+                                   shipped("prices.json") + " --scenario resnet50_finetune --epochs 10 --json");
+  ASSERT_EQ(old_spelling.exit_code, 0) << old_spelling.output;
+  EXPECT_NE(old_spelling.output.find("--json is deprecated: use --format json"), std::string::npos)
+      << old_spelling.output;
+  EXPECT_NE(old_spelling.output.find("\"recommended\""), std::string::npos) << old_spelling.output;
 }
 
 // The default price table is the shipped one, found beside the program from any folder (it was

@@ -48,7 +48,7 @@ class E2eScore : public testing::ScratchSuite<E2eScore> {
   static fs::path model() { return fixture_ / "model"; }
   static fs::path manifest() { return fixture_ / "score.csv"; }
   static std::string score_args(const fs::path& out) {
-    return "score --model " + model().string() + " --input " + manifest().string() + " --out " + out.string() +
+    return "score --weights " + model().string() + " --input " + manifest().string() + " --out " + out.string() +
            " --chunk-rows 16 -b 4 --workers 1 --threads 1";
   }
   static std::vector<CsvRecord> predictions(const fs::path& out) {
@@ -96,12 +96,23 @@ TEST_F(E2eScore, EveryRowOnceWithErrorRowsForWhatCannotBeRead) {
   EXPECT_NE(other.output.find("holds another job"), std::string::npos) << other.output;
 }
 
+// -m/--model PATH, score's spelling before the one grammar (issue 44), still scores, and warns.
+TEST_F(E2eScore, TheOldModelSpellingStillScoresAndWarns) {
+  const fs::path out = scratch() / "old_spelling";
+  std::string args = score_args(out);
+  args.replace(args.find("--weights"), 9, "-m");
+  auto r = run_shoplens(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(predictions(out).size(), static_cast<std::size_t>(rows_));
+  EXPECT_NE(r.output.find("--model PATH is deprecated: use --weights PATH"), std::string::npos) << r.output;
+}
+
 TEST_F(E2eScore, ALabelledInputGetsTheMetricsOfItsPredictions) {
   // The catalog's own manifest has a label column; its paths are relative to --root.
   const fs::path manifest = scratch() / "labelled.csv";
   fs::copy_file(fixture_ / "catalog" / "manifest.csv", manifest, fs::copy_options::overwrite_existing);
   const fs::path out = scratch() / "labelled";
-  auto r = run_shoplens("score --model " + model().string() + " --input " + manifest.string() + " --root " +
+  auto r = run_shoplens("score --weights " + model().string() + " --input " + manifest.string() + " --root " +
                         (fixture_ / "catalog").string() + " --out " + out.string() + " -b 8 --workers 1 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json report = testing::read_json(out / "report.json");
@@ -132,7 +143,7 @@ TEST_F(E2eScore, PredictFromTheRunItsCheckpointAndItsExportAgreesWithScore) {
   for (const auto& [name, source] : std::vector<std::pair<std::string, fs::path>>{
            {"export", model()}, {"run", fixture_ / "run"}, {"checkpoint", checkpoint}}) {
     const fs::path out = scratch() / ("predict-" + name + ".csv");
-    auto r = run_shoplens("predict --model " + source.string() + " --input " + images.string() + " --out " +
+    auto r = run_shoplens("predict --weights " + source.string() + " --input " + images.string() + " --out " +
                           out.string() + " --top-k 1 --threads 1 --workers 1");
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
     auto recs = parse_csv(testing::read_text(out));

@@ -86,7 +86,7 @@ class E2eScoreStream : public testing::ScratchSuite<E2eScoreStream> {
   }
 
   static std::string score_args(const fs::path& input, const fs::path& out) {
-    return "score --model " + model().string() + " --input " + input.string() + " --out " + out.string() +
+    return "score --weights " + model().string() + " --input " + input.string() + " --out " + out.string() +
            " --chunk-rows 8 -b 4 --workers 1 --threads 1";
   }
   static std::vector<CsvRecord> predictions(const fs::path& out) {
@@ -104,13 +104,13 @@ fs::path E2eScoreStream::fixture_;
 std::pair<long, long> peaks_over_missing_rows(const fs::path& list, const fs::path& work, std::size_t rows,
                                               const fs::path& model) {
   const fs::path preds = work / "preds.csv";
-  const MeasuredRun predict = run_measured("predict --model " + model.string() + " --input " + list.string() +
+  const MeasuredRun predict = run_measured("predict --weights " + model.string() + " --input " + list.string() +
                                                " --out " + preds.string() + " --workers 1 --threads 1",
                                            work / "predict.log");
   EXPECT_EQ(predict.exit_code, 0) << predict.output;
   EXPECT_EQ(lines_in(preds), rows + 1) << "one line per row and the header";
   // Chunks of many row windows: neither the rows nor --chunk-rows may decide the memory.
-  const MeasuredRun score = run_measured("score --model " + model.string() + " --input " + list.string() + " --out " +
+  const MeasuredRun score = run_measured("score --weights " + model.string() + " --input " + list.string() + " --out " +
                                              (work / "scores").string() + " --chunk-rows 50000 --workers 1 --threads 1",
                                          work / "score.log");
   EXPECT_EQ(score.exit_code, 0) << score.output;
@@ -231,18 +231,18 @@ TEST_F(E2eScoreStream, AChunkOfManyRowWindowsRescoresOnlyItsChangedWindow) {
   fs::copy_file(missing_paths_list(12000), list, fs::copy_options::overwrite_existing);
   const std::string args = " --chunk-rows 10000 --workers 1 --threads 1";
   const fs::path out = scratch() / "windows";
-  ASSERT_EQ(
-      run_shoplens("score --model " + model().string() + " --input " + list.string() + " --out " + out.string() + args)
-          .exit_code,
-      0);
+  ASSERT_EQ(run_shoplens("score --weights " + model().string() + " --input " + list.string() + " --out " +
+                         out.string() + args)
+                .exit_code,
+            0);
   // Row 5000 (the second window) names another file now.
   std::string text = testing::read_text(list);
   const std::string old_path = fmt::format("photo-{:08d}.jpg", 5000);
   text.replace(text.find(old_path), old_path.size(), "photo-edited.jpg");
   testing::write_text(list, text);
 
-  auto resumed =
-      run_shoplens("score --model " + model().string() + " --input " + list.string() + " --out " + out.string() + args);
+  auto resumed = run_shoplens("score --weights " + model().string() + " --input " + list.string() + " --out " +
+                              out.string() + args);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("chunk 0 rows changed since it was scored: rescoring (rows 4096..8192 differ)"),
             std::string::npos)
@@ -256,7 +256,7 @@ TEST_F(E2eScoreStream, AChunkOfManyRowWindowsRescoresOnlyItsChangedWindow) {
   EXPECT_NE(recs[5000].fields.back().find("photo-edited.jpg"), std::string::npos) << recs[5000].fields.back();
 
   const fs::path fresh = scratch() / "windows-fresh";
-  ASSERT_EQ(run_shoplens("score --model " + model().string() + " --input " + list.string() + " --out " +
+  ASSERT_EQ(run_shoplens("score --weights " + model().string() + " --input " + list.string() + " --out " +
                          fresh.string() + args)
                 .exit_code,
             0);

@@ -131,7 +131,7 @@ class E2eServe : public testing::ScratchSuite<E2eServe> {
         manifest << p << "," << (dir / "catalog" / p).string() << "\n";
       manifest.close();
       auto scored =
-          run_shoplens("score --model " + (dir / "model").string() + " --input " + (dir / "score.csv").string() +
+          run_shoplens("score --weights " + (dir / "model").string() + " --input " + (dir / "score.csv").string() +
                        " --out " + (dir / "scores").string() + " -b 4 --workers 1 --threads 1");
       return scored.exit_code == 0 ? std::string() : scored.output;
     });
@@ -149,7 +149,7 @@ class E2eServe : public testing::ScratchSuite<E2eServe> {
     ASSERT_GE(expected_.size(), 20u);
 
     server_ = new ServerProcess(
-        "--model " + model().string() + " --image-root " + catalog().string() +
+        "--weights " + model().string() + " --image-root " + catalog().string() +
             " --max-batch 8 --max-queue-delay-ms 20 --max-body-bytes 200000 --threads 1 --warmup-reps 2",
         scratch().path(), "main");
     ASSERT_TRUE(server_->wait_ready()) << server_->log();
@@ -215,7 +215,7 @@ TEST_F(E2eServe, ABf16ServerComputesInBf16) {
   // The server runs in the inference session's precision: its probabilities move off the fp32
   // ones by far more than fp32's own rounding (autocast took the convolutions and matmuls to
   // bf16) but stay close.
-  ServerProcess bf16("--model " + model().string() + " --precision bf16 --max-batch 4 --threads 1 --warmup-reps 1",
+  ServerProcess bf16("--weights " + model().string() + " --precision bf16 --max-batch 4 --threads 1 --warmup-reps 1",
                      scratch().path(), "bf16");
   ASSERT_TRUE(bf16.wait_ready()) << bf16.log();
   double bf16_off = 0, fp32_off = 0;  // largest probability difference from score's fp32 rows
@@ -286,7 +286,7 @@ TEST_F(E2eServe, MetricsShowStageLatenciesBatchSizesAndCounts) {
 // A server whose queue holds two requests and whose batches wait long for company: the third
 // request finds the queue full; SIGTERM then flushes the queue, answers both, exits 0.
 TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
-  ServerProcess slow("--model " + model().string() + " --image-root " + catalog().string() +
+  ServerProcess slow("--weights " + model().string() + " --image-root " + catalog().string() +
                          " --max-batch 64 --max-queue 2 --max-queue-delay-ms 600000 --request-timeout-ms 600000 "
                          "--threads 1 --warmup-reps 1",
                      scratch().path(), "slow");
@@ -318,7 +318,7 @@ TEST_F(E2eServe, FullQueueAnswers503WithRetryAfterAndSigtermDrainsTheQueue) {
 // timeout with a 504, before it costs compute; the server goes on.
 TEST_F(E2eServe, ARequestStillQueuedAtItsTimeoutGets504) {
   ServerProcess lonely(
-      "--model " + model().string() + " --image-root " + catalog().string() +
+      "--weights " + model().string() + " --image-root " + catalog().string() +
           " --max-batch 64 --max-queue-delay-ms 600000 --request-timeout-ms 300 --threads 1 --warmup-reps 1",
       scratch().path(), "lonely");
   ASSERT_TRUE(lonely.wait_ready()) << lonely.log();
@@ -363,7 +363,7 @@ TEST_F(E2eServe, SmuggledRequestsGet400AndTheConnectionCloses) {
 // decoded and smaller ones take turns, so the peak stays within twice the ready server's.
 TEST_F(E2eServe, EightHugeImagesAtOnceKeepTheServerWithinTwiceItsReadyMemory) {
   SKIP_WHERE_PROCESS_MEMORY_IS_NOT_THE_PRODUCTS();
-  ServerProcess big("--model " + model().string() + " --max-batch 8 --threads 1 --warmup-reps 1", scratch().path(),
+  ServerProcess big("--weights " + model().string() + " --max-batch 8 --threads 1 --warmup-reps 1", scratch().path(),
                     "memory");
   ASSERT_TRUE(big.wait_ready()) << big.log();
   const long ready_kb = big.peak_kb();

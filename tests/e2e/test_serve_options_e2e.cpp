@@ -17,7 +17,7 @@ using testing::run_shoplens;
 TEST(E2eServeOptions, BadNumericOptionsAreUsageErrorsNamingTheFlag) {
   for (const char* flag : {"--header-timeout-ms", "--body-timeout-ms", "--idle-timeout-ms"})
     for (const char* value : {"nan", "inf", "-1", "0", "1e12", "abc"}) {
-      const auto r = run_shoplens(std::string("serve --model /nonexistent ") + flag + " " + value);
+      const auto r = run_shoplens(std::string("serve --weights /nonexistent ") + flag + " " + value);
       EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.output;
       EXPECT_NE(r.output.find(flag), std::string::npos) << flag << " " << value << ": " << r.output;
       EXPECT_NE(r.output.find("between 1 and 3600000"), std::string::npos) << flag << " " << value << ": " << r.output;
@@ -47,7 +47,7 @@ TEST(E2eServeOptions, NumericOptionsOutOfRangeAreUsageErrorsNamingTheFlag) {
                                                                   {"--port", "70000"},
                                                                   {"--http-threads", "1000000"}};
   for (const auto& [flag, value] : cases) {
-    const auto r = run_shoplens("serve --model /nonexistent " + flag + " " + value);
+    const auto r = run_shoplens("serve --weights /nonexistent " + flag + " " + value);
     EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.output;
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag << " " << value << ": " << r.output;
   }

@@ -42,7 +42,7 @@ TEST(GpuScore, CudaPredictionsEqualCpuPredictions) {
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
 
   // Batch 8 with 2 workers: several batches wait in the queue, so the copy-ahead path runs.
-  const std::string common = "score --model " + (dir / "model").string() + " --input " +
+  const std::string common = "score --weights " + (dir / "model").string() + " --input " +
                              (dir / "catalog" / "manifest.csv").string() + " --chunk-rows 32 -b 8 --workers 2";
   auto cpu = run_shoplens(common + " --device cpu --out " + (dir / "cpu").string());
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;

@@ -21,7 +21,7 @@ class BenchCommand : public Command {
         "--config", record_.config,
         "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
         "(empty: the defaults)");
-    app.add_option("--out", out_,
+    app.add_option("-o,--out", out_,
                    "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
         ->required();
     app.add_option("--baseline", record_.baseline, "a previous results.jsonl to gate against (empty: no gate)");
@@ -50,7 +50,10 @@ class BenchCommand : public Command {
                    "study: seeds, each training both runs (mean and spread are reported)")
         ->check(CLI::Range(1, 100));
     app.add_option("--first-seed", study_options_.first_seed, "study: the first seed (then first+1, ...)");
-    app.add_option("--set", study_options_.sets, "study: extra section.key=value overrides for both runs");
+    app.add_option("--set", study_options_.sets,
+                   "study: override a config value of both runs: section.key=value (repeatable)")
+        ->type_name("KEY=VALUE")
+        ->allow_extra_args(false);
   }
 
   int run_study() {

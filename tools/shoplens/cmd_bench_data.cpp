@@ -16,7 +16,7 @@ class BenchDataCommand : public Command {
   void setup(CLI::App& app) override {
     options_.add_to(app);
     options_.add_flag_for(app, "-i,--input", "data.input", "CSV manifest or ImageFolder root to benchmark on");
-    options_.add_flag_for(app, "--out", "run.dir", "folder for shards and results");
+    options_.add_flag_for(app, "-o,--out", "run.dir", "folder for shards and results");
     app.add_option("--epochs", epochs_, "passes over the train split for each pipeline")->check(positive());
     app.add_option("--format", format_, "stdout format: table, json or csv")
         ->check(CLI::IsMember({"table", "json", "csv"}));

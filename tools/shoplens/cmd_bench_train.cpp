@@ -7,6 +7,7 @@
 #include "shoplens/bench/train_bench.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/models/model_facts.h"
 
 namespace shoplens::cli {
 namespace {
@@ -14,7 +15,10 @@ namespace {
 class BenchTrainCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.add_option("-m,--model", o_.model, "model name");
+    app.add_option(
+           "-m,--model", o_.model,
+           "architecture: " + model_names_text(ModelInput::image) + "; text: " + model_names_text(ModelInput::tokens))
+        ->type_name("NAME");
     app.add_option("-b,--batch-size", o_.batch_size, "batch size")->check(positive());
     app.add_option("--image-size", o_.image_size, "input side, pixels")->check(CLI::Range(8, 4096));
     classes_ = app.add_option("--num-classes", o_.num_classes, "classes of the head (text models: 2 unless given)")
@@ -28,12 +32,15 @@ class BenchTrainCommand : public Command {
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
     app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
     app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(thread_count());
-    app.add_option("--warmup", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
+    app.add_option("--warmup-steps", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
+    add_old_spelling(app, "--warmup", o_.warmup_steps, "--warmup-steps")->check(non_negative());
     app.add_option("--steps", o_.steps, "measured steps")->check(positive());
     app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
     app.add_option("--bucket-mb", o_.bucket_mb, "under `shoplens launch`: gradient all-reduce bucket size, MB")
         ->check(positive());
-    app.add_flag("!--no-overlap", o_.overlap, "under `shoplens launch`: all-reduce after backward (the baseline)");
+    app.add_flag_callback(
+        "--no-overlap", [this] { o_.overlap = false; },
+        "under `shoplens launch`: all-reduce after backward (the baseline; default: overlapped with backward)");
     app.add_option("--format", format_, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
   }
 

@@ -38,11 +38,11 @@ class ExportCommand : public Command {
                    "triton: timed passes per batch size, 1 to " + std::to_string(kMaxLatencyCurveReps))
         ->check(finite_between(1, kMaxLatencyCurveReps));
     app.add_option("--checkpoint", o_.checkpoint, "best, last, or a checkpoint file");
-    app.add_option("--weights", o_.weights,
-                   "which weights of the checkpoint: auto (the EMA when the run kept one, train.ema_decay > 0), "
-                   "ema or raw")
-        ->check(CLI::IsMember({"auto", "ema", "raw"}))
-        ->capture_default_str();
+    ema_option_ = app.add_option("--ema", ema_,
+                                 "export the checkpoint's EMA weights: auto (when the run kept them, train.ema_decay "
+                                 "> 0), on, or off (the raw weights)")
+                      ->check(CLI::IsMember({"auto", "on", "off"}));
+    add_old_spelling(app, "--weights", o_.weights, "--ema auto|on|off")->check(CLI::IsMember({"auto", "ema", "raw"}));
     app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
     app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
     app.add_flag("--check", check_only_,
@@ -59,6 +59,7 @@ class ExportCommand : public Command {
       return 0;
     }
     if (o_.run_dir.empty()) throw UsageError("export: --run RUN_DIR is required (or --check to verify --out)");
+    if (ema_option_->count() > 0) o_.weights = ema_ == "on" ? "ema" : ema_ == "off" ? "raw" : "auto";
     for (const auto& part : split(variants_, ','))
       if (!trim(part).empty()) o_.variants.emplace_back(trim(part));
     const auto result = export_model(o_);
@@ -78,6 +79,8 @@ class ExportCommand : public Command {
  private:
   ExportOptions o_;
   std::string variants_;
+  std::string ema_ = "auto";
+  CLI::Option* ema_option_ = nullptr;
   std::string log_level_ = "info";
   bool check_only_ = false;
 };

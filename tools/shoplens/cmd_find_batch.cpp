@@ -14,7 +14,7 @@ class FindBatchCommand : public Command {
  public:
   void setup(CLI::App& app) override {
     options_.add_to(app);
-    options_.add_flag_for(app, "-m,--model", "model.name", "model to size the batch for");
+    options_.add_flag_for(app, "-m,--model", "model.name", "architecture to size the batch for")->type_name("NAME");
     options_.add_flag_for(app, "--precision", "train.precision", "fp32, bf16 or fp16 (CUDA)");
     options_.add_flag_for(app, "--device", "train.device", "auto, cpu or cuda");
     options_.add_flag_for(app, "--image-size", "augment.image_size", "input side, pixels (the largest the job sees)");
@@ -32,7 +32,9 @@ class FindBatchCommand : public Command {
     classes_option_ = app.add_option("--classes", classes_,
                                      "classes of the head when neither --shards nor data.classes says (text models: 2)")
                           ->check(CLI::Range(2, 100000));
-    app.add_flag("--json", json_, "print the result as JSON (for machines) instead of the table");
+    app.add_option("--format", format_, "stdout: table, or json (for machines)")
+        ->check(CLI::IsMember({"table", "json"}));
+    add_old_flag(app, "--json", "--format json", [this] { format_ = "json"; });
     app.add_flag("--no-cache", no_cache_, "search again even when a cached answer exists (the new one is cached)");
     app.add_option("-o,--out", out_, "also write the JSON result to this file");
     // Internal: the fresh process of find_batch.process_check (one probe, its JSON to --out).
@@ -54,7 +56,7 @@ class FindBatchCommand : public Command {
     const FindBatchResult result = run_find_batch_job(std::move(job));
     const auto doc = result.to_json();
     if (!out_.empty()) write_file_atomic(out_, doc.dump(2) + "\n");
-    if (json_)
+    if (format_ == "json")
       std::cout << doc.dump(2) << std::endl;
     else
       std::cout << result.to_table() << std::flush;
@@ -65,7 +67,7 @@ class FindBatchCommand : public Command {
   ConfigOptions options_;
   int classes_ = 12;
   CLI::Option* classes_option_ = nullptr;
-  bool json_ = false;
+  std::string format_ = "table";
   bool no_cache_ = false;
   int probe_process_at_ = 0;
   std::string out_;

@@ -31,7 +31,9 @@ class LaunchCommand : public Command {
     app.add_option("--grace-seconds", o_.grace_seconds, "after SIGTERM, seconds before the workers are killed")
         ->check(non_negative());
     app.add_option("--log-dir", o_.log_dir, "also write each worker's output to LOG_DIR/attempt-K/rank-R.log");
-    app.add_flag("!--no-prefix", o_.prefix_output, "relay worker output without the [rank R] prefix");
+    app.add_flag_callback(
+        "--no-prefix", [this] { o_.prefix_output = false; },
+        "relay worker output without the [rank R] prefix (default: each line prefixed)");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
     // After '--' everything is positional: the worker command keeps its own flags.
     app.add_option("command", o_.command, "the worker command, after '--'")->expected(-1);

@@ -20,7 +20,7 @@ class LoadCommand : public Command {
     options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder (image or text shards)");
     options_.add_flag_for(app, "-b,--batch-size", "loader.batch_size", "samples per batch");
     options_.add_flag_for(app, "--workers", "loader.workers", "decode threads (0: run.threads)");
-    options_.add_flag_for(app, "--out", "run.dir", "run directory for load.json and the log");
+    options_.add_flag_for(app, "-o,--out", "run.dir", "run directory for load.json and the log");
     app.add_option("--split", split_, "split to read: train, val or test");
     app.add_option("--epochs", check_.epochs, "epochs to run")->check(positive());
     app.add_flag("--eval", check_.eval, "use the evaluation transform instead of training augmentation");

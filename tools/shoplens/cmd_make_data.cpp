@@ -42,7 +42,8 @@ class MakeDataCommand : public Command {
     app.add_option("--task", task_, "what to generate: image (a product catalog) or text (tokenized text shards)")
         ->capture_default_str()
         ->check(CLI::IsMember({"image", "text"}));
-    app.add_option("--out", out_, "folder to write the catalog (or text shards) into (created if missing)")->required();
+    app.add_option("-o,--out", out_, "folder to write the catalog (or text shards) into (created if missing)")
+        ->required();
     image_only_.push_back(app.add_option("--num-images", options_.num_images, "number of images")
                               ->capture_default_str()
                               ->check(CLI::Range(1, 100000000)));

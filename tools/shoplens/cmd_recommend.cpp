@@ -15,8 +15,10 @@ class RecommendCommand : public Command {
   void setup(CLI::App& app) override {
     app.add_option("--bench", bench_files_, "bench result files, JSON lines (docs/COMPUTE.md); repeat for several")
         ->required()
-        ->check(CLI::ExistingFile);
-    app.add_option("--prices", prices_, "price table (\"shipped\": configs/prices.json, shipped with the program)");
+        ->check(CLI::ExistingFile)
+        ->type_name("FILE");
+    app.add_option("--prices", prices_, "price table (\"shipped\": configs/prices.json, shipped with the program)")
+        ->type_name("FILE");
     app.add_option("--scenario", request_.scenario, "scenario of the bench records to plan for");
     app.add_option("--dataset-size", request_.dataset_size, "images per epoch")->check(positive());
     app.add_option("--epochs", request_.epochs, "epochs per full run")->check(positive());
@@ -27,7 +29,9 @@ class RecommendCommand : public Command {
     app.add_option(
         "--scaling", scaling_,
         "data-parallel efficiency overrides, DEVICES:EFFICIENCY,... (defaults 2:0.95,4:0.9,8:0.84,16:0.8,32:0.75)");
-    app.add_flag("--json", json_, "print the plan as JSON instead of a table");
+    app.add_option("--format", format_, "stdout: table, or json (for machines)")
+        ->check(CLI::IsMember({"table", "json"}));
+    add_old_flag(app, "--json", "--format json", [this] { format_ = "json"; });
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
@@ -42,7 +46,8 @@ class RecommendCommand : public Command {
     }
     const PriceTable prices = load_price_table(shipped_or(prices_, "configs/prices.json"));
     const Plan plan = plan_compute(records, prices, ScalingModel::parse(scaling_), request_);
-    std::cout << (json_ ? plan_json(plan, request_, prices.currency) : plan_table(plan, request_, prices.currency))
+    std::cout << (format_ == "json" ? plan_json(plan, request_, prices.currency)
+                                    : plan_table(plan, request_, prices.currency))
               << std::flush;
     if (plan.recommended < 0) {
       // The constraints cannot be met: a failure the caller must see (exit 1), with the why.
@@ -58,7 +63,7 @@ class RecommendCommand : public Command {
   std::string deadline_;
   std::string basis_ = to_string(PriceBasis::kOnDemand);
   std::string scaling_;
-  bool json_ = false;
+  std::string format_ = "table";
   std::string log_level_ = "info";
 };
 

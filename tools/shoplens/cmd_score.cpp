@@ -12,7 +12,7 @@ namespace {
 class ScoreCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
+    add_exported_model_flags(app, weights_, model_);
     app.add_option(
            "-i,--input", o_.input,
            "CSV (column path, optional id and label), a list file, a folder tree, one image, or prepared shards")
@@ -42,7 +42,8 @@ class ScoreCommand : public Command {
         ->check(non_negative());
     app.add_option("--prices", o_.prices,
                    "price table (e.g. configs/prices.json) for the cost per million images (empty: none)")
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingFile)
+        ->type_name("FILE");
     app.add_option("--instance", o_.instance,
                    "row of the price table the job is priced as (with --prices; empty: none)");
     app.add_option("--price-basis", o_.price_basis, "on-demand or spot price of that row")
@@ -53,6 +54,7 @@ class ScoreCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     set_compute_threads(threads_);
+    o_.model_dir = exported_model_folder("score", weights_, model_);
     const auto report = run_score_job(o_);
     std::cout << "predictions: " << (o_.out_dir / "predictions.csv").string() << "\n"
               << "report: " << (o_.out_dir / "report.json").string() << std::endl;
@@ -61,6 +63,8 @@ class ScoreCommand : public Command {
 
  private:
   ScoreOptions o_;
+  std::filesystem::path weights_;
+  std::string model_;
   int threads_ = 0;
   std::string log_level_ = "info";
 };

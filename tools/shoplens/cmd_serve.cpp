@@ -16,7 +16,7 @@ std::string whole(double value) { return std::to_string(static_cast<long long>(v
 class ServeCommand : public Command {
  public:
   void setup(CLI::App& app) override {
-    app.add_option("-m,--model", o_.model_dir, "model folder written by `shoplens export`")->required();
+    add_exported_model_flags(app, weights_, model_);
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
     app.add_option("--device", o_.inference.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     app.add_option("--precision", o_.inference.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
@@ -92,11 +92,14 @@ class ServeCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     set_compute_threads(threads_);
+    o_.model_dir = exported_model_folder("serve", weights_, model_);
     return serve::run_server(o_);
   }
 
  private:
   serve::ServeOptions o_;
+  std::filesystem::path weights_;
+  std::string model_;
   int threads_ = 0;
   std::string log_level_ = "info";
 };

@@ -23,8 +23,11 @@ class TrainCommand : public Command {
   void setup(CLI::App& app) override {
     options_.add_to(app);
     options_.add_flag_for(app, "-s,--shards", "data.shards", "prepared dataset folder (image shards, or text shards)");
-    options_.add_flag_for(app, "-m,--model", "model.name",
-                          model_names_text(ModelInput::image) + "; text: " + model_names_text(ModelInput::tokens));
+    options_
+        .add_flag_for(
+            app, "-m,--model", "model.name",
+            "architecture: " + model_names_text(ModelInput::image) + "; text: " + model_names_text(ModelInput::tokens))
+        ->type_name("NAME");
     options_.add_flag_for(app, "--pretrained", "model.pretrained", "starting weights (.safetensors or torch.save)");
     options_.add_flag_for(app, "--epochs", "train.epochs", "epochs to train");
     options_.add_flag_for(app, "--max-steps", "train.max_steps", "stop after this many optimizer steps (0: no limit)");

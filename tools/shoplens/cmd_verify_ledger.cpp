@@ -19,14 +19,15 @@ class VerifyLedgerCommand : public Command {
     app.add_option("run_dir", run_dir_, "run directory of a `shoplens train --set dist.ledger=true` run")->required();
     app.add_option("--shards", shards_,
                    "prepared dataset whose train split is checked (default: the run's data.shards)");
-    app.add_flag("--json", as_json_, "print the report as JSON");
+    app.add_option("--format", format_, "stdout: text, or json (for machines)")->check(CLI::IsMember({"text", "json"}));
+    add_old_flag(app, "--json", "--format json", [this] { format_ = "json"; });
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
   int run() override {
     set_log_level(log_level_);
     const auto report = verify_run_ledger(run_dir_, shards_);
-    if (as_json_)
+    if (format_ == "json")
       std::cout << report.to_json().dump(2) << std::endl;
     else
       std::cout << report.to_text();
@@ -36,7 +37,7 @@ class VerifyLedgerCommand : public Command {
  private:
   fs::path run_dir_;
   fs::path shards_;
-  bool as_json_ = false;
+  std::string format_ = "text";
   std::string log_level_ = "info";
 };
 

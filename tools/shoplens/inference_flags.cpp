@@ -9,21 +9,28 @@
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
+#include "shoplens/models/model_facts.h"
 
 namespace shoplens::cli {
 
 void InferenceFlags::add_to(CLI::App& app, ModelInputOptions& options) {
   ModelSource& source = options.model;
   InferenceOptions& inference = options.inference;
-  app.add_option("-m,--model", source.path,
-                 "an exported model folder, a training run, a checkpoint (.ckpt), or a weights file "
-                 "(.safetensors, .pth, .pt: name its --arch)")
-      ->required();
-  app.add_option("--arch", source.arch, "weights files: the architecture (resnet18, resnet50, vit_small, ...)");
+  verb_ = app.get_name();
+  app.add_option("-w,--weights", weights_,
+                 "what to load: an exported model folder, a training run, a checkpoint (.ckpt), or a weights file "
+                 "(.safetensors, .pth, .pt: name its --model)")
+      ->type_name("PATH");
+  app.add_option("-m,--model", model_,
+                 "weights files: the architecture, " + model_names_text(ModelInput::image) +
+                     " (model folders, runs and checkpoints name their own)")
+      ->type_name("NAME");
+  add_old_spelling(app, "--arch", arch_, "--model");
   app.add_option("--classes", classes_,
                  "weights files: class names, comma-separated, in output order (empty: 0, 1, ...)");
   app.add_option("--classes-file", classes_file_, "weights files: class names, one per line, in output order")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
   app.add_option("--image-size", source.image_size, "weights files: input side in pixels")->check(CLI::Range(8, 4096));
   app.add_option("--crop-pct", source.crop_pct,
                  "weights files: resize the short side to floor(size / crop-pct), then center crop")
@@ -47,6 +54,11 @@ void InferenceFlags::add_to(CLI::App& app, ModelInputOptions& options) {
 void InferenceFlags::apply(ModelInputOptions& options) const {
   set_log_level(log_level_);
   set_compute_threads(threads_);
+  std::string model = model_;
+  options.model.path = weights_path(verb_, weights_, model);
+  if (!arch_.empty() && !model.empty() && model != arch_)
+    throw UsageError(verb_ + ": give the architecture once: --model, or its old spelling --arch");
+  options.model.arch = arch_.empty() ? model : arch_;
   if (!classes_.empty() && !classes_file_.empty()) throw UsageError("give --classes or --classes-file, not both");
   std::vector<std::string>& names = options.model.class_names;
   if (!classes_.empty())

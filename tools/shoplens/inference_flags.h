@@ -2,6 +2,7 @@
 // comes from, how it computes, and how the input is read and batched.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,12 +15,16 @@ class InferenceFlags {
  public:
   // Binds the flags to `options`, which must outlive the parse (the verb's own options).
   void add_to(CLI::App& app, ModelInputOptions& options);
-  // Applies --log-level and --threads to the process and completes `options`: the source with
-  // --classes / --classes-file applied (UsageError when both are given), --fast-decode. Call
-  // first in run().
+  // Applies --log-level and --threads to the process and completes `options`: the source from
+  // --weights and --model (or --model's old meaning, a path: weights_path), --classes /
+  // --classes-file applied (UsageError when both are given), --fast-decode. Call first in run().
   void apply(ModelInputOptions& options) const;
 
  private:
+  std::string verb_;
+  std::filesystem::path weights_;
+  std::string model_;  // an architecture, or (old spelling) the weights' path
+  std::string arch_;   // --arch, the old spelling of --model NAME
   std::string classes_;
   std::string classes_file_;
   bool fast_decode_ = false;

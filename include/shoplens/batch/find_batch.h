@@ -70,7 +70,7 @@ struct FindBatchResult {
   BatchPlan plan;
   bool from_cache = false;
   double total_seconds = 0;        // this call (a cache hit costs almost nothing)
-  nlohmann::json to_json() const;  // the --json document
+  nlohmann::json to_json() const;  // the --format json document
   std::string to_table() const;    // for people
 };
 

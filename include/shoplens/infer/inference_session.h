@@ -37,7 +37,7 @@ struct ModelSource {
 enum class ModelSourceKind { kModelFolder, kRun, kCheckpoint, kWeightsFile };
 ModelSourceKind model_source_kind(const std::filesystem::path& path);
 
-// Loads the model in eval mode on the CPU. UsageError for a weights file without --arch, or a
+// Loads the model in eval mode on the CPU. UsageError for a weights file without --model, or a
 // path that is none of the kinds; DataError when the weights do not fit the architecture (every
 // tensor must load: predictions from a half-loaded model would look plausible and be wrong).
 LoadedModel load_model_source(const ModelSource& source);
