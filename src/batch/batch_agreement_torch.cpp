@@ -27,6 +27,7 @@ int planned_micro_batch(const json& plan) { return plan.at("config_patch").at("l
 json agree_on_found_batch(ProcessGroup& group, const json& found) {
   const std::vector<std::string> answers = group.all_gather_string("find_batch_plan", plan_of(found).dump());
   std::vector<json> plans;
+  plans.reserve(answers.size());
   for (const auto& answer : answers) plans.push_back(json::parse(answer));
   std::size_t chosen = 0;
   json planned = json::array(), largest = json::array();

@@ -255,7 +255,7 @@ class CsvRowReader {
 // Why an ImageFolder entry is not an image file to read, or "": not a file to read at all
 // (dataset_file.h; its real path is checked again when read), or not an image's extension.
 std::string entry_problem(const fs::directory_entry& e) {
-  const std::string problem = folder_entry_problem(e);
+  std::string problem = folder_entry_problem(e);
   if (!problem.empty()) return problem;
   if (!is_image_extension(e.path())) return "not an image file extension '" + e.path().extension().string() + "'";
   return "";
