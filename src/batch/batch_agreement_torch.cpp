@@ -20,7 +20,9 @@ json plan_of(const json& found) {
           {"notes", found.value("notes", json::array())}};
 }
 
-int planned_micro_batch(const json& plan) { return plan.at("config_patch").at("loader").at("batch_size").get<int>(); }
+int planned_micro_batch(const json& plan) {
+  return planned_settings_from_json(plan.at("config_patch"), "a rank's find-batch plan").micro_batch;
+}
 
 }  // namespace
 

@@ -111,21 +111,23 @@ class Search {
 
   SearchResult run() {
     const auto start = std::chrono::steady_clock::now();
-    if (o_.strategy == "fit")
-      fit_strategy();
-    else if (o_.strategy == "binsearch")
-      binsearch_strategy();
-    else if (o_.strategy == "exact")
-      exact_strategy();
-    else
-      throw ConfigError("find_batch.strategy '" + o_.strategy + "' is not one of fit, binsearch, exact" +
-                        did_you_mean(o_.strategy, {"fit", "binsearch", "exact"}));
+    switch (o_.strategy) {
+      case SearchStrategy::kFit:
+        fit_strategy();
+        break;
+      case SearchStrategy::kBinsearch:
+        binsearch_strategy();
+        break;
+      case SearchStrategy::kExact:
+        exact_strategy();
+        break;
+    }
     result_.fit = fit_memory(ran_points());
     if (result_.fit.points >= 2)
       result_.predicted_peak_bytes = static_cast<std::int64_t>(result_.fit.predict(result_.batch));
     if (const auto* p = result_.probe_at(result_.batch); p && p->outcome == Outcome::kRan)
       result_.measured_peak_bytes = p->peak_bytes;
-    if (o_.strategy == "fit" && result_.fit.points >= 3 && result_.fit.r2 < 0.99)
+    if (o_.strategy == SearchStrategy::kFit && result_.fit.points >= 3 && result_.fit.r2 < 0.99)
       result_.warnings.push_back(fmt::format("memory is not linear in the batch size (R^2 {:.3f} over {} probes)",
                                              result_.fit.r2, result_.fit.points));
     result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -133,7 +135,7 @@ class Search {
   }
 
  private:
-  bool use_headroom() const { return o_.strategy == "fit"; }
+  bool use_headroom() const { return o_.strategy == SearchStrategy::kFit; }
 
   void update_headroom() {
     std::int64_t h = use_headroom() ? static_cast<std::int64_t>(o_.headroom_fraction * o_.budget_bytes) : 0;

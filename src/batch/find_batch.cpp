@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/hash.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/core/plural.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/strings.h"
@@ -44,10 +46,10 @@ std::int64_t reference_global_batch(const Config& config) {
 }
 
 std::string resolve_lr_scaling(const Config& config) {
-  if (config.find_batch.lr_scaling != "auto") return config.find_batch.lr_scaling;
+  if (config.find_batch.lr_scaling != LrScaling::kAuto) return name_in(kLrScalingNames, config.find_batch.lr_scaling);
   // Linear for SGD (Goyal et al. 2017); square root for adaptive optimizers, whose update size
   // does not grow with the gradient's (Malladi et al. 2022), and which linear scaling overshoots.
-  return config.optim.name == "sgd" ? "linear" : "sqrt";
+  return config.optim.name == OptimizerKind::kSgd ? "linear" : "sqrt";
 }
 
 BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config) {
@@ -95,20 +97,57 @@ BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, 
   return plan;
 }
 
-json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget) {
-  json loader = {{"batch_size", plan.micro_batch}};
-  if (token_budget > 0) loader["token_budget"] = token_budget;
-  json train = {{"accumulation_steps", plan.accumulation_steps}, {"eval_batch_size", eval_batch}};
-  if (plan.epochs > 0) train["epochs"] = plan.epochs;
+PlannedSettings planned_settings(const BatchPlan& plan, int eval_batch, std::int64_t token_budget) {
+  PlannedSettings s;
+  s.micro_batch = plan.micro_batch;
+  s.accumulation_steps = plan.accumulation_steps;
+  s.eval_batch = eval_batch;
+  s.lr = plan.lr;
+  s.warmup_epochs = plan.warmup_epochs;
+  s.epochs = plan.epochs;
+  s.token_budget = token_budget;
+  return s;
+}
+
+json config_patch_json(const PlannedSettings& s) {
+  json loader = {{"batch_size", s.micro_batch}};
+  if (s.token_budget > 0) loader["token_budget"] = s.token_budget;
+  json train = {{"accumulation_steps", s.accumulation_steps}, {"eval_batch_size", s.eval_batch}};
+  if (s.epochs > 0) train["epochs"] = s.epochs;
   return {{"loader", loader},
           {"train", train},
-          {"optim", {{"lr", plan.lr}}},
-          {"schedule", {{"warmup_epochs", plan.warmup_epochs}}}};
+          {"optim", {{"lr", s.lr}}},
+          {"schedule", {{"warmup_epochs", s.warmup_epochs}}}};
+}
+
+PlannedSettings planned_settings_from_json(const json& patch, const std::string& where) {
+  const JsonFields<DataError> doc(patch, where + ": config_patch");
+  const auto loader = doc.section("loader"), train = doc.section("train");
+  PlannedSettings s;
+  s.micro_batch = static_cast<int>(loader.integer("batch_size", 1, 1 << 20));
+  s.token_budget = loader.object().contains("token_budget") ? loader.integer("token_budget", 1, INT64_MAX) : 0;
+  s.accumulation_steps = static_cast<int>(train.integer("accumulation_steps", 1, 65536));
+  s.eval_batch = static_cast<int>(train.integer("eval_batch_size", 0, 1 << 20));
+  s.epochs = train.object().contains("epochs") ? static_cast<int>(train.integer("epochs", 1, 1000000)) : 0;
+  s.lr = doc.section("optim").number_in("lr", 1e-12, 100);
+  s.warmup_epochs = doc.section("schedule").number_in("warmup_epochs", 0, 1e6);
+  return s;
+}
+
+void apply_planned_settings(Config& config, const PlannedSettings& s) {
+  config.loader.batch_size = s.micro_batch;
+  config.loader.auto_batch = false;
+  if (s.token_budget > 0) config.loader.token_budget = s.token_budget;
+  config.train.accumulation_steps = s.accumulation_steps;
+  config.train.eval_batch_size = s.eval_batch;
+  if (s.epochs > 0) config.train.epochs = s.epochs;
+  config.optim.lr = s.lr;
+  config.schedule.warmup_epochs = s.warmup_epochs;
 }
 
 void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config) {
   plan.speedup = speedup > 0 ? speedup : 1.0;
-  if (config.find_batch.train_budget != "time" || plan.speedup <= 1.0) return;
+  if (config.find_batch.train_budget != TrainBudget::kTime || plan.speedup <= 1.0) return;
   const int epochs = static_cast<int>(std::lround(config.train.epochs * plan.speedup));
   if (epochs <= config.train.epochs) return;
   plan.epochs = epochs;
@@ -116,12 +155,6 @@ void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config
       "batch {} measured {:.2f}x the images/s of batch {}: {} epochs instead of {} take about the reference batch's "
       "wall time with the optimizer steps a larger batch lacks (find_batch.train_budget=epochs keeps {})",
       plan.micro_batch, plan.speedup, plan.reference_batch, epochs, config.train.epochs, config.train.epochs));
-}
-
-void apply_config_patch(Config& config, const json& patch) {
-  json merged = config_to_json(config);
-  merged.merge_patch(patch);
-  config = config_from_json(merged, "find-batch's plan");
 }
 
 json search_to_json(const SearchResult& s) {
@@ -181,7 +214,7 @@ json FindBatchResult::to_json() const {
     doc["sequence_length"] = sequence_length;
     doc["token_budget"] = token_budget;
   }
-  doc["config_patch"] = config_patch(plan, eval_batch, token_budget);
+  doc["config_patch"] = config_patch_json(settings());
   doc["from_cache"] = from_cache;
   doc["total_seconds"] = total_seconds;
   return doc;
@@ -224,7 +257,7 @@ std::string FindBatchResult::to_table() const {
                     plan.lr, plan.lr_scaling, plan.lr_factor, plan.reference_batch);
   for (const auto& w : s.value("warnings", std::vector<std::string>{})) os << "warning: " << w << "\n";
   for (const auto& n : plan.notes) os << "note: " << n << "\n";
-  os << "config patch: " << config_patch(plan, eval_batch, token_budget).dump() << "\n";
+  os << "config patch: " << config_patch_json(settings()).dump() << "\n";
   os << fmt::format("{}, {:.1f} s{}\n", count_of(static_cast<std::int64_t>(s.at("probes").size()), "probe"),
                     total_seconds,
                     from_cache ? fmt::format(" (cached answer, fingerprint {})", s.value("fingerprint", "")) : "");
@@ -236,26 +269,35 @@ std::string find_batch_fingerprint(const Config& c, int num_classes, const std::
   Fingerprint f;
   f.add(kCacheFormat).add(build_commit()).add(torch_version());
   f.add(device_name).add(static_cast<std::uint64_t>(device_total_bytes)).add(static_cast<std::uint64_t>(budget_bytes));
-  f.add(c.find_batch.objective).add(std::to_string(c.find_batch.min_throughput_gain));
+  f.add(name_in(kBatchObjectiveNames, c.find_batch.objective)).add(std::to_string(c.find_batch.min_throughput_gain));
   f.add(c.model.name).add(static_cast<std::uint64_t>(num_classes)).add(c.model.channels_last ? 1 : 0);
   f.add(std::to_string(c.model.dropout));
   f.add(static_cast<std::uint64_t>(c.augment.image_size));
   f.add(c.augment.mixup_alpha > 0 || c.augment.cutmix_alpha > 0 || c.augment.worst_case ? 1 : 0);
-  f.add(c.train.precision).add(c.train.device).add(c.optim.name).add(std::to_string(c.optim.momentum));
-  f.add(c.optim.clip_grad_norm > 0 ? 1 : 0).add(c.train.class_balance).add(std::to_string(c.train.label_smoothing));
+  f.add(precision_name(c.train.precision))
+      .add(device_choice_name(c.train.device))
+      .add(name_in(kOptimizerKindNames, c.optim.name))
+      .add(std::to_string(c.optim.momentum));
+  f.add(c.optim.clip_grad_norm > 0 ? 1 : 0)
+      .add(name_in(kClassBalanceNames, c.train.class_balance))
+      .add(std::to_string(c.train.label_smoothing));
   f.add(static_cast<std::uint64_t>(c.train.eval_batch_size));
   f.add(static_cast<std::uint64_t>(c.loader.prefetch_batches)).add(static_cast<std::uint64_t>(c.loader.workers));
   f.add(c.loader.pin_memory ? 1 : 0);
   f.add(static_cast<std::uint64_t>(resolve_threads(c.run.threads)));
   const auto& fb = c.find_batch;
-  f.add(fb.strategy).add(std::to_string(fb.headroom)).add(static_cast<std::uint64_t>(fb.probe_steps));
+  f.add(name_in(kSearchStrategyNames, fb.strategy))
+      .add(std::to_string(fb.headroom))
+      .add(static_cast<std::uint64_t>(fb.probe_steps));
   f.add(static_cast<std::uint64_t>(fb.verify_steps)).add(static_cast<std::uint64_t>(fb.first_batch));
   f.add(static_cast<std::uint64_t>(fb.max_batch)).add(static_cast<std::uint64_t>(fb.round_to));
   f.add(static_cast<std::uint64_t>(fb.process_steps)).add(std::to_string(fb.process_headroom));
   // Text models: the probe's input shape and the model's size follow these.
   if (c.text.vocab_size > 0) {
     f.add(static_cast<std::uint64_t>(c.text.vocab_size)).add(static_cast<std::uint64_t>(c.text.max_length));
-    f.add(static_cast<std::uint64_t>(c.text.numeric_fields)).add(c.text.pooling).add(c.text.attention);
+    f.add(static_cast<std::uint64_t>(c.text.numeric_fields))
+        .add(name_in(kTextPoolingNames, c.text.pooling))
+        .add(name_in(kAttentionKernelNames, c.text.attention));
     for (double card : c.text.categorical_cardinalities) f.add(static_cast<std::uint64_t>(card));
   }
   return f.hex();

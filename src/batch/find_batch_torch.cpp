@@ -31,8 +31,7 @@ int world_size_from_env() {
 }
 
 std::int64_t resolve_budget(const Config& config, const MemoryProbe& memory) {
-  if (!config.train.memory_budget.empty())
-    return static_cast<std::int64_t>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
+  if (config.train.memory_budget.is_set()) return config.train.memory_budget.as_int64();
   const std::int64_t free = memory.device_free_bytes();
   if (free <= 0)
     throw ConfigError("find-batch: cannot read the free memory of " + memory.device_name() +
@@ -101,7 +100,7 @@ void check_budget_covers_the_model(const Config& config, const JobProbe& job, st
   throw ConfigError(fmt::format(
       "train.memory_budget {} is below the static memory of {} with {}: about {} for weights, gradients and "
       "optimizer state before any batch; raise the budget or choose a smaller model or optimizer",
-      format_bytes(static_cast<double>(budget)), config.model.name, config.optim.name,
+      format_bytes(static_cast<double>(budget)), config.model.name, name_in(kOptimizerKindNames, config.optim.name),
       format_bytes(static_cast<double>(static_bytes))));
 }
 
@@ -109,7 +108,7 @@ SearchResult search_with_probes(const Config& config, JobProbe& job, std::int64_
   const auto& fb = config.find_batch;
   SearchOptions options;
   options.strategy = fb.strategy;
-  if (fb.strategy == "fit") options.granularity = round_to;  // binsearch and exact keep their own steps
+  if (fb.strategy == SearchStrategy::kFit) options.granularity = round_to;  // binsearch and exact keep their own steps
   options.budget_bytes = budget;
   options.headroom_fraction = fb.headroom;
   options.first_batch = fb.first_batch;
@@ -128,17 +127,17 @@ SearchResult search_with_probes(const Config& config, JobProbe& job, std::int64_
 // Where the search ran and with what: the fields that make a cached answer reusable and a result
 // reproducible.
 void describe_search(json& doc, const Config& config, int num_classes, const MemoryProbe& memory, const JobProbe& job) {
-  doc["strategy"] = config.find_batch.strategy;
+  doc["strategy"] = name_in(kSearchStrategyNames, config.find_batch.strategy);
   doc["device"] = memory.device_name();
   doc["device_total_bytes"] = memory.device_total_bytes();
   doc["model"] = config.model.name;
   doc["num_classes"] = num_classes;
-  doc["precision"] = precision_name(parse_precision(config.train.precision));
+  doc["precision"] = precision_name(config.train.precision);
   doc["image_size"] = config.augment.image_size;
   // Text: every probe ran at max_length with every token real (Classifier::example_batch).
   if (is_text_model(config.model.name)) doc["sequence_length"] = config.text.max_length;
   doc["channels_last"] = config.model.channels_last;
-  doc["optimizer"] = config.optim.name;
+  doc["optimizer"] = name_in(kOptimizerKindNames, config.optim.name);
   doc["static_bytes_estimate"] = job.static_bytes_estimate();
   doc["loader_batches_held"] = job.loader_batches_held();
   doc["program_resident_bytes"] = job.program_resident_bytes();
@@ -159,7 +158,8 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
   memory.set_budget(budget);  // the allocator refuses beyond it, as the real card would
   SearchResult s = search_with_probes(config, job, budget, round_to);
   int micro = round_down(s.batch, round_to);
-  if (config.find_batch.strategy == "fit") micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
+  if (config.find_batch.strategy == SearchStrategy::kFit)
+    micro = verify_micro_batch(job, s, micro, round_to, config.find_batch);
   json process_fit;
   if (process) {  // the whole process must fit too, measured in fresh processes
     const auto usable = s.usable_bytes - static_cast<std::int64_t>(config.find_batch.process_headroom * budget);
@@ -169,14 +169,14 @@ json search_micro_batch(const Config& config, int num_classes, MemoryProbe& memo
     process_fit["note"] = fit.note;
     micro = fit.batch;
   }
-  if (config.find_batch.objective == "throughput") probe_throughput(job, s, micro, config);
+  if (config.find_batch.objective == BatchObjective::kThroughput) probe_throughput(job, s, micro, config);
   if (const ProbeResult* at = s.probe_at(micro); at && at->outcome == ProbeResult::Outcome::kRan)
     s.measured_peak_bytes = at->peak_bytes;
   if (s.fit.points >= 2) s.predicted_peak_bytes = static_cast<std::int64_t>(s.fit.predict(micro));
   json doc = search_to_json(s);
   doc["fingerprint"] = fingerprint;
   doc["micro_batch"] = micro;
-  if (config.find_batch.objective == "throughput") {
+  if (config.find_batch.objective == BatchObjective::kThroughput) {
     const auto ladder = throughput_ladder(static_cast<int>(reference_global_batch(config)), micro);
     const auto rates = ladder_rates(s.probes, ladder);
     json rungs = json::array();
@@ -241,7 +241,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
                            const ProcessProbeFn& process_probe) {
   const auto start = std::chrono::steady_clock::now();
   const auto& fb = config.find_batch;
-  const Precision precision = parse_precision(config.train.precision);
+  const Precision precision = config.train.precision;
   const bool cuda = wants_cuda(config.train.device);
   auto memory = make_memory_probe(cuda);
   const std::int64_t free_at_start = memory->device_free_bytes();
@@ -251,7 +251,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
                  memory->device_name(), format_bytes(static_cast<double>(memory->device_total_bytes())));
   const int round_to = fb.round_to > 0 ? fb.round_to : (cuda && precision != Precision::kFp32 ? 8 : 1);
   // CPU with an explicit budget: the process must fit it too (checked where a prober is given).
-  const bool check_process = process_probe && !cuda && !config.train.memory_budget.empty() && fb.process_check;
+  const bool check_process = process_probe && !cuda && config.train.memory_budget.is_set() && fb.process_check;
   const std::string fingerprint =
       find_batch_fingerprint(config, num_classes, memory->device_name(), memory->device_total_bytes(), budget) +
       (check_process ? "-process" : "");
@@ -279,7 +279,7 @@ FindBatchResult find_batch(const Config& config, int num_classes, bool use_cache
   result.input_images_per_second = input_images_per_second;
   const ThroughputChoice choice = choose_throughput_batch(result.search, fb, input_images_per_second, round_to);
   result.throughput_batch = choice.batch;
-  const bool by_throughput = fb.objective == "throughput" && result.throughput_batch > 0;
+  const bool by_throughput = fb.objective == BatchObjective::kThroughput && result.throughput_batch > 0;
   result.plan = plan_batch(by_throughput ? result.throughput_batch : result.micro_batch, fb.target_global_batch,
                            world_size_from_env(), config);
   if (const auto fit = result.search.find("process_fit"); fit != result.search.end() && !fit->value("note", "").empty())

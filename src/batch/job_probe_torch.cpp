@@ -35,7 +35,7 @@ struct JobProbe::Impl {
   ProgramFootprint program;
 
   Impl(const Config& c, int classes, MemoryProbe& m) : config(c), num_classes(classes), memory(m) {
-    precision = parse_precision(config.train.precision);
+    precision = config.train.precision;
     cuda = wants_cuda(config.train.device);
     pin_inputs = loader_options_from_config(config, /*train=*/true).pin_memory;
     if (precision == Precision::kFp16 && !cuda)
@@ -51,7 +51,7 @@ struct JobProbe::Impl {
     model->to(device());
     optim = std::make_unique<OptimizerSetup>(*model, config.optim);
     TrainStepOptions options = step_options_from_config(config, precision, cuda);
-    if (config.train.class_balance == "weighted_loss") options.class_weights = torch::ones({num_classes});
+    if (config.train.class_balance == ClassBalance::kWeightedLoss) options.class_weights = torch::ones({num_classes});
     step = std::make_unique<TrainStep>(*model, optim->optimizer(), options);
     // train.ema_decay keeps a second copy of the weights for the whole run.
     if (config.train.ema_decay > 0) {
@@ -77,7 +77,7 @@ struct JobProbe::Impl {
 
   std::int64_t static_bytes_estimate() const {
     const std::int64_t params = tensor_bytes(model->parameters());
-    const double state = config.optim.name == "adamw" ? 2.0 : (config.optim.momentum > 0 ? 1.0 : 0.0);
+    const double state = config.optim.name == OptimizerKind::kAdamW ? 2.0 : (config.optim.momentum > 0 ? 1.0 : 0.0);
     const double ema = config.train.ema_decay > 0 ? 1.0 : 0.0;
     return static_cast<std::int64_t>(params * (2.0 + state + ema));  // weights + gradients + optimizer state (+ EMA)
   }

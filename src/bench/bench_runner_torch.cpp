@@ -95,10 +95,10 @@ int auto_batch(const BenchScenario& s, int threads, const std::optional<TextData
   c.model.name = s.model;
   c.model.channels_last = s.channels_last;
   c.augment.image_size = s.image_size;
-  c.train.precision = s.precision;
-  c.train.device = s.device;
-  c.train.memory_budget = s.memory_budget;
-  c.optim.name = s.optimizer;
+  c.train.precision = parse_precision(s.precision);
+  c.train.device = parse_enum(kDeviceChoiceNames, s.device, "scenario device");
+  c.train.memory_budget = parse_byte_size(s.memory_budget, "scenario memory_budget");
+  c.optim.name = parse_enum(kOptimizerKindNames, s.optimizer, "scenario optimizer");
   c.run.threads = threads;
   c.run.seed = static_cast<std::int64_t>(s.seed);
   if (is_text_scenario(s) && !text) {

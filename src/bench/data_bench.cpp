@@ -148,7 +148,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
                        {"epochs", std::to_string(o.epochs)},
                        {"threads", std::to_string(threads)},
                        {"storage_size", std::to_string(c.data.storage_size)},
-                       {"encoding", c.data.encoding},
+                       {"encoding", name_in(kPayloadEncodingNames, c.data.encoding)},
                        {"jpeg_quality", std::to_string(c.data.jpeg_quality)},
                        {"scaled_decode", c.data.scaled_decode ? "true" : "false"},
                        {"image_size", std::to_string(c.augment.image_size)},
@@ -168,7 +168,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o) {
   PrepareReport report = prepare_dataset(prepare);
   BenchRecord prep = make_record("prepare", "shoplens", threads, report.images_decoded, report.seconds);
   prep.note = "decode + validate + resize to " + std::to_string(prepare.storage_size) + " + encode " +
-              o.config.data.encoding + " + write shards";
+              name_in(kPayloadEncodingNames, o.config.data.encoding) + " + write shards";
   result.records.push_back(prep);
 
   // 2. the training loader over the shards.

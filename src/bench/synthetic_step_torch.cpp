@@ -19,8 +19,8 @@ ModelSpec synthetic_model_spec(const SyntheticJobOptions& o) {
     spec.vocab_size = o.text->vocab_size;
     for (double c : o.text->categorical_cardinalities) spec.categorical_cardinalities.push_back(static_cast<int>(c));
     spec.numeric_fields = o.text->numeric_fields;
-    spec.pooling = o.text->pooling;
-    spec.attention = o.text->attention;
+    spec.pooling = name_in(kTextPoolingNames, o.text->pooling);
+    spec.attention = name_in(kAttentionKernelNames, o.text->attention);
   } else {
     spec.vocab_size = o.vocab_size;
   }
@@ -38,7 +38,7 @@ SyntheticJob::SyntheticJob(const SyntheticJobOptions& o,
   model = make_model(synthetic_model_spec(o));
   model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
   OptimConfig optim_config;
-  optim_config.name = o.optimizer;
+  optim_config.name = parse_enum(kOptimizerKindNames, o.optimizer, "optimizer");
   optim = std::make_unique<OptimizerSetup>(*model, optim_config);
   TrainStepOptions step_options;
   step_options.precision = parse_precision(o.precision);

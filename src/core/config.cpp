@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/core/byte_size.h"
+#include "shoplens/core/enum_names.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/regular_file.h"
 #include "shoplens/core/json_limits.h"
@@ -76,6 +78,24 @@ void read_value(const json& v, std::map<std::string, std::string>& out, const st
   }
 }
 
+void read_value(const json& v, ByteSize& out, const std::string& path, const std::string& source) {
+  if (!v.is_string()) type_error(path, "string", v, source);
+  const std::string text = v.get<std::string>();
+  try {
+    out = parse_byte_size(text, path);
+    if (!trim(text).empty() && !out.is_set()) throw UsageError("zero");
+  } catch (const Error&) {
+    throw ConfigError(source + ": " + path + ": expected a size such as \"2GiB\" or \"512MiB\", got \"" + text + "\"");
+  }
+}
+
+// An enum-like value: its name in the enum's table, or an error listing the names and the nearest.
+template <class E, std::size_t N>
+E read_choice(const json& v, const EnumName<E> (&table)[N], const std::string& path, const std::string& source) {
+  if (!v.is_string()) type_error(path, "string", v, source);
+  return parse_enum(table, v.get<std::string>(), source + ": " + path);
+}
+
 template <class T>
 constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, bool>)
@@ -84,7 +104,7 @@ constexpr const char* type_name() {
     return "integer";
   else if constexpr (std::is_floating_point_v<T>)
     return "number";
-  else if constexpr (std::is_same_v<T, std::string>)
+  else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, ByteSize>)
     return "string";
   else if constexpr (std::is_same_v<T, std::vector<double>>)
     return "list of numbers";
@@ -113,6 +133,33 @@ struct Field {
 template <class T>
 using Check = std::function<void(const T&, const std::string& path, const std::string& source)>;
 
+template <class T>
+json field_json(const T& value) {
+  if constexpr (std::is_same_v<T, ByteSize>)
+    return byte_size_text(value);
+  else
+    return json(value);
+}
+
+template <class S, class E, std::size_t N>
+Field choice_field(S Config::*section_member, const char* section, E S::*member, const char* key, const char* help,
+                   const EnumName<E> (&table)[N]) {
+  Field f;
+  f.section = section;
+  f.key = key;
+  f.type = "string";
+  f.help = help;
+  f.get = [section_member, member, &table](const Config& c) {
+    return json(name_in(table, (c.*section_member).*member));
+  };
+  std::string path = std::string(section) + "." + key;
+  f.set = [section_member, member, path, &table](Config& c, const json& v, const std::string& source) {
+    (c.*section_member).*member = read_choice(v, table, path, source);
+  };
+  f.is_string = true;
+  return f;
+}
+
 template <class S, class T>
 Field field(S Config::*section_member, const char* section, T S::*member, const char* key, const char* help,
             Check<T> check = {}) {
@@ -121,7 +168,7 @@ Field field(S Config::*section_member, const char* section, T S::*member, const 
   f.key = key;
   f.type = type_name<T>();
   f.help = help;
-  f.get = [section_member, member](const Config& c) { return json((c.*section_member).*member); };
+  f.get = [section_member, member](const Config& c) { return field_json((c.*section_member).*member); };
   std::string path = std::string(section) + "." + key;
   f.set = [section_member, member, path, check](Config& c, const json& v, const std::string& source) {
     T value{};
@@ -129,7 +176,7 @@ Field field(S Config::*section_member, const char* section, T S::*member, const 
     if (check) check(value, path, source);
     (c.*section_member).*member = value;
   };
-  f.is_string = std::is_same_v<T, std::string>;
+  f.is_string = std::is_same_v<T, std::string> || std::is_same_v<T, ByteSize>;
   f.is_list = std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>;
   return f;
 }
@@ -143,6 +190,11 @@ class SectionFields {
   template <class T>
   void add(T S::*member, const char* key, const char* help, Check<T> check = {}) {
     fields_.push_back(field(section_member_, section_, member, key, help, std::move(check)));
+  }
+  // An enum member: the file names one of `table`'s names (the help lists them).
+  template <class E, std::size_t N>
+  void add_choice(E S::*member, const char* key, const char* help, const EnumName<E> (&table)[N]) {
+    fields_.push_back(choice_field(section_member_, section_, member, key, help, table));
   }
 
  private:
@@ -173,14 +225,6 @@ Check<T> in_range(T lo, T hi) {
   };
 }
 
-Check<std::string> one_of(std::vector<std::string> choices) {
-  return [choices = std::move(choices)](const std::string& v, const std::string& path, const std::string& source) {
-    if (std::find(choices.begin(), choices.end(), v) == choices.end())
-      throw ConfigError(source + ": " + path + ": '" + v + "' is not one of " + join(choices, ", ") +
-                        did_you_mean(v, choices));
-  };
-}
-
 Check<std::vector<double>> pair_in(double lo, double hi) {
   return [lo, hi](const std::vector<double>& v, const std::string& path, const std::string& source) {
     if (v.size() != 2 || v[0] < lo || v[1] > hi || v[0] > v[1])
@@ -196,17 +240,6 @@ Check<std::vector<double>> three_numbers(bool positive) {
     if (!ok)
       throw ConfigError(source + ": " + path + ": expected 3 " + (positive ? "positive " : "") +
                         "numbers (one per RGB channel), got " + json(v).dump());
-  };
-}
-
-Check<std::string> byte_size_or_empty() {
-  return [](const std::string& v, const std::string& path, const std::string& source) {
-    if (v.empty()) return;
-    try {
-      if (parse_bytes(v, path) == 0) throw UsageError("zero");
-    } catch (const Error&) {
-      throw ConfigError(source + ": " + path + ": expected a size such as \"2GiB\" or \"512MiB\", got \"" + v + "\"");
-    }
   };
 }
 
@@ -243,8 +276,7 @@ void add_run_fields(std::vector<Field>& f) {
   s.add(&RunConfig::dir, "dir", "run directory (empty: runs/<command>-<time>)");
   s.add(&RunConfig::seed, "seed", "seed for every random choice", at_least<std::int64_t>(0));
   s.add(&RunConfig::threads, "threads", "CPU threads (0: all usable cores)", in_range(0, 4096));
-  s.add(&RunConfig::log_level, "log_level", "trace|debug|info|warn|error",
-        one_of({"trace", "debug", "info", "warn", "error"}));
+  s.add_choice(&RunConfig::log_level, "log_level", "trace|debug|info|warn|error", kLogLevelNames);
 }
 
 void add_data_fields(std::vector<Field>& f) {
@@ -270,7 +302,7 @@ void add_data_fields(std::vector<Field>& f) {
   s.add(&DataConfig::test_fraction, "test_fraction", "test share when the input has no split column",
         in_range(0.0, 0.9));
   s.add(&DataConfig::storage_size, "storage_size", "short side of stored images, pixels", in_range(16, 4096));
-  s.add(&DataConfig::encoding, "encoding", "shard payload: jpeg | raw", one_of({"jpeg", "raw"}));
+  s.add_choice(&DataConfig::encoding, "encoding", "shard payload: jpeg | raw", kPayloadEncodingNames);
   s.add(&DataConfig::jpeg_quality, "jpeg_quality", "JPEG quality of stored images", in_range(1, 100));
   s.add(&DataConfig::records_per_shard, "records_per_shard", "images per shard", in_range(1, 1 << 24));
   s.add(&DataConfig::max_megapixels, "max_megapixels", "originals above this are quarantined",
@@ -297,9 +329,9 @@ void add_augment_fields(std::vector<Field>& f) {
         "CIFAR-style crop: reflect-pad by this many pixels and crop image_size at random, instead of "
         "RandomResizedCrop (0: off)",
         in_range(0, 1024));
-  s.add(&AugmentConfig::auto_augment, "auto_augment",
-        "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
-        one_of({"none", "trivial"}));
+  s.add_choice(&AugmentConfig::auto_augment, "auto_augment",
+               "none | trivial (TrivialAugmentWide: one random op of 14 per image, random magnitude)",
+               kAutoAugmentNames);
   s.add(&AugmentConfig::random_erasing, "random_erasing",
         "probability of erasing a random box to 0 after normalisation (torchvision's RandomErasing; 0: off)",
         in_range(0.0, 1.0));
@@ -346,7 +378,7 @@ void add_model_fields(std::vector<Field>& f) {
 
 void add_optim_fields(std::vector<Field>& f) {
   SectionFields<OptimConfig> s(f, &Config::optim, "optim");
-  s.add(&OptimConfig::name, "name", "adamw | sgd", one_of({"adamw", "sgd"}));
+  s.add_choice(&OptimConfig::name, "name", "adamw | sgd", kOptimizerKindNames);
   s.add(&OptimConfig::lr, "lr", "peak learning rate for the global batch",
         Check<double>([](const double& v, const std::string& path, const std::string& source) {
           if (!(v > 0) || v > 100)
@@ -365,9 +397,9 @@ void add_optim_fields(std::vector<Field>& f) {
 
 void add_schedule_fields(std::vector<Field>& f) {
   SectionFields<ScheduleConfig> s(f, &Config::schedule, "schedule");
-  s.add(&ScheduleConfig::name, "name",
-        "cosine | step | constant | one_cycle (cosine rise over pct_start of the steps, then cosine fall)",
-        one_of({"cosine", "step", "constant", "one_cycle"}));
+  s.add_choice(&ScheduleConfig::name, "name",
+               "cosine | step | constant | one_cycle (cosine rise over pct_start of the steps, then cosine fall)",
+               kScheduleKindNames);
   s.add(&ScheduleConfig::warmup_epochs, "warmup_epochs", "linear warm-up length", in_range(0.0, 1e6));
   s.add(&ScheduleConfig::warmup_start_factor, "warmup_start_factor", "lr factor at step 0 of the warm-up",
         in_range(0.0, 1.0));
@@ -385,16 +417,15 @@ void add_train_fields(std::vector<Field>& f) {
   s.add(&TrainConfig::max_steps, "max_steps", "stop after this many optimizer steps (0: no limit)",
         at_least<std::int64_t>(0));
   s.add(&TrainConfig::accumulation_steps, "accumulation_steps", "micro-batches per optimizer step", in_range(1, 65536));
-  s.add(&TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)", one_of({"fp32", "bf16", "fp16"}));
-  s.add(&TrainConfig::device, "device", "auto | cpu | cuda", one_of({"auto", "cpu", "cuda"}));
+  s.add_choice(&TrainConfig::precision, "precision", "fp32 | bf16 | fp16 (fp16: CUDA only)", kPrecisionNames);
+  s.add_choice(&TrainConfig::device, "device", "auto | cpu | cuda", kDeviceChoiceNames);
   s.add(&TrainConfig::label_smoothing, "label_smoothing", "label smoothing epsilon", in_range(0.0, 0.99));
   s.add(&TrainConfig::ema_decay, "ema_decay",
         "EMA of the weights, updated every step (e.g. 0.999); validation, best checkpoint and test use "
         "it (0: off)",
         in_range(0.0, 0.999999));
-  s.add(&TrainConfig::class_balance, "class_balance",
-        "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)",
-        one_of({"none", "weighted_loss", "sampler"}));
+  s.add_choice(&TrainConfig::class_balance, "class_balance",
+               "none | weighted_loss (weights N/(K*N_c)) | sampler (class-balanced sampling)", kClassBalanceNames);
   s.add(&TrainConfig::freeze_backbone_epochs, "freeze_backbone_epochs", "epochs that train only the head",
         in_range(0.0, 1e6));
   s.add(&TrainConfig::unfreeze_every_epochs, "unfreeze_every_epochs",
@@ -404,9 +435,8 @@ void add_train_fields(std::vector<Field>& f) {
         at_least<std::int64_t>(0));
   s.add(&TrainConfig::eval_batch_size, "eval_batch_size", "evaluation batch (0: loader.batch_size)",
         in_range(0, 1 << 20));
-  s.add(
-      &TrainConfig::early_stopping_metric, "early_stopping_metric", "validation metric that picks the best checkpoint",
-      one_of({"macro_f1", "accuracy", "loss", "weighted_f1", "macro_precision", "macro_recall", "roc_auc", "pr_auc"}));
+  s.add_choice(&TrainConfig::early_stopping_metric, "early_stopping_metric",
+               "validation metric that picks the best checkpoint", kValidationMetricNames);
   s.add(&TrainConfig::patience, "patience", "evaluations without improvement before stopping (0: never)",
         in_range(0, 1000000));
   s.add(&TrainConfig::keep_last, "keep_last", "recent checkpoints kept besides the best", in_range(1, 1000));
@@ -423,8 +453,7 @@ void add_train_fields(std::vector<Field>& f) {
   s.add(&TrainConfig::deterministic, "deterministic", "deterministic kernels (resumed runs reproduce the loss curve)");
   s.add(&TrainConfig::memory_budget, "memory_budget",
         "device memory the job may use, e.g. \"24GiB\": caps LibTorch's allocator (CPU: a budget allocator; "
-        "CUDA: memory fraction); find-batch fits within it (empty: no cap)",
-        byte_size_or_empty());
+        "CUDA: memory fraction); find-batch fits within it (empty: no cap)");
   s.add(&TrainConfig::oom_recovery, "oom_recovery",
         "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step");
   s.add(&TrainConfig::threshold, "threshold",
@@ -434,9 +463,9 @@ void add_train_fields(std::vector<Field>& f) {
 void add_find_batch_fields(std::vector<Field>& f) {
   using FB = FindBatchConfig;
   SectionFields<FB> s(f, &Config::find_batch, "find_batch");
-  s.add(&FB::strategy, "strategy",
-        "fit (memory model + verification) | binsearch (Lightning's) | exact (benchmark truth, slow)",
-        one_of({"fit", "binsearch", "exact"}));
+  s.add_choice(&FB::strategy, "strategy",
+               "fit (memory model + verification) | binsearch (Lightning's) | exact (benchmark truth, slow)",
+               kSearchStrategyNames);
   s.add(&FB::headroom, "headroom", "fraction of the budget always left free", in_range(0.0, 0.5));
   s.add(&FB::probe_steps, "probe_steps", "training steps per probe", in_range(1, 100));
   s.add(&FB::verify_steps, "verify_steps", "steps the answer must run within the budget", in_range(1, 1000));
@@ -446,22 +475,23 @@ void add_find_batch_fields(std::vector<Field>& f) {
         "round the micro-batch down to a multiple of this (0: 8 on CUDA with bf16/fp16, else 1)", in_range(0, 4096));
   s.add(&FB::target_global_batch, "target_global_batch",
         "global batch to reach with accumulation (0: one micro-batch per step)", at_least<std::int64_t>(0));
-  s.add(&FB::lr_scaling, "lr_scaling",
-        "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
-        one_of({"auto", "linear", "sqrt", "none"}));
-  s.add(&FB::objective, "objective",
-        "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
-        "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
-        one_of({"throughput", "memory"}));
+  s.add_choice(
+      &FB::lr_scaling, "lr_scaling",
+      "learning-rate rule for the new global batch: auto (sqrt for adamw, linear for sgd) | linear | sqrt | none",
+      kLrScalingNames);
+  s.add_choice(&FB::objective, "objective",
+               "what the plan's micro-batch is: throughput (from the reference batch, double while images/s "
+               "rises by min_throughput_gain, up to the largest that fits) | memory (the largest that fits)",
+               kBatchObjectiveNames);
   s.add(&FB::min_throughput_gain, "min_throughput_gain",
         "objective throughput: the fraction of images/s a doubling of the batch must add to be taken "
         "(a larger batch costs optimizer steps)",
         in_range(0.0, 10.0));
-  s.add(&FB::train_budget, "train_budget",
-        "what a run at the planned batch keeps from the recipe: time (train.epochs x the measured "
-        "images/s speed-up over the reference batch: about the same wall time, more epochs) | epochs "
-        "(train.epochs as given: faster, fewer optimizer steps)",
-        one_of({"time", "epochs"}));
+  s.add_choice(&FB::train_budget, "train_budget",
+               "what a run at the planned batch keeps from the recipe: time (train.epochs x the measured "
+               "images/s speed-up over the reference batch: about the same wall time, more epochs) | epochs "
+               "(train.epochs as given: faster, fewer optimizer steps)",
+               kTrainBudgetNames);
   s.add(&FB::reference_batch, "reference_batch",
         "global batch optim.lr was tuned for (0: loader.batch_size x train.accumulation_steps)",
         at_least<std::int64_t>(0));
@@ -485,8 +515,8 @@ void add_find_batch_fields(std::vector<Field>& f) {
 
 void add_dist_fields(std::vector<Field>& f) {
   SectionFields<DistConfig> s(f, &Config::dist, "dist");
-  s.add(&DistConfig::backend, "backend", "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl",
-        one_of({"auto", "gloo", "nccl"}));
+  s.add_choice(&DistConfig::backend, "backend", "collective backend: auto (nccl on CUDA, else gloo) | gloo | nccl",
+               kDistBackendNames);
   s.add(&DistConfig::timeout_seconds, "timeout_seconds",
         "rendezvous and collective timeout: a missing or dead rank is an error after this", in_range(1.0, 86400.0));
   s.add(&DistConfig::bucket_mb, "bucket_mb",
@@ -505,9 +535,9 @@ void add_text_fields(std::vector<Field>& f) {
         "sort each window of global batches by length so a step pads little");
   s.add(&TextConfig::bucket_window, "bucket_window",
         "global batches sorted by length together (larger: less padding, less randomness)", in_range(1, 1 << 20));
-  s.add(&TextConfig::pooling, "pooling", "mean (over real tokens) | cls (first token)", one_of({"mean", "cls"}));
-  s.add(&TextConfig::attention, "attention", "auto | fused (LibTorch's scaled-dot-product kernel) | math",
-        one_of({"auto", "fused", "math"}));
+  s.add_choice(&TextConfig::pooling, "pooling", "mean (over real tokens) | cls (first token)", kTextPoolingNames);
+  s.add_choice(&TextConfig::attention, "attention", "auto | fused (LibTorch's scaled-dot-product kernel) | math",
+               kAttentionKernelNames);
   s.add(&TextConfig::vocab_size, "vocab_size", "resolved from text_dataset.json (0: not yet)", at_least(0));
   s.add(&TextConfig::categorical_cardinalities, "categorical_cardinalities",
         "resolved: vocabulary size per categorical metadata field (code 0, missing, comes on top)");

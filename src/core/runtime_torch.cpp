@@ -27,6 +27,9 @@ std::string torch_release_description() { return describe_torch_release(TORCH_VE
 bool cuda_available() { return torch::cuda::is_available(); }
 
 bool wants_cuda(const std::string& device) { return device == "cuda" || (device == "auto" && cuda_available()); }
+bool wants_cuda(DeviceChoice device) {
+  return device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && cuda_available());
+}
 
 void seed_torch(std::uint64_t seed) { torch::manual_seed(seed); }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "shoplens/core/byte_size.h"
 #include "shoplens/core/errors.h"
 
 namespace shoplens {
@@ -98,17 +99,35 @@ std::size_t parse_bytes(std::string_view text, std::string_view what) {
     scale = 1024.0 * 1024;
   else if (unit == "g" || unit == "gib")
     scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
   else if (unit == "kb")
     scale = 1e3;
   else if (unit == "mb")
     scale = 1e6;
   else if (unit == "gb")
     scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
   else
     throw UsageError(std::string(what) + ": unknown unit '" + unit + "' in '" + std::string(text) + "'");
   if (value < 0 || !std::isfinite(value))
     throw UsageError(std::string(what) + ": size must be non-negative, got '" + std::string(text) + "'");
   return static_cast<std::size_t>(value * scale);
+}
+
+ByteSize parse_byte_size(std::string_view text, std::string_view what) {
+  if (trim(text).empty()) return {};
+  return ByteSize{static_cast<std::uint64_t>(parse_bytes(text, what))};
+}
+
+std::string byte_size_text(ByteSize size) {
+  if (!size.is_set()) return "";
+  const std::pair<std::uint64_t, const char*> units[] = {
+      {1ULL << 40, "TiB"}, {1ULL << 30, "GiB"}, {1ULL << 20, "MiB"}, {1ULL << 10, "KiB"}};
+  for (const auto& [scale, unit] : units)
+    if (size.bytes % scale == 0) return std::to_string(size.bytes / scale) + unit;
+  return std::to_string(size.bytes);
 }
 
 std::string format_bytes(double bytes) {

@@ -461,8 +461,6 @@ void validate(const AugmentConfig& c) {
   require(c.pad_crop >= 0 && c.pad_crop < c.image_size,
           "pad_crop: must be in [0, image_size) (reflect padding needs a wider image than the pad), got " +
               std::to_string(c.pad_crop));
-  require(c.auto_augment == "none" || c.auto_augment == "trivial",
-          "auto_augment: expected none or trivial, got '" + c.auto_augment + "'");
   require(c.random_erasing >= 0 && c.random_erasing <= 1, "random_erasing: must be in [0, 1]");
 }
 
@@ -526,7 +524,7 @@ void Augmenter::apply(const cv::Mat& rgb, std::uint64_t sample_seed, float* dst)
   }
 
   random_geometry(rgb, sample_seed, config_, scratch);
-  if (config_.auto_augment == "trivial") {
+  if (config_.auto_augment == AutoAugment::kTrivial) {
     Rng rng(mix_seed(sample_seed, kAutoAugmentStream));
     detail::apply_trivial_op(scratch.crop, detail::draw_trivial_augment(rng), scratch.warped);
   }
@@ -572,7 +570,7 @@ bool Augmenter::mix_batch(float* images, int batch, const std::int64_t* labels, 
 std::string describe_augmentation(const AugmentConfig& config, std::uint64_t sample_seed) {
   const AugmentConfig c = config.worst_case ? worst_case_augment(config) : config;
   std::vector<std::string> parts;
-  if (c.auto_augment == "trivial") {
+  if (c.auto_augment == AutoAugment::kTrivial) {
     Rng rng(mix_seed(sample_seed, kAutoAugmentStream));
     const detail::TrivialChoice choice = detail::draw_trivial_augment(rng);
     // Ops without a magnitude (Identity, AutoContrast, Equalize) and bin 0 print the name alone.

@@ -506,7 +506,7 @@ PrepareOptions prepare_options_from_config(const Config& config) {
   o.manifest.test_fraction = config.data.test_fraction;
   o.manifest.seed = static_cast<std::uint64_t>(config.run.seed);
   o.storage_size = config.data.storage_size;
-  o.encoding = config.data.encoding == "raw" ? PayloadEncoding::kRaw : PayloadEncoding::kJpeg;
+  o.encoding = config.data.encoding;
   o.jpeg_quality = config.data.jpeg_quality;
   o.records_per_shard = config.data.records_per_shard;
   o.max_megapixels = config.data.max_megapixels;

@@ -128,7 +128,7 @@ nlohmann::json find_the_batch_in_a_child(const Config& config, const fs::path& p
 
 // Runs the job with find-batch's plan (its JSON, from either process, agreed across ranks) and says so.
 void apply_found_batch(Config& config, const nlohmann::json& found) {
-  apply_config_patch(config, found.at("config_patch"));
+  apply_planned_settings(config, planned_settings_from_json(found.at("config_patch"), "find-batch's plan"));
   spdlog::info(
       "train: loader.batch_size auto: micro-batch {} x {} accumulation (largest that fits: {}), lr {:.4g} "
       "({} probes{}{})",
@@ -143,7 +143,7 @@ void apply_found_batch(Config& config, const nlohmann::json& found) {
 nlohmann::json find_the_batch(const Config& config, const TrainData& data, const DistEnv& env,
                               const fs::path& program) {
   const bool in_a_child = !program.empty() && !env.distributed() && !wants_cuda(config.train.device) &&
-                          !config.train.memory_budget.empty() && config.find_batch.process_check;
+                          config.train.memory_budget.is_set() && config.find_batch.process_check;
   nlohmann::json found = in_a_child ? find_the_batch_in_a_child(config, program)
                                     : find_batch(config, static_cast<int>(data.class_names.size()),
                                                  /*use_cache=*/true, plan_input_rate(config, data, env))
@@ -168,8 +168,9 @@ std::string job_fingerprint(const TrainJob& job) {
 std::shared_ptr<ProcessGroup> join_group(const TrainJob& job, std::string& segment) {
   const Config& config = job.config;
   GroupOptions group_options;
-  group_options.backend =
-      config.dist.backend == "auto" ? (wants_cuda(config.train.device) ? "nccl" : "gloo") : config.dist.backend;
+  group_options.backend = config.dist.backend == DistBackend::kAuto
+                              ? (wants_cuda(config.train.device) ? "nccl" : "gloo")
+                              : name_in(kDistBackendNames, config.dist.backend);
   group_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(config.dist.timeout_seconds * 1000));
   group_options.fingerprint = job_fingerprint(job);
   auto group = join_process_group(job.env, group_options);
@@ -224,7 +225,7 @@ std::string every_checkpoint_damaged(const fs::path& dir, const std::vector<std:
 }  // namespace
 
 double plan_input_rate(const Config& config, const TrainData& data, const DistEnv& env) {
-  if (config.find_batch.objective != "throughput" || env.distributed()) return 0;
+  if (config.find_batch.objective != BatchObjective::kThroughput || env.distributed()) return 0;
   const InputRate rate = measure_input_rate(data, config, kInputRateSeconds);
   if (rate.samples_per_second <= 0) {
     spdlog::info("train: the training split is too short to time its loader; find-batch plans on the step's rates");
@@ -297,9 +298,9 @@ TrainJobResult run_train_job(TrainJob job) {
   if (job.checkpoint) keep_global_batch(config, *job.checkpoint, job.env.world_size);
   // The budget stands in for the fleet's card: the allocator refuses beyond it for the whole run.
   std::unique_ptr<MemoryProbe> budget_guard;
-  if (!config.train.memory_budget.empty()) {
+  if (config.train.memory_budget.is_set()) {
     budget_guard = make_memory_probe(wants_cuda(config.train.device));
-    budget_guard->set_budget(static_cast<std::int64_t>(parse_bytes(config.train.memory_budget, "train.memory_budget")));
+    budget_guard->set_budget(config.train.memory_budget.as_int64());
   }
   const int num_classes = static_cast<int>(data.class_names.size());
   std::optional<nlohmann::json> found_batch;

@@ -10,19 +10,10 @@
 
 namespace shoplens {
 
-namespace {
-
-constexpr EnumName<Precision> kPrecisionNames[] = {
-    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
-
-}  // namespace
-
 Precision parse_precision(const std::string& name) {
   if (const auto precision = value_in(kPrecisionNames, name)) return *precision;
   throw ConfigError("precision '" + name + "' is not one of fp32, bf16, fp16");
 }
-
-const char* precision_name(Precision precision) { return name_in(kPrecisionNames, precision, "fp32"); }
 
 // ---- autocast (the 1.13 / 2.x split is in torch_compat.h) ----
 namespace {

@@ -37,24 +37,22 @@ OptimizerSetup::OptimizerSetup(Classifier& model, const OptimConfig& config) {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     if (params[g].empty()) continue;
     std::unique_ptr<torch::optim::OptimizerOptions> options;
-    if (config.name == "adamw") {
+    if (config.name == OptimizerKind::kAdamW) {
       auto o = std::make_unique<torch::optim::AdamWOptions>(groups_[g].base_lr);
       o->betas({config.betas.at(0), config.betas.at(1)}).eps(config.eps).weight_decay(groups_[g].weight_decay);
       options = std::move(o);
-    } else if (config.name == "sgd") {
+    } else {
       auto o = std::make_unique<torch::optim::SGDOptions>(groups_[g].base_lr);
       o->momentum(config.momentum).nesterov(config.nesterov).weight_decay(groups_[g].weight_decay);
       if (config.nesterov && config.momentum <= 0) throw ConfigError("optim.nesterov=true needs optim.momentum > 0");
       options = std::move(o);
-    } else {
-      throw ConfigError("optim.name '" + config.name + "' is not adamw or sgd");
     }
     torch_groups.emplace_back(params[g], std::move(options));
     kept.push_back(groups_[g]);
   }
   groups_ = std::move(kept);
   if (torch_groups.empty()) throw ConfigError("model '" + model.spec().name + "' has no parameters to train");
-  if (config.name == "adamw")
+  if (config.name == OptimizerKind::kAdamW)
     optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(torch_groups), torch::optim::AdamWOptions(config.lr));
   else
     optimizer_ = std::make_unique<torch::optim::SGD>(std::move(torch_groups), torch::optim::SGDOptions(config.lr));

@@ -27,20 +27,20 @@ LrSchedule::LrSchedule(const ScheduleConfig& config, std::int64_t steps_per_epoc
       steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
       total_steps_(std::max<std::int64_t>(1, total_steps)) {
   // one_cycle's rise is its warm-up: pct_start of the whole run instead of warmup_epochs.
-  const double rise =
-      config.name == "one_cycle" ? config.pct_start * total_steps_ : config.warmup_epochs * steps_per_epoch_;
+  const double rise = config.name == ScheduleKind::kOneCycle ? config.pct_start * total_steps_
+                                                             : config.warmup_epochs * steps_per_epoch_;
   warmup_steps_ = std::min<std::int64_t>(std::llround(rise), total_steps_);
 }
 
 double LrSchedule::factor(std::int64_t step) const {
   step = std::max<std::int64_t>(0, step);
-  if (config_.name == "one_cycle") return one_cycle_factor(config_, warmup_steps_, total_steps_, step);
+  if (config_.name == ScheduleKind::kOneCycle) return one_cycle_factor(config_, warmup_steps_, total_steps_, step);
   if (step < warmup_steps_) {
     const double t = static_cast<double>(step) / warmup_steps_;
     return config_.warmup_start_factor + (1.0 - config_.warmup_start_factor) * t;
   }
-  if (config_.name == "constant") return 1.0;
-  if (config_.name == "step") {
+  if (config_.name == ScheduleKind::kConstant) return 1.0;
+  if (config_.name == ScheduleKind::kStep) {
     const double every = config_.step_epochs * steps_per_epoch_;
     return std::pow(config_.gamma, std::floor((step - warmup_steps_) / every));
   }

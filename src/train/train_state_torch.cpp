@@ -183,9 +183,9 @@ void restore_state(const Checkpoint& ckpt, const Config& config, Classifier& mod
   } catch (const json::exception& e) {
     throw DataError(where + ": missing or malformed state field: " + e.what());
   }
-  if (s.best_metric != config.train.early_stopping_metric) {
+  if (s.best_metric != metric_name(config.train.early_stopping_metric)) {
     // A different selection metric makes the stored best incomparable: start that record afresh.
-    s.best_metric = config.train.early_stopping_metric;
+    s.best_metric = metric_name(config.train.early_stopping_metric);
     s.best_value = std::numeric_limits<double>::quiet_NaN();
     s.best_step.reset();
     s.evals_without_improvement = 0;

@@ -152,7 +152,7 @@ struct Trainer::Impl {
     stages = model->stage_prefixes();
     store = std::make_unique<CheckpointStore>(run_dir / "checkpoints", config.train.keep_last);
     if (is_main()) log = std::make_unique<MetricLog>(run_dir, config.train.tensorboard);
-    state.best_metric = config.train.early_stopping_metric;
+    state.best_metric = metric_name(config.train.early_stopping_metric);
     measure_program();
   }
 
@@ -162,7 +162,7 @@ struct Trainer::Impl {
     if (static_cast<int>(data.class_names.size()) != model->num_classes())
       throw ConfigError("the model has " + std::to_string(model->num_classes()) + " classes, the data " +
                         std::to_string(data.class_names.size()));
-    precision = parse_precision(config.train.precision);
+    precision = config.train.precision;
     cuda = wants_cuda(config.train.device);
     if (cuda && !cuda_available())
       throw ConfigError("train.device=cuda but this LibTorch has no usable CUDA device (" + torch_version() + ")");
@@ -175,7 +175,7 @@ struct Trainer::Impl {
   // The training loader, and the steps and schedule its epochs make.
   void setup_train_loader() {
     auto loader_options = loader_options_from_config(config, /*train=*/true);
-    if (config.train.class_balance == "sampler") {
+    if (config.train.class_balance == ClassBalance::kSampler) {
       auto source = data.train;
       const auto seed = static_cast<std::uint64_t>(config.run.seed);
       loader_options.epoch_order = [source, seed](std::int64_t epoch) {
@@ -205,7 +205,7 @@ struct Trainer::Impl {
   void setup_step() {
     optim = std::make_unique<OptimizerSetup>(*model, config.optim);
     TrainStepOptions step_options = step_options_from_config(config, precision, cuda);
-    if (config.train.class_balance == "weighted_loss") {
+    if (config.train.class_balance == ClassBalance::kWeightedLoss) {
       auto weights = inverse_frequency_weights(class_counts(*data.train));
       step_options.class_weights = torch::tensor(weights, torch::kFloat);
     }
@@ -638,7 +638,7 @@ struct Trainer::Impl {
   void warn_if_epochs_leave_much_unread() const {
     const auto samples = static_cast<std::int64_t>(train_loader->dataset_size());
     const std::int64_t tail = samples % global_batch;
-    if (!is_main() || config.train.class_balance == "sampler" || tail * 10 < samples) return;
+    if (!is_main() || config.train.class_balance == ClassBalance::kSampler || tail * 10 < samples) return;
     spdlog::warn(
         "train: each epoch reads {} of the {} training samples: the other {} ({:.0f}%) are the tail of its order "
         "short of a whole global batch of {} (steps read whole global batches); a smaller global batch, or one "
@@ -655,7 +655,7 @@ struct Trainer::Impl {
       train_loader->start_epoch(state.epoch, skip);
       if (ledger && is_main())
         ledger->epoch(state.epoch, steps_per_epoch, global_batch, train_loader->unread_sample_ids(),
-                      config.train.class_balance == "sampler");
+                      config.train.class_balance == ClassBalance::kSampler);
       while (!stop) {
         apply_freeze_plan();
         // Waiting for the loader is training time: a loader-bound run must not report the step's
@@ -921,8 +921,8 @@ struct Trainer::Impl {
   // On CPU the budget caps LibTorch's tensors; oneDNN's cached primitives, decoder and allocator
   // buffers come on top. Say so when the job's resident peak went past the budget.
   void warn_if_the_job_outgrew_its_budget(const json& summary) const {
-    if (cuda || config.train.memory_budget.empty() || !summary["job_peak_bytes"].is_number()) return;
-    const double budget = static_cast<double>(parse_bytes(config.train.memory_budget, "train.memory_budget"));
+    if (cuda || !config.train.memory_budget.is_set() || !summary["job_peak_bytes"].is_number()) return;
+    const double budget = static_cast<double>(config.train.memory_budget.bytes);
     const double peak = summary["job_peak_bytes"].get<double>();
     if (peak <= budget) return;
     spdlog::warn(

@@ -61,8 +61,8 @@ TEST(GpuJobProbe, ProbesTheCudaStepWithBf16) {
   Config c;
   c.model.name = "resnet18";
   c.augment.image_size = 64;
-  c.train.device = "cuda";
-  c.train.precision = "bf16";
+  c.train.device = DeviceChoice::kCuda;
+  c.train.precision = Precision::kBf16;
   auto memory = make_cuda_memory_probe(0);
   JobProbe job(c, 12, *memory);
   EXPECT_EQ(job.loader_batches_held(), 0);  // host buffers do not count on the device

@@ -49,7 +49,7 @@ TEST(AugmentPreview, FlipIsNamedExactlyWhenTheImageWasFlipped) {
 
 TEST(AugmentPreview, TrivialAugmentNamesTheOpAndIdentityChangesNothing) {
   AugmentConfig c = testing::plain_augment(32, /*whole_image=*/true);
-  c.auto_augment = "trivial";
+  c.auto_augment = AutoAugment::kTrivial;
   const cv::Mat img = halves(32);
   const std::vector<float> untouched = applied(testing::plain_augment(32, /*whole_image=*/true), img, 7);
   std::set<std::string> ops;

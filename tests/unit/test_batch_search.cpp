@@ -8,7 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "shoplens/batch/batch_search.h"
+#include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 
 namespace shoplens {
@@ -52,7 +55,7 @@ struct FakeDevice {
   }
 };
 
-SearchOptions options_for(double budget, const std::string& strategy = "fit") {
+SearchOptions options_for(double budget, SearchStrategy strategy = SearchStrategy::kFit) {
   SearchOptions o;
   o.strategy = strategy;
   o.budget_bytes = static_cast<std::int64_t>(budget);
@@ -333,8 +336,8 @@ TEST(BatchSearchBinsearch, ReproducesLightningAndNeedsMoreProbesThanFit) {
   lightning.memory = [](int b) { return 300 * kMiB + 3.1 * kMiB * b; };
   lightning.budget = 2048 * kMiB;
   FakeDevice ours = lightning;
-  const auto bin = search_batch(std::ref(lightning), options_for(lightning.budget, "binsearch"));
-  const auto fit = search_batch(std::ref(ours), options_for(ours.budget, "fit"));
+  const auto bin = search_batch(std::ref(lightning), options_for(lightning.budget, SearchStrategy::kBinsearch));
+  const auto fit = search_batch(std::ref(ours), options_for(ours.budget, SearchStrategy::kFit));
   const int truth = lightning.true_max(lightning.budget);  // 563
   // Doubling 2..512 runs, 1024 fails, bisection to 563 | 564, then the 5% margin.
   EXPECT_EQ(bin.probes.front().batch, 2);
@@ -348,17 +351,15 @@ TEST(BatchSearchExact, FindsTheTrueMaximumUnderTheBudget) {
   FakeDevice device;
   device.memory = [](int b) { return 50 * kMiB + 0.7 * kMiB * b + (b % 7 == 0 ? 0.5 * kMiB : 0.0); };
   device.budget = 512 * kMiB;
-  const auto result = search_batch(std::ref(device), options_for(device.budget, "exact"));
+  const auto result = search_batch(std::ref(device), options_for(device.budget, SearchStrategy::kExact));
   EXPECT_EQ(result.batch, device.true_max(device.budget));
   EXPECT_EQ(result.headroom_bytes, 0);
 }
 
+// The strategy is typed where the config enters: a misspelt one never reaches the search.
 TEST(BatchSearch, RejectsAnUnknownStrategyWithTheNearestName) {
-  FakeDevice device;
-  device.memory = [](int b) { return 1.0 * b; };
-  device.budget = 1000;
   try {
-    search_batch(std::ref(device), options_for(device.budget, "binsearh"));
+    config_from_json(nlohmann::json::parse(R"({"find_batch": {"strategy": "binsearh"}})"), "job.json");
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("binsearch"), std::string::npos);

@@ -54,7 +54,7 @@ BenchEnvironment env() {
 
 // bench, bench-train and train measure the same job by default: one optimizer default, train's.
 TEST(BenchDefaults, EveryBenchmarkUsesTrainsDefaultOptimizer) {
-  const std::string train_default = Config{}.optim.name;
+  const std::string train_default = name_in(kOptimizerKindNames, Config{}.optim.name);
   EXPECT_EQ(BenchScenario{}.optimizer, train_default);
   EXPECT_EQ(TrainBenchOptions{}.optimizer, train_default);
   EXPECT_FALSE(train_default.empty());

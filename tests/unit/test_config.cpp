@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/core/byte_size.h"
 #include "shoplens/core/config.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/json_limits.h"
@@ -70,6 +71,55 @@ TEST(Config, RangeAndChoiceChecks) {
   EXPECT_NE(config_error(json{{"augment", {{"crop_scale", {0.9, 0.1}}}}}).find("crop_scale"), std::string::npos);
   EXPECT_NE(config_error(json{{"data", {{"val_fraction", 0.6}, {"test_fraction", 0.5}}}}).find("must be < 1"),
             std::string::npos);
+}
+
+// Enum-like values and sizes are typed at load: the layers receive enums and bytes, and the JSON
+// written back (run directory, checkpoints) spells them as a file would.
+TEST(Config, ChoicesAndSizesAreTypedAtLoad) {
+  const Config c = config_from_json(
+      json{{"train",
+            {{"precision", "bf16"}, {"device", "cpu"}, {"memory_budget", "512MiB"}, {"class_balance", "sampler"}}},
+           {"find_batch", {{"strategy", "binsearch"}, {"lr_scaling", "linear"}}},
+           {"optim", {{"name", "sgd"}}},
+           {"text", {{"attention", "math"}}},
+           {"run", {{"log_level", "warn"}}}},
+      "test.json");
+  EXPECT_EQ(c.train.precision, Precision::kBf16);
+  EXPECT_EQ(c.train.device, DeviceChoice::kCpu);
+  EXPECT_EQ(c.train.memory_budget.bytes, 512u << 20);
+  EXPECT_EQ(c.train.class_balance, ClassBalance::kSampler);
+  EXPECT_EQ(c.find_batch.strategy, SearchStrategy::kBinsearch);
+  EXPECT_EQ(c.find_batch.lr_scaling, LrScaling::kLinear);
+  EXPECT_EQ(c.optim.name, OptimizerKind::kSgd);
+  EXPECT_EQ(c.text.attention, AttentionKernel::kMath);
+  EXPECT_EQ(c.run.log_level, LogLevel::kWarn);
+  const json back = config_to_json(c);
+  EXPECT_EQ(back["train"]["precision"], "bf16");
+  EXPECT_EQ(back["train"]["memory_budget"], "512MiB");
+  EXPECT_EQ(back["find_batch"]["strategy"], "binsearch");
+  EXPECT_EQ(config_to_json(config_from_json(back, "back")), back);
+  EXPECT_EQ(config_to_json(Config{})["train"]["memory_budget"], "");  // unset: no cap, as before
+
+  std::string msg = config_error(json{{"train", {{"memory_budget", "lots"}}}});
+  EXPECT_NE(msg.find("train.memory_budget: expected a size"), std::string::npos) << msg;
+  EXPECT_NE(config_error(json{{"train", {{"memory_budget", "0GiB"}}}}).find("train.memory_budget"), std::string::npos);
+  msg = config_error(json{{"train", {{"precision", "bf61"}}}});
+  EXPECT_NE(msg.find("test.json: train.precision: 'bf61' is not one of fp32, bf16, fp16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'bf16'"), std::string::npos) << msg;
+  msg = config_error(json{{"train", {{"precision", 16}}}});
+  EXPECT_NE(msg.find("train.precision: expected string"), std::string::npos) << msg;
+}
+
+TEST(Config, ByteSizesReadBackExactly) {
+  EXPECT_EQ(byte_size_text(parse_byte_size("24GiB", "x")), "24GiB");
+  EXPECT_EQ(byte_size_text(parse_byte_size("1.5GiB", "x")), "1536MiB");
+  EXPECT_EQ(byte_size_text(parse_byte_size("2TiB", "x")), "2TiB");
+  EXPECT_EQ(byte_size_text(parse_byte_size("1000", "x")), "1000");
+  EXPECT_EQ(byte_size_text(parse_byte_size("", "x")), "");
+  for (const char* text : {"3GB", "1536MiB", "7", "100KiB"}) {
+    const ByteSize size = parse_byte_size(text, "x");
+    EXPECT_EQ(parse_byte_size(byte_size_text(size), "x"), size) << text;
+  }
 }
 
 TEST(Config, OverridesParseByFieldType) {

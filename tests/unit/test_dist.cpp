@@ -244,7 +244,7 @@ TEST(BatchAgreement, RanksWithDifferentAnswersTrainTheSmallestPlan) {
   auto found_for = [&](int largest) {
     const BatchPlan plan = plan_batch(largest, /*target_global=*/0, /*world_size=*/2, config);
     return nlohmann::json{{"micro_batch", largest},
-                          {"config_patch", config_patch(plan, largest)},
+                          {"config_patch", config_patch_json(planned_settings(plan, largest))},
                           {"notes", nlohmann::json::array()},
                           {"probes", nlohmann::json::array()}};
   };

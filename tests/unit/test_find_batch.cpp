@@ -133,7 +133,7 @@ Config tiny_job() {
   c.loader.workers = 1;
   c.loader.prefetch_batches = 2;
   c.run.threads = 1;
-  c.train.device = "cpu";
+  c.train.device = DeviceChoice::kCpu;
   return c;
 }
 
@@ -256,7 +256,7 @@ TEST(FindBatchText, TheProbeBatchIsAtMaxLengthWithEveryTokenReal) {
 TEST(FindBatchText, FindsAVerifiedBatchUnderACpuBudgetAndReportsItsTokenBudget) {
   set_compute_threads(1);
   Config c = tiny_text_job(64);
-  c.train.memory_budget = "40MiB";
+  c.train.memory_budget = parse_byte_size("40MiB", "test");
   const FindBatchResult r = find_batch(c, 2, /*use_cache=*/false);
   EXPECT_GT(r.micro_batch, 1);
   EXPECT_EQ(r.sequence_length, 64);
@@ -272,7 +272,7 @@ TEST(FindBatchText, FindsAVerifiedBatchUnderACpuBudgetAndReportsItsTokenBudget) 
 
   // Twice the length leaves fewer rows in the same budget.
   Config longer = tiny_text_job(128);
-  longer.train.memory_budget = "40MiB";
+  longer.train.memory_budget = parse_byte_size("40MiB", "test");
   const FindBatchResult l = find_batch(longer, 2, /*use_cache=*/false);
   EXPECT_LT(l.micro_batch, r.micro_batch);
   EXPECT_EQ(l.sequence_length, 128);
@@ -294,7 +294,7 @@ TEST(FindBatchCache, TextShapeIsPartOfTheFingerprint) {
 
 TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {
   Config c;
-  c.find_batch.lr_scaling = "linear";
+  c.find_batch.lr_scaling = LrScaling::kLinear;
   c.loader.batch_size = 32;
   c.optim.lr = 0.001;
   auto plan = plan_batch(300, 512, 1, c);
@@ -318,10 +318,10 @@ TEST(PlanBatch, ReachesTheTargetGlobalBatchWithTheLargestMicroBatch) {
   EXPECT_LE(plan.micro_batch, 100);
   EXPECT_FALSE(plan.notes.empty());
 
-  c.find_batch.lr_scaling = "sqrt";
+  c.find_batch.lr_scaling = LrScaling::kSqrt;
   plan = plan_batch(128, 128, 1, c);
   EXPECT_NEAR(plan.lr, 0.002, 1e-12);  // sqrt(128 / 32) = 2
-  c.find_batch.lr_scaling = "none";
+  c.find_batch.lr_scaling = LrScaling::kNone;
   c.find_batch.reference_batch = 64;
   plan = plan_batch(128, 128, 1, c);
   EXPECT_NEAR(plan.lr, 0.001, 1e-12);
@@ -332,12 +332,12 @@ TEST(PlanBatch, AutoScalingIsSqrtForAdaptiveOptimizersAndLinearForSgd) {
   Config c;
   c.loader.batch_size = 32;
   c.optim.lr = 0.001;
-  ASSERT_EQ(c.find_batch.lr_scaling, "auto");  // the default
-  c.optim.name = "adamw";
+  ASSERT_EQ(c.find_batch.lr_scaling, LrScaling::kAuto);  // the default
+  c.optim.name = OptimizerKind::kAdamW;
   auto plan = plan_batch(128, 0, 1, c);
   EXPECT_EQ(plan.lr_scaling, "sqrt");
   EXPECT_NEAR(plan.lr, 0.002, 1e-12);
-  c.optim.name = "sgd";
+  c.optim.name = OptimizerKind::kSgd;
   plan = plan_batch(128, 0, 1, c);
   EXPECT_EQ(plan.lr_scaling, "linear");
   EXPECT_NEAR(plan.lr, 0.004, 1e-12);
@@ -349,26 +349,26 @@ TEST(PlanBatch, ATimeBudgetTurnsTheMeasuredSpeedupIntoEpochs) {
   Config c;
   c.loader.batch_size = 32;
   c.train.epochs = 5;
-  ASSERT_EQ(c.find_batch.train_budget, "time");  // the default
+  ASSERT_EQ(c.find_batch.train_budget, TrainBudget::kTime);  // the default
   auto plan = plan_batch(64, 0, 1, c);
   budget_epochs_by_time(plan, 2.0, c);
   EXPECT_EQ(plan.epochs, 10);
   EXPECT_FALSE(plan.notes.empty());
-  EXPECT_EQ(config_patch(plan, 64)["train"]["epochs"], 10);
+  EXPECT_EQ(config_patch_json(planned_settings(plan, 64))["train"]["epochs"], 10);
   Config applied = c;
-  apply_config_patch(applied, config_patch(plan, 64));
+  apply_planned_settings(applied, planned_settings(plan, 64));
   EXPECT_EQ(applied.train.epochs, 10);
   EXPECT_EQ(applied.loader.batch_size, 64);
 
   auto barely = plan_batch(64, 0, 1, c);
   budget_epochs_by_time(barely, 1.05, c);  // 5.25 epochs round to 5: nothing to change
   EXPECT_EQ(barely.epochs, 0);
-  EXPECT_FALSE(config_patch(barely, 64)["train"].contains("epochs"));
+  EXPECT_FALSE(config_patch_json(planned_settings(barely, 64))["train"].contains("epochs"));
   Config same = c;
-  apply_config_patch(same, config_patch(barely, 64));
+  apply_planned_settings(same, planned_settings(barely, 64));
   EXPECT_EQ(same.train.epochs, 5);
 
-  c.find_batch.train_budget = "epochs";
+  c.find_batch.train_budget = TrainBudget::kEpochs;
   auto kept = plan_batch(64, 0, 1, c);
   budget_epochs_by_time(kept, 2.0, c);
   EXPECT_EQ(kept.epochs, 0);
@@ -378,19 +378,29 @@ TEST(PlanBatch, ATimeBudgetTurnsTheMeasuredSpeedupIntoEpochs) {
 TEST(PlanBatch, ThePatchAppliesToAConfig) {
   Config c;
   const auto plan = plan_batch(48, 96, 1, c);
-  const auto patch = config_patch(plan, 48);
+  const auto patch = config_patch_json(planned_settings(plan, 48));
   EXPECT_EQ(patch["loader"]["batch_size"], 48);
   EXPECT_EQ(patch["train"]["accumulation_steps"], 2);
   EXPECT_EQ(patch["train"]["eval_batch_size"], 48);
   Config patched = c;
   patched.loader.auto_batch = true;
-  apply_config_patch(patched, patch);
+  apply_planned_settings(patched, planned_settings_from_json(patch, "test"));
   EXPECT_EQ(patched.loader.batch_size, 48);
   EXPECT_FALSE(patched.loader.auto_batch);
   EXPECT_EQ(patched.train.accumulation_steps, 2);
   EXPECT_EQ(patched.train.eval_batch_size, 48);
   EXPECT_DOUBLE_EQ(patched.optim.lr, plan.lr);
   EXPECT_DOUBLE_EQ(patched.schedule.warmup_epochs, plan.warmup_epochs);
+  // A plan read back from another process is checked field by field, naming the key.
+  nlohmann::json bad = patch;
+  bad["loader"]["batch_size"] = 0;
+  try {
+    planned_settings_from_json(bad, "child.json");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("loader.batch_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("child.json"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FindBatchCache, FingerprintFollowsWhatDecidesTheAnswer) {
@@ -400,7 +410,7 @@ TEST(FindBatchCache, FingerprintFollowsWhatDecidesTheAnswer) {
   EXPECT_NE(base, find_batch_fingerprint(c, 12, "cpu", 1 << 30, 1 << 28));     // budget
   EXPECT_NE(base, find_batch_fingerprint(c, 12, "cuda:0", 1 << 30, 1 << 29));  // device
   Config other = c;
-  other.train.precision = "bf16";
+  other.train.precision = Precision::kBf16;
   EXPECT_NE(base, find_batch_fingerprint(other, 12, "cpu", 1 << 30, 1 << 29));
   other = c;
   other.augment.mixup_alpha = 0.2;  // soft targets
@@ -443,7 +453,8 @@ TEST(ConfigAutoBatch, BatchSizeTakesANumberOrAuto) {
     EXPECT_NE(std::string(e.what()).find("integer or \"auto\""), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_config(std::nullopt, {"train.memory_budget=lots"}), ConfigError);
-  EXPECT_EQ(load_config(std::nullopt, {"train.memory_budget=2GiB"}).train.memory_budget, "2GiB");
+  EXPECT_EQ(load_config(std::nullopt, {"train.memory_budget=2GiB"}).train.memory_budget,
+            parse_byte_size("2GiB", "test"));
 }
 
 }  // namespace

@@ -156,15 +156,15 @@ TEST(Loader, RejectsEmptySourceAndTooFewSamples) {
 // pageable and pooled. Whether the device is named or found, the options follow the job's device.
 TEST(LoaderOptions, PinBatchesOnlyForACudaJob) {
   Config config;
-  config.train.device = "cpu";
+  config.train.device = DeviceChoice::kCpu;
   EXPECT_FALSE(loader_options_from_config(config, true).pin_memory);
-  config.train.device = "cuda";
+  config.train.device = DeviceChoice::kCuda;
   EXPECT_TRUE(loader_options_from_config(config, true).pin_memory);
   EXPECT_TRUE(loader_options_from_config(config, false).pin_memory);
   config.loader.pin_memory = false;
   EXPECT_FALSE(loader_options_from_config(config, true).pin_memory);
   config.loader.pin_memory = true;
-  config.train.device = "auto";
+  config.train.device = DeviceChoice::kAuto;
   EXPECT_EQ(loader_options_from_config(config, true).pin_memory, cuda_available());
 }
 

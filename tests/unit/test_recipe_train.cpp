@@ -20,7 +20,7 @@ namespace {
 
 TEST(RecipeSchedule, OneCycleRisesOverPctStartThenFallsToTheFloor) {
   ScheduleConfig c;
-  c.name = "one_cycle";
+  c.name = ScheduleKind::kOneCycle;
   c.pct_start = 0.3;
   c.warmup_epochs = 5;  // ignored: the rise is pct_start of the run
   c.warmup_start_factor = 0.04;

@@ -34,7 +34,7 @@ using testing::TinyLinear;
 
 TEST(Schedule, WarmupThenCosineToFloor) {
   ScheduleConfig c;
-  c.name = "cosine";
+  c.name = ScheduleKind::kCosine;
   c.warmup_epochs = 1;
   c.warmup_start_factor = 0.1;
   c.min_lr_ratio = 0.2;
@@ -50,7 +50,7 @@ TEST(Schedule, WarmupThenCosineToFloor) {
 
 TEST(Schedule, StepDecayAndConstant) {
   ScheduleConfig c;
-  c.name = "step";
+  c.name = ScheduleKind::kStep;
   c.warmup_epochs = 0;
   c.step_epochs = 2;
   c.gamma = 0.5;
@@ -59,7 +59,7 @@ TEST(Schedule, StepDecayAndConstant) {
   EXPECT_DOUBLE_EQ(s.factor(19), 1.0);
   EXPECT_DOUBLE_EQ(s.factor(20), 0.5);
   EXPECT_DOUBLE_EQ(s.factor(45), 0.25);
-  c.name = "constant";
+  c.name = ScheduleKind::kConstant;
   LrSchedule k(c, 10, 100);
   EXPECT_DOUBLE_EQ(k.factor(77), 1.0);
 }
@@ -151,7 +151,7 @@ TEST(TrainStep, AccumulationMatchesOneBigBatch) {
     torch::manual_seed(5);
     TinyLinear model(3, 4);
     OptimConfig oc;
-    oc.name = "sgd";
+    oc.name = OptimizerKind::kSgd;
     oc.lr = 0.5;
     oc.momentum = 0.9;
     oc.weight_decay = 0.01;
@@ -490,7 +490,7 @@ TEST(Trainer, DivergenceStopsWithADiagnostic) {
   testing::ScratchDir dir("diverge");
   Config config = tiny_config(dir.path());
   config.optim.lr = 1e30;  // beyond the validated range on purpose: built directly, not from JSON
-  config.optim.name = "sgd";
+  config.optim.name = OptimizerKind::kSgd;
   config.optim.momentum = 0;
   config.schedule.warmup_epochs = 0;
   config.train.max_bad_steps = 2;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "shoplens/batch/find_batch_options.h"
+
 namespace shoplens {
 
 struct ProbeResult {
@@ -40,7 +42,7 @@ struct ProbeResult {
 using ProbeFn = std::function<ProbeResult(int batch)>;
 
 struct SearchOptions {
-  std::string strategy = "fit";     // fit | binsearch | exact
+  SearchStrategy strategy = SearchStrategy::kFit;
   std::int64_t budget_bytes = 0;    // > 0
   double headroom_fraction = 0.02;  // kept free at least (fit); measured noise can raise it
   int first_batch = 2;

@@ -43,17 +43,32 @@ struct BatchPlan {
 // train.accumulation_steps.
 std::int64_t reference_global_batch(const Config& config);
 BatchPlan plan_batch(int max_micro, std::int64_t target_global, int world_size, const Config& config);
-// {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...};
-// text models also get loader.token_budget (`token_budget` > 0).
-nlohmann::json config_patch(const BatchPlan& plan, int eval_batch, std::int64_t token_budget = 0);
+
+// The settings a plan gives the job: what `train` applies for loader.batch_size auto. find-batch's
+// JSON shows them as `config_patch`, in the config's own keys, so a user can paste them.
+struct PlannedSettings {
+  int micro_batch = 0;            // loader.batch_size
+  int accumulation_steps = 1;     // train.accumulation_steps
+  int eval_batch = 0;             // train.eval_batch_size
+  double lr = 0;                  // optim.lr
+  double warmup_epochs = 0;       // schedule.warmup_epochs
+  int epochs = 0;                 // train.epochs (0: unchanged)
+  std::int64_t token_budget = 0;  // text models: loader.token_budget (0: unchanged)
+};
+// `token_budget` > 0 for text models.
+PlannedSettings planned_settings(const BatchPlan& plan, int eval_batch, std::int64_t token_budget = 0);
+// {"loader": {"batch_size"}, "train": {"accumulation_steps", "eval_batch_size"}, "optim": {"lr"}, ...}.
+nlohmann::json config_patch_json(const PlannedSettings& settings);
+// The settings back from a `config_patch` another process wrote (a child find-batch, another
+// rank), each field checked; DataError naming `where` and the key.
+PlannedSettings planned_settings_from_json(const nlohmann::json& patch, const std::string& where);
+// What `train` does with batch_size "auto": the job runs the plan's settings.
+void apply_planned_settings(Config& config, const PlannedSettings& settings);
 // find_batch.train_budget time: a plan measured `speedup` times faster than the reference batch
 // trains train.epochs x speedup epochs (rounded), about the wall time the reference batch would
 // have taken: a larger batch at equal epochs takes fewer optimizer steps and loses accuracy (the
 // GPU study: -2 to -8 points of macro-F1 at 2x images/s). Notes what it did.
 void budget_epochs_by_time(BatchPlan& plan, double speedup, const Config& config);
-// Applies a config patch of find-batch's (its JSON's `config_patch`) to a config: what `train`
-// does with batch_size "auto", whether the search ran in its process or in a child find-batch.
-void apply_config_patch(Config& config, const nlohmann::json& patch);
 
 nlohmann::json search_to_json(const SearchResult& search);
 
@@ -69,7 +84,8 @@ struct FindBatchResult {
   std::int64_t token_budget = 0;
   BatchPlan plan;
   bool from_cache = false;
-  double total_seconds = 0;        // this call (a cache hit costs almost nothing)
+  double total_seconds = 0;  // this call (a cache hit costs almost nothing)
+  PlannedSettings settings() const { return planned_settings(plan, eval_batch, token_budget); }
   nlohmann::json to_json() const;  // the --format json document
   std::string to_table() const;    // for people
 };

@@ -4,10 +4,20 @@
 #include <filesystem>
 #include <string>
 
+#include "shoplens/core/enum_names.h"
+
 namespace shoplens {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };
+inline constexpr EnumName<LogLevel> kLogLevelNames[] = {{LogLevel::kTrace, "trace"},
+                                                        {LogLevel::kDebug, "debug"},
+                                                        {LogLevel::kInfo, "info"},
+                                                        {LogLevel::kWarn, "warn"},
+                                                        {LogLevel::kError, "error"}};
 
 void init_logging(const std::string& level);
 void set_log_level(const std::string& level);
+inline void set_log_level(LogLevel level) { set_log_level(name_in(kLogLevelNames, level, "info")); }
 // Adds a file sink; every later message goes to both the console and this file.
 void add_log_file(const std::filesystem::path& file);
 // Raises the console's threshold only (files keep everything): ranks other than 0 of a

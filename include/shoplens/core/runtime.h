@@ -6,6 +6,8 @@
 #include <exception>
 #include <string>
 
+#include "shoplens/core/precision.h"
+
 namespace shoplens {
 
 // Cores this process may run on (sched affinity), at least 1.
@@ -44,6 +46,7 @@ std::string torch_version();
 bool cuda_available();
 // train.device semantics: "cuda", or "auto" on a machine where CUDA is usable.
 bool wants_cuda(const std::string& device);
+bool wants_cuda(DeviceChoice device);
 std::string cpu_model();
 std::string version_string();  // version, commit, LibTorch version, CUDA yes/no
 std::string build_commit();

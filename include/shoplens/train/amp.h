@@ -12,11 +12,13 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "shoplens/core/precision.h"
+
 namespace shoplens {
 
-enum class Precision { kFp32, kBf16, kFp16 };
-Precision parse_precision(const std::string& name);  // ConfigError on anything else
-const char* precision_name(Precision precision);
+// A precision named by a flag or a benchmark scenario (a config file's is typed at load);
+// ConfigError on anything else.
+Precision parse_precision(const std::string& name);
 
 // Enables autocast for `device_type` ("cpu" or "cuda") with the precision's dtype for its
 // lifetime; no-op for fp32. Clears the autocast cache on exit, as torch.autocast does.
