@@ -51,49 +51,66 @@ void EvaluationAccumulator::add(const std::string& true_label, const std::vector
 
 void EvaluationAccumulator::add_unreadable(const std::string& true_label) { ++unreadable_; }
 
-json EvaluationAccumulator::to_json() const {
-  const ClassificationReport report = classification_report(matrix_);
-  json j = report_to_json(report, classes_);
+Evaluation EvaluationAccumulator::result() const {
+  Evaluation e;
+  e.report = classification_report(matrix_);
+  e.class_names = classes_;
   const double n = static_cast<double>(matrix_.total());
-  const std::size_t k = std::min<std::size_t>(5, classes_.size());
-  j["top5_accuracy"] = n > 0 ? top_k_hits_ / n : 0.0;
-  j["top_k"] = k;
-  j["nll"] = n > 0 ? nll_sum_ / n : 0.0;
-  double ece = 0;
-  json bins = json::array();
+  e.top_k = static_cast<int>(std::min<std::size_t>(5, classes_.size()));
+  e.top_k_accuracy = n > 0 ? top_k_hits_ / n : 0.0;
+  e.nll = n > 0 ? nll_sum_ / n : 0.0;
   for (std::size_t b = 0; b < bins_.size(); ++b) {
     const Bin& bin = bins_[b];
-    const double accuracy = bin.count ? static_cast<double>(bin.correct) / bin.count : 0.0;
-    const double confidence = bin.count ? bin.confidence_sum / bin.count : 0.0;
-    if (n > 0) ece += bin.count / n * std::abs(accuracy - confidence);
-    bins.push_back({{"lower", static_cast<double>(b) / bins_.size()},
-                    {"upper", static_cast<double>(b + 1) / bins_.size()},
-                    {"count", bin.count},
-                    {"accuracy", accuracy},
-                    {"mean_confidence", confidence}});
+    CalibrationBin out;
+    out.lower = static_cast<double>(b) / bins_.size();
+    out.upper = static_cast<double>(b + 1) / bins_.size();
+    out.count = bin.count;
+    out.accuracy = bin.count ? static_cast<double>(bin.correct) / bin.count : 0.0;
+    out.mean_confidence = bin.count ? bin.confidence_sum / bin.count : 0.0;
+    if (n > 0) e.ece += bin.count / n * std::abs(out.accuracy - out.mean_confidence);
+    e.calibration.push_back(out);
   }
-  j["ece"] = ece;
-  j["calibration_bins"] = bins;
-  j["rows"] = {{"evaluated", matrix_.total()},
-               {"unreadable", unreadable_},
-               {"unlabelled", unlabelled_},
-               {"unknown_label", unknown_}};
-  json unknown = json::object();
+  e.rows = {matrix_.total(), unreadable_, unlabelled_, unknown_};
   for (const auto& [name, count] : unknown_labels_) {
-    if (unknown.size() >= 20) break;
-    unknown[name] = count;
+    if (e.unknown_labels.size() >= 20) break;
+    e.unknown_labels[name] = count;
   }
-  j["unknown_labels"] = unknown;
+  return e;
+}
+
+json Evaluation::to_json() const {
+  json j = report_to_json(report, class_names);
+  j["top5_accuracy"] = top_k_accuracy;
+  j["top_k"] = top_k;
+  j["nll"] = nll;
+  j["ece"] = ece;
+  json bins = json::array();
+  for (const auto& b : calibration)
+    bins.push_back({{"lower", b.lower},
+                    {"upper", b.upper},
+                    {"count", b.count},
+                    {"accuracy", b.accuracy},
+                    {"mean_confidence", b.mean_confidence}});
+  j["calibration_bins"] = bins;
+  j["rows"] = {{"evaluated", rows.evaluated},
+               {"unreadable", rows.unreadable},
+               {"unlabelled", rows.unlabelled},
+               {"unknown_label", rows.unknown_label}};
+  j["unknown_labels"] = unknown_labels;
+  if (!model.empty()) {  // a run_evaluate result
+    j["model"] = model;
+    j["input"] = input;
+    j["images_per_second"] = images_per_second;
+  }
   return j;
 }
 
-std::string EvaluationAccumulator::summary_line() const {
-  const json j = to_json();
+std::string Evaluation::summary_line() const {
   return fmt::format(
       "accuracy {:.4f}, top-{} {:.4f}, macro-F1 {:.4f}, ECE {:.4f} on {} labelled rows ({} unreadable, "
       "{} without a label, {} with a label the model does not know)",
-      j["accuracy"].get<double>(), j["top_k"].get<int>(), j["top5_accuracy"].get<double>(), j["macro_f1"].get<double>(),
-      j["ece"].get<double>(), matrix_.total(), unreadable_, unlabelled_, unknown_);
+      report.accuracy, top_k, top_k_accuracy, report.macro_f1, ece, rows.evaluated, rows.unreadable, rows.unlabelled,
+      rows.unknown_label);
 }
 
 }  // namespace shoplens

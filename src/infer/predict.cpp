@@ -187,7 +187,7 @@ json run_predict(const PredictOptions& o) {
           {"images_per_second", counts.images_per_second}};
 }
 
-json run_evaluate(const EvaluateOptions& o) {
+Evaluation run_evaluate(const EvaluateOptions& o) {
   if (o.out_dir.empty()) throw UsageError("evaluate: --out OUT_DIR is required");
   require_output_apart({"--out", o.out_dir}, {{"--input", o.input}, {"--weights", o.model.path}});
   ModelSource source = o.model;
@@ -222,14 +222,15 @@ json run_evaluate(const EvaluateOptions& o) {
   writer.commit();
   if (metrics.evaluated() == 0)
     throw DataError("evaluate: no row could be evaluated (" + metrics.summary_line() + "); predictions.csv says why");
-  json result = metrics.to_json();
-  result["model"] = o.model.path.string();
-  result["input"] = rows->describe();
-  result["images_per_second"] = counts.images_per_second;
-  write_file_atomic(o.out_dir / "metrics.json", result.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  write_file_atomic(o.out_dir / "report.html", evaluation_report_html(result, "Evaluation of " + o.model.path.string() +
-                                                                                  " on " + rows->describe()));
-  spdlog::info("evaluate: {}", metrics.summary_line());
+  Evaluation result = metrics.result();
+  result.model = o.model.path.string();
+  result.input = rows->describe();
+  result.images_per_second = counts.images_per_second;
+  const json doc = result.to_json();
+  write_file_atomic(o.out_dir / "metrics.json", doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_file_atomic(o.out_dir / "report.html",
+                    evaluation_report_html(doc, "Evaluation of " + o.model.path.string() + " on " + rows->describe()));
+  spdlog::info("evaluate: {}", result.summary_line());
   return result;
 }
 

@@ -33,6 +33,30 @@ TEST(Evaluation, AccuracyTopKConfusionAndEceByHand) {
   EXPECT_NEAR(j["nll"].get<double>(), nll, 1e-6);
 }
 
+// The result is a struct the verbs print from; metrics.json is its to_json, the same numbers.
+TEST(Evaluation, TheTypedResultIsWhatItsJsonSays) {
+  EvaluationAccumulator acc(kClasses, 10);
+  acc.add("cat", {0.92f, 0.04f, 0.04f});
+  acc.add("dog", {0.64f, 0.26f, 0.10f});
+  acc.add_unreadable("fox");
+  Evaluation e = acc.result();
+  EXPECT_EQ(e.report.samples, 2);
+  EXPECT_DOUBLE_EQ(e.report.accuracy, 0.5);
+  EXPECT_EQ(e.top_k, 3);
+  EXPECT_EQ(e.rows.unreadable, 1);
+  ASSERT_EQ(e.calibration.size(), 10u);
+  EXPECT_EQ(e.calibration[9].count, 1);  // the 0.92 row
+  const auto j = e.to_json();
+  EXPECT_DOUBLE_EQ(j["ece"].get<double>(), e.ece);
+  EXPECT_EQ(j["calibration_bins"][9]["count"], 1);
+  EXPECT_FALSE(j.contains("model"));  // only a run_evaluate result names its model
+  e.model = "m";
+  e.input = "in";
+  e.images_per_second = 12.5;
+  EXPECT_EQ(e.to_json()["images_per_second"], 12.5);
+  EXPECT_EQ(e.summary_line(), acc.summary_line());
+}
+
 TEST(Evaluation, RowsThatCannotCountAreCountedApart) {
   EvaluationAccumulator acc(kClasses);
   acc.add("cat", {1.0f, 0.0f, 0.0f});

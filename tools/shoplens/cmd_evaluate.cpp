@@ -27,10 +27,8 @@ class EvaluateCommand : public Command {
   int run() override {
     flags_.apply(o_);
     const auto m = run_evaluate(o_);
-    std::cout << fmt::format("accuracy {:.4f}  top-{} {:.4f}  macro-F1 {:.4f}  ECE {:.4f}  ({})\n",
-                             m["accuracy"].get<double>(), m["top_k"].get<int>(), m["top5_accuracy"].get<double>(),
-                             m["macro_f1"].get<double>(), m["ece"].get<double>(),
-                             count_of(m["samples"].get<std::int64_t>(), "sample"))
+    std::cout << fmt::format("accuracy {:.4f}  top-{} {:.4f}  macro-F1 {:.4f}  ECE {:.4f}  ({})\n", m.report.accuracy,
+                             m.top_k, m.top_k_accuracy, m.report.macro_f1, m.ece, count_of(m.report.samples, "sample"))
               << "metrics: " << (o_.out_dir / "metrics.json").string() << "\n"
               << "report: " << (o_.out_dir / "report.html").string() << std::endl;
     return 0;

@@ -17,6 +17,40 @@
 
 namespace shoplens {
 
+struct CalibrationBin {
+  double lower = 0, upper = 0;  // confidence range
+  std::int64_t count = 0;
+  double accuracy = 0, mean_confidence = 0;
+};
+
+// Rows that could not count are counted apart, never dropped.
+struct EvaluationRows {
+  std::int64_t evaluated = 0, unreadable = 0, unlabelled = 0, unknown_label = 0;
+};
+
+// The metrics of one labelled run, as a result: verbs print from it, to_json() is metrics.json.
+struct Evaluation {
+  ClassificationReport report;  // samples, accuracy, macro/weighted F1, per class, confusion
+  std::vector<std::string> class_names;
+  int top_k = 5;  // min(5, classes)
+  double top_k_accuracy = 0;
+  double nll = 0;
+  double ece = 0;
+  std::vector<CalibrationBin> calibration;
+  EvaluationRows rows;
+  std::map<std::string, std::int64_t> unknown_labels;  // up to 20 names with their counts
+  // Set by run_evaluate: what was evaluated on what, and how fast ("" and 0 elsewhere).
+  std::string model, input;
+  double images_per_second = 0;
+
+  // samples, accuracy, top5_accuracy, top_k, macro/weighted F1, per_class, confusion, nll, ece,
+  // calibration_bins, rows {evaluated, unreadable, unlabelled, unknown_label}, unknown_labels
+  // (and model, input, images_per_second when set).
+  nlohmann::json to_json() const;
+  // One line for the log: accuracy, top-5, macro-F1, ECE and the row counts.
+  std::string summary_line() const;
+};
+
 class EvaluationAccumulator {
  public:
   // DataError unless there is at least one class and bins >= 1.
@@ -29,12 +63,9 @@ class EvaluationAccumulator {
   void add_unreadable(const std::string& true_label);
 
   std::int64_t evaluated() const { return matrix_.total(); }
-  // samples, accuracy, top5_accuracy (top-k with k = min(5, classes)), macro/weighted F1,
-  // per_class, confusion, nll, ece, calibration bins, rows {evaluated, unreadable, unlabelled,
-  // unknown_label}, unknown_labels (up to 20 names with their counts).
-  nlohmann::json to_json() const;
-  // One line for the log: accuracy, top-5, macro-F1, ECE and the row counts.
-  std::string summary_line() const;
+  Evaluation result() const;
+  nlohmann::json to_json() const { return result().to_json(); }
+  std::string summary_line() const { return result().summary_line(); }
 
  private:
   std::vector<std::string> classes_;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shoplens/infer/evaluation.h"
 #include "shoplens/infer/inference_session.h"
 
 namespace shoplens {
@@ -42,6 +43,6 @@ struct EvaluateOptions : ModelInputOptions {
 
 // UsageError when the input has no labels. A weights file without class names takes them from
 // the input's labels in sorted order (torchvision's ImageFolder class_to_idx). Returns metrics.json.
-nlohmann::json run_evaluate(const EvaluateOptions& options);
+Evaluation run_evaluate(const EvaluateOptions& options);
 
 }  // namespace shoplens
