@@ -259,9 +259,11 @@ void add_totals(json& report, const json& entries, double price_per_hour) {
 
 void add_error_reasons(json& report, const std::vector<ShardOutput>& shards) {
   std::map<std::string, std::int64_t> reasons;
-  for (const ShardOutput& s : shards)
-    for (const auto& [reason, rows] : s.report.value("error_reasons", json::object()).items())
+  for (const ShardOutput& s : shards) {
+    const json counted = s.report.value("error_reasons", json::object());
+    for (const auto& [reason, rows] : counted.items())
       if (rows.is_number_integer()) reasons[reason] += rows.get<std::int64_t>();
+  }
   report["error_reasons"] = reasons;
 }
 
