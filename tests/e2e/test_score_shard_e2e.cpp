@@ -16,10 +16,26 @@
 #include <nlohmann/json.hpp>
 
 #include "sanitizer.h"
+#include "score_shard_fixture.h"
 #include "scratch_suite.h"
 #include "test_util.h"
 
 namespace shoplens {
+
+std::filesystem::path testing::score_shard_fixture() {
+  return testing::shared_fixture("score-shard", [](const std::filesystem::path& dir) {
+    const std::string failed = testing::make_exported_model(dir, 40, 13);
+    if (!failed.empty()) return failed;
+    const auto paths = testing::catalog_image_paths(dir / "catalog");
+    std::ofstream out(dir / "rows.csv");
+    out << "id,path\n";
+    for (int row = 0; row < 40; ++row)
+      out << "img" << row << "," << (dir / "catalog" / paths.at(row % paths.size())).string() << "\n";
+    out << "missing," << (dir / "no_such_file.jpg").string() << "\nbroken,/dev/null\nnopath,\n";
+    return std::string();
+  });
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,17 +50,7 @@ constexpr int kRows = 43;  // 40 images, a missing file, a broken path, a row wi
 class E2eScoreShard : public testing::ScratchSuite<E2eScoreShard> {
  protected:
   static void SetUpTestSuite() {
-    fixture_ = testing::shared_fixture("score-shard", [](const fs::path& dir) {
-      const std::string failed = testing::make_exported_model(dir, 40, 13);
-      if (!failed.empty()) return failed;
-      const auto paths = testing::catalog_image_paths(dir / "catalog");
-      std::ofstream out(dir / "rows.csv");
-      out << "id,path\n";
-      for (int row = 0; row < 40; ++row)
-        out << "img" << row << "," << (dir / "catalog" / paths.at(row % paths.size())).string() << "\n";
-      out << "missing," << (dir / "no_such_file.jpg").string() << "\nbroken,/dev/null\nnopath,\n";
-      return std::string();
-    });
+    fixture_ = testing::score_shard_fixture();
   }
   static fs::path model() { return fixture_ / "model"; }
   static fs::path manifest() { return fixture_ / "rows.csv"; }
