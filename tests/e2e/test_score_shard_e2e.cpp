@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -161,6 +163,42 @@ TEST_F(E2eScoreShard, AnInputChangedUnderAShardIsRefusedOnResumeAndAtMerge) {
   const auto merged = run_shoplens("score-merge " + job.string() + " --input " + input.string());
   EXPECT_EQ(merged.exit_code, 1) << merged.output;
   EXPECT_THAT(merged.output, AllOf(HasSubstr("shard-00001-of-00002"), HasSubstr("the input changed")));
+}
+
+// scripts/k8s/score_indexed_job.yaml as written: its container's arguments (paths and the device
+// swapped for this machine's) with each pod's JOB_COMPLETION_INDEX and its SHOPLENS_SHARD_COUNT.
+TEST_F(E2eScoreShard, TheIndexedJobManifestRunsAsWritten) {
+  std::istringstream yaml(testing::read_text(fs::path(testing::source_dir()) / "scripts/k8s/score_indexed_job.yaml"));
+  std::string args, count, completions;
+  bool in_args = false;
+  for (std::string line; std::getline(yaml, line);) {
+    const auto text = line.substr(std::min(line.size(), line.find_first_not_of(' ')));
+    if (text.rfind("args:", 0) == 0) in_args = true;
+    if (in_args && text.rfind("- --", 0) == 0) args += " " + text.substr(2);
+    if (in_args && text.rfind("env:", 0) == 0) in_args = false;
+    if (text.rfind("completions:", 0) == 0) completions = text.substr(13);
+    if (text.rfind("value:", 0) == 0) count = text.substr(8, text.find('"', 8) - 8);
+  }
+  ASSERT_EQ(count, completions);
+  const fs::path job = scratch() / "indexed";
+  const std::map<std::string, std::string> here = {{"/data/models/m1", model().string()},
+                                                   {"/data/catalog/manifest.csv", manifest().string()},
+                                                   {"/data/scores/night", job.string()},
+                                                   {"--batch-size=256", "--batch-size=4 --chunk-rows=4"},
+                                                   {"--device=cuda", "--device=cpu --workers=1 --threads=1"}};
+  for (const auto& [from, to] : here) {
+    ASSERT_NE(args.find(from), std::string::npos) << from << " is not in the manifest's args:" << args;
+    args.replace(args.find(from), from.size(), to);
+  }
+  for (int index = 0; index < std::stoi(count); ++index) {
+    const auto r = run_shell(fmt::format("JOB_COMPLETION_INDEX={} SHOPLENS_SHARD_COUNT={} {} score{} 2>&1", index,
+                                         count, testing::shoplens_bin(), args));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const auto merged = run_shoplens("score-merge " + job.string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_EQ(testing::read_text(job / "predictions.csv"), single_predictions());
+  EXPECT_EQ(testing::read_json(job / "report.json")["price_per_device_hour"], 2.5);
 }
 
 struct PeakRun {
