@@ -44,6 +44,11 @@ struct CommandResult {
 std::string shoplens_bin();
 std::string source_dir();
 std::string python();
+// Whether python() can import pyarrow: "" when it can, else why not. The torch2 build's venv pins
+// pyarrow (a venv without it is a failure there); Debian's python3 has none (tests skip).
+std::string pyarrow_missing();
+// True when python() is a finished ShopLens venv (scripts/venv.sh marks one with .complete).
+bool python_is_the_venv();
 
 // Runs `shoplens <args>` (shoplens_bin()) through the shell.
 CommandResult run_shoplens(const std::string& args);

@@ -201,6 +201,45 @@ TEST_F(E2eScoreShard, TheIndexedJobManifestRunsAsWritten) {
   EXPECT_EQ(testing::read_json(job / "report.json")["price_per_device_hour"], 2.5);
 }
 
+// Parquet in and out through tools/score_parquet/score_parquet.py (pyarrow in the torch2 venv): a
+// Parquet manifest of several row groups with a null path becomes score's CSV manifest in the same
+// row order; two shards' merged predictions become a typed Parquet file, one row per input row.
+TEST_F(E2eScoreShard, AParquetManifestInAndParquetPredictionsOut) {
+  const std::string missing = testing::pyarrow_missing();
+  if (!missing.empty()) {
+    if (testing::python_is_the_venv()) FAIL() << "the venv must have pyarrow (requirements-torch2.txt): " << missing;
+    GTEST_SKIP() << missing;
+  }
+  const fs::path dir = scratch() / "parquet", job = dir / "job";
+  fs::create_directories(dir);
+  const std::string tool = testing::python() + " " + testing::source_dir() + "/tools/score_parquet/score_parquet.py";
+  testing::write_text(dir / "make.py", R"PY(
+import csv, sys
+import pyarrow as pa, pyarrow.parquet as pq
+rows = list(csv.DictReader(open(sys.argv[1])))
+pq.write_table(pa.table({"sku": [r["id"] for r in rows], "image": [r["path"] or None for r in rows],
+                         "price": [float(i) for i in range(len(rows))]}), sys.argv[2], row_group_size=10)
+)PY");
+  auto r = run_shell(testing::python() + " " + (dir / "make.py").string() + " " + manifest().string() + " " +
+                     (dir / "catalog.parquet").string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_shell(tool + " to-csv " + (dir / "catalog.parquet").string() + " " + (dir / "manifest.csv").string() +
+                " --id-column sku --path-column image 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(testing::read_text(dir / "manifest.csv"), testing::read_text(manifest()));
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(score(job, std::string("--shard ") + shard, "", dir / "manifest.csv").exit_code, 0);
+  ASSERT_EQ(run_shoplens("score-merge " + job.string()).exit_code, 0);
+  r = run_shell(tool + " to-parquet " + (job / "predictions.csv").string() + " " + (dir / "p.parquet").string() +
+                " 2>&1 && " + testing::python() +
+                " -c \"import pyarrow.parquet as pq; t = pq.read_table('" + (dir / "p.parquet").string() +
+                "'); print(t.num_rows, t.schema.field('row').type, t.schema.field('confidence').type, "
+                "t.column('confidence').null_count, t.column('id')[40])\" 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::size_t errors = testing::occurrences(single_predictions(), ",error,");
+  EXPECT_THAT(r.output, HasSubstr(fmt::format("{} int64 double {} missing", kRows, errors)));
+}
+
 struct PeakRun {
   int exit_code = -1;
   long peak_kib = 0;

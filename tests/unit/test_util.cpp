@@ -64,6 +64,19 @@ std::string shoplens_bin() { return from_env("SHOPLENS_TEST_BIN", SHOPLENS_BIN);
 std::string source_dir() { return from_env("SHOPLENS_TEST_SOURCE_DIR", SHOPLENS_SOURCE_DIR); }
 std::string python() { return from_env("SHOPLENS_TEST_PYTHON", SHOPLENS_PYTHON); }
 
+std::string pyarrow_missing() {
+  const std::string peer = python();
+  if (!std::filesystem::exists(peer)) return peer + " not found";
+  auto probe = run_shell(peer + " -c 'import pyarrow' 2>&1");
+  if (probe.exit_code == 0) return "";
+  return peer + " cannot import pyarrow (Debian bookworm has no python3-pyarrow; the torch2 build's venv has it): " +
+         probe.output;
+}
+
+bool python_is_the_venv() {
+  return std::filesystem::exists(std::filesystem::path(python()).parent_path().parent_path() / ".complete");
+}
+
 CommandResult run_shoplens(const std::string& args) { return run_shell(shoplens_bin() + " " + args); }
 
 int interrupt_when(const std::string& command, const std::function<bool()>& under_way, double timeout_s, int poll_ms) {
