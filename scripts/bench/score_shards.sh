@@ -4,11 +4,13 @@
 # alternating. Prints each side's wall seconds and images/s and the ratio (N processes / one),
 # and checks that the merged predictions equal the single process's, row for row.
 #
-# Usage: scripts/bench/score_shards.sh [--shards N] [--trials N] [--images N] [--batch N]
+# Usage: scripts/bench/score_shards.sh [--shards N] [--trials N] [--images N] [--batch N] [--chunk-rows N]
 #                                      [--workers N] [--threads N] [--dir DIR] [--weights MODEL_DIR]
 #   --shards   processes of the sharded side (default 2)
 #   --trials   alternating trials per side (default 3); --images  catalog size (default 1000)
 #   --batch    micro-batch of every process (default 64)
+#   --chunk-rows  score's --chunk-rows (default 100): shards are whole chunks, so an input of fewer
+#              chunks than shards leaves some shards empty
 #   --workers, --threads  decode workers and compute threads of EVERY process (default 1 and 1):
 #              the single process is one device's job, each shard another device's
 #   --dir      catalog and outputs (default bench-score; shares scripts/bench/score.sh's catalog)
@@ -18,8 +20,8 @@ set -euo pipefail
 # shellcheck source=lib/bench.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/bench.sh"
 cd "$(dirname "$0")/../.."
-shards=2 trials=3 images=1000 batch=64 workers=1 threads=1 dir=bench-score weights=""
-parse_options 'shards= trials= images= batch= workers= threads= dir= weights=' "$@"
+shards=2 trials=3 images=1000 batch=64 chunk_rows=100 workers=1 threads=1 dir=bench-score weights=""
+parse_options 'shards= trials= images= batch= chunk-rows= workers= threads= dir= weights=' "$@"
 require_bin
 weights=${weights:-$dir/model-small_cnn-64}
 [[ -f $weights/model_card.json ]] ||
@@ -27,7 +29,7 @@ weights=${weights:-$dir/model-small_cnn-64}
 mkdir -p "$dir"
 catalog_and_shards "$dir" --num-images "$images" --image-size-range 300:800 --seed 17 -- --storage-size 64 >/dev/null
 common=(--weights "$weights" --input "$dir/catalog/manifest.csv" -b "$batch" --workers "$workers" --threads "$threads"
-  --chunk-rows 100000 --log-level warn)
+  --chunk-rows "$chunk_rows" --log-level warn)
 single=() sharded=()
 for ((t = 0; t < trials; t++)); do
   rm -rf "$dir/shards-one" "$dir/shards-n"

@@ -108,6 +108,7 @@ void check_same_job(const std::vector<ShardOutput>& shards) {
 void check_coverage(std::vector<ShardOutput>& shards) {
   std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   const std::size_t count = shards.front().count, rows = shards.front().job.at("rows").get<std::size_t>();
+  const auto chunk_rows = shards.front().job.at("chunk_rows").get<std::size_t>();
   std::vector<std::string> missing;
   std::size_t expect = 0;
   for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -117,17 +118,18 @@ void check_coverage(std::vector<ShardOutput>& shards) {
                                   "merged twice; give each shard once",
                                   s.index, count, shards[i - 1].dir.string(), s.dir.string(), s.first_row, s.end_row));
     for (; expect < s.index; ++expect) {
-      const RowRange r = shard_rows(rows, expect, count);
+      const RowRange r = shard_rows(rows, expect, count, chunk_rows);
       missing.push_back(fmt::format("{} (rows {}..{})", expect, r.begin, r.end));
     }
     expect = s.index + 1;
-    const RowRange r = shard_rows(rows, s.index, count);
+    const RowRange r = shard_rows(rows, s.index, count, chunk_rows);
     if (r.begin != s.first_row || r.end != s.end_row)
-      throw DataError(fmt::format("score-merge: {} records rows {}..{}, but shard {} of {} over {} rows is rows {}..{}",
-                                  s.dir.string(), s.first_row, s.end_row, s.index, count, rows, r.begin, r.end));
+      throw DataError(fmt::format(
+        "score-merge: {} records rows {}..{}, but shard {} of {} over {} rows in chunks of {} is rows {}..{}",
+        s.dir.string(), s.first_row, s.end_row, s.index, count, rows, chunk_rows, r.begin, r.end));
   }
   for (; expect < count; ++expect) {
-    const RowRange r = shard_rows(rows, expect, count);
+    const RowRange r = shard_rows(rows, expect, count, chunk_rows);
     missing.push_back(fmt::format("{} (rows {}..{})", expect, r.begin, r.end));
   }
   if (!missing.empty())
@@ -148,7 +150,7 @@ void check_fingerprints(const ScoreMergeOptions& o, const std::vector<ShardOutpu
   for (const ShardOutput& s : shards) {
     const std::string recorded = s.job["shard"].value("rows_fingerprint", std::string());
     const std::string now =
-        fmt::format("{:016x}", shard_fingerprint(*rows, shard_rows(rows->size(), s.index, s.count)));
+        fmt::format("{:016x}", shard_fingerprint(*rows, shard_rows(rows->size(), s.index, s.count, s.job.at("chunk_rows").get<std::size_t>())));
     if (rows->size() != s.job.at("rows").get<std::size_t>() || now != recorded)
       throw DataError(fmt::format(
           "score-merge: {} scored rows {}..{} of an input of {} rows with fingerprint {}; {} now has {} rows and "

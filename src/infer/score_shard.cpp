@@ -140,11 +140,14 @@ ScoreShard resolve_score_shard(const ShardRequest& request, const EnvLookup& loo
   return {};
 }
 
-RowRange shard_rows(std::size_t rows, std::size_t index, std::size_t count) {
+RowRange shard_rows(std::size_t rows, std::size_t index, std::size_t count, std::size_t chunk_rows) {
   if (count == 0 || index >= count) throw UsageError(fmt::format("score: shard {} of {} does not exist", index, count));
-  // 128-bit products: rows * index overflows 64 bits only beyond any real input, but costs nothing.
+  if (chunk_rows == 0) throw UsageError("score: --chunk-rows must be >= 1");
+  const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  // 128-bit products: chunks * index overflows 64 bits only beyond any real input, but costs nothing.
   const auto at = [&](std::size_t i) {
-    return static_cast<std::size_t>(static_cast<unsigned __int128>(rows) * i / count);
+    const auto chunk = static_cast<std::size_t>(static_cast<unsigned __int128>(chunks) * i / count);
+    return std::min(rows, chunk * chunk_rows);
   };
   return {at(index), at(index + 1)};
 }

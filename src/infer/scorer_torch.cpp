@@ -301,7 +301,7 @@ json run_shard_job(const ScoreOptions& o, const ScoreShard& shard) {
   bind_shard_device(o, shard);
   InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference_options(o));
   const auto rows = open_job_rows(o, session.decode_options());
-  const RowRange range = shard_rows(rows->size(), shard.index, shard.count);
+  const RowRange range = shard_rows(rows->size(), shard.index, shard.count, static_cast<std::size_t>(o.chunk_rows));
   const json job = job_identity(o, session, *rows, shard, range);
   claim_out_dir(o, job);
 
@@ -365,7 +365,8 @@ json plan_score_shard(const ScoreOptions& options) {
   DecodeOptions decode;
   decode.accurate_dct = !options.fast_decode;
   const auto rows = open_job_rows(options, decode);
-  const RowRange range = shard_rows(rows->size(), shard.index, shard.count);
+  const RowRange range =
+      shard_rows(rows->size(), shard.index, shard.count, static_cast<std::size_t>(options.chunk_rows));
   json plan = shard_json(shard, range, shard_fingerprint(*rows, range));
   plan["source"] = shard.source;
   plan["input"] = rows->describe();

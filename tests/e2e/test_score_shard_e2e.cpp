@@ -20,6 +20,7 @@
 #include "sanitizer.h"
 #include "score_shard_fixture.h"
 #include "scratch_suite.h"
+#include "shoplens/infer/score_shard.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -140,7 +141,7 @@ TEST_F(E2eScoreShard, AShardGivenTwiceOrOfAnotherCountIsRefused) {
   auto merged = run_shoplens("score-merge " + job.string() + " " + other.string() + " -o " +
                              (scratch() / "twice-merged").string());
   EXPECT_EQ(merged.exit_code, 1);
-  EXPECT_THAT(merged.output, AllOf(HasSubstr("shard 1 of 2 appears twice"), HasSubstr("rows 21..43")));
+  EXPECT_THAT(merged.output, AllOf(HasSubstr("shard 1 of 2 appears twice"), HasSubstr("rows 20..43")));
   ASSERT_EQ(score(job, "--shard 2/3").exit_code, 0);
   merged = run_shoplens("score-merge " + job.string());
   EXPECT_EQ(merged.exit_code, 1);
@@ -152,11 +153,11 @@ TEST_F(E2eScoreShard, AnInputChangedUnderAShardIsRefusedOnResumeAndAtMerge) {
   fs::copy_file(manifest(), input);
   for (const char* shard : {"0/2", "1/2"}) ASSERT_EQ(score(job, std::string("--shard ") + shard, "", input).exit_code, 0);
   std::string text = testing::read_text(input);
-  text.replace(text.find("img30,"), 6, "imgXX,");  // a row of shard 1 (rows 21..43)
+  text.replace(text.find("img30,"), 6, "imgXX,");  // a row of shard 1 (rows 20..43)
   testing::write_text(input, text);
   const auto resumed = score(job, "--shard 1/2", "", input);
   EXPECT_EQ(resumed.exit_code, 1) << resumed.output;
-  EXPECT_THAT(resumed.output, AllOf(HasSubstr("the input changed since shard 1 of 2"), HasSubstr("rows 21..43")));
+  EXPECT_THAT(resumed.output, AllOf(HasSubstr("the input changed since shard 1 of 2"), HasSubstr("rows 20..43")));
   // Shard 0's rows did not change: it resumes (every chunk reused).
   const auto unchanged = score(job, "--shard 0/2", "", input);
   EXPECT_EQ(unchanged.exit_code, 0) << unchanged.output;
@@ -276,15 +277,16 @@ TEST_F(E2eScoreShard, PeakMemoryIsFlatFrom10kTo1MManifestRows) {
   for (const std::size_t rows : {10000u, 1000000u}) {
     const fs::path csv = missing_rows_csv(scratch().path(), rows);
     const fs::path out = scratch() / fmt::format("mem-{}", rows);
-    const PeakRun plan = run_for_peak("score --plan --shard 3/4 --input " + csv.string() + " --out " + out.string());
+    const PeakRun plan = run_for_peak("score --plan --shard 3/4 --chunk-rows 1000 --input " + csv.string() +
+                                      " --out " + out.string());
     ASSERT_EQ(plan.exit_code, 0);
     const PeakRun scored = run_for_peak("score --shard 3/4 --weights " + model().string() + " --input " +
                                         csv.string() + " --out " + out.string() +
-                                        " --chunk-rows 100000 --workers 1 --threads 1");
+                                        " --chunk-rows 1000 --workers 1 --threads 1");
     ASSERT_EQ(scored.exit_code, 0);
     const json report = testing::read_json(out / "shard-00003-of-00004" / "report.json");
-    EXPECT_EQ(report["rows"].get<std::size_t>(), rows / 4);
-    EXPECT_EQ(report["rows_error"].get<std::size_t>(), rows / 4);
+    EXPECT_EQ(report["rows"].get<std::size_t>(), shard_rows(rows, 3, 4, 1000).size());
+    EXPECT_EQ(report["rows_error"].get<std::size_t>(), shard_rows(rows, 3, 4, 1000).size());
     plan_peaks.push_back(plan.peak_kib);
     score_peaks.push_back(scored.peak_kib);
     fs::remove(csv);

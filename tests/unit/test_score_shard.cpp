@@ -109,23 +109,30 @@ TEST(ScoreShard, AMalformedShardNamesTheFlagOrVariable) {
   EXPECT_THAT([] { resolve({}, {"1/4", 4}); }, ThrowsMessage<UsageError>(HasSubstr("not both")));
 }
 
-TEST(ScoreShard, ShardsTileTheRowsContiguouslyWithinOneRowOfEachOther) {
+TEST(ScoreShard, ShardsTileTheRowsInWholeChunksWithinOneChunkOfEachOther) {
   for (const std::size_t rows : {0u, 1u, 7u, 10u, 1000003u}) {
     for (const std::size_t count : {1u, 3u, 4u, 16u}) {
-      std::size_t next = 0, smallest = rows, largest = 0;
-      for (std::size_t i = 0; i < count; ++i) {
-        const RowRange r = shard_rows(rows, i, count);
-        EXPECT_EQ(r.begin, next) << rows << " rows, shard " << i << " of " << count;
-        next = r.end;
-        smallest = std::min(smallest, r.size());
-        largest = std::max(largest, r.size());
+      for (const std::size_t chunk : {1u, 3u, 1024u}) {
+        std::size_t next = 0, smallest = rows, largest = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+          const RowRange r = shard_rows(rows, i, count, chunk);
+          EXPECT_EQ(r.begin, next) << rows << " rows, shard " << i << " of " << count << ", chunks of " << chunk;
+          EXPECT_TRUE(r.begin % chunk == 0 || r.begin == rows) << "a shard starts at a chunk of the whole input";
+          next = r.end;
+          smallest = std::min(smallest, r.size());
+          largest = std::max(largest, r.size());
+        }
+        EXPECT_EQ(next, rows);
+        EXPECT_LE(largest - smallest, chunk);
       }
-      EXPECT_EQ(next, rows);
-      EXPECT_LE(largest - smallest, 1u);
     }
   }
-  EXPECT_EQ(shard_rows(10, 1, 4).begin, 2u);  // floor(10 * 1 / 4)
+  EXPECT_EQ(shard_rows(10, 1, 4).begin, 2u);  // chunks of 1 row: floor(10 * 1 / 4)
   EXPECT_EQ(shard_rows(10, 1, 4).end, 5u);
+  EXPECT_EQ(shard_rows(43, 1, 2, 4).begin, 20u);  // 11 chunks of 4: shard 1 of 2 from chunk 5
+  EXPECT_EQ(shard_rows(43, 1, 2, 4).end, 43u);
+  EXPECT_EQ(shard_rows(10, 3, 4, 100).size(), 10u);  // one chunk: the last shard holds it, the others none
+  EXPECT_EQ(shard_rows(10, 0, 4, 100).size(), 0u);
   EXPECT_THROW(shard_rows(10, 4, 4), UsageError);
 }
 

@@ -42,12 +42,15 @@ struct ShardRequest {
 // naming the flag or variable when one is malformed, out of range or missing its partner.
 ScoreShard resolve_score_shard(const ShardRequest& request, const EnvLookup& lookup);
 
-// Rows [begin, end) of an input of `rows` rows that `shard` scores: shard i of n takes
-// [floor(i * rows / n), floor((i + 1) * rows / n)), so the shards tile the input, sizes within one.
+// Rows [begin, end) of an input of `rows` rows that shard `index` of `count` scores, in whole
+// chunks of `chunk_rows`: of the input's C = ceil(rows / chunk_rows) chunks, shard i takes chunks
+// [floor(i * C / n), floor((i + 1) * C / n)). So the shards tile the input, their sizes are within
+// one chunk of each other, and each shard's chunks, row windows and batches are the ones a single
+// process over the whole input scores: the merged predictions are that process's, to the bit.
 struct RowRange {
   std::size_t begin = 0, end = 0;
   std::size_t size() const { return end - begin; }
 };
-RowRange shard_rows(std::size_t rows, std::size_t index, std::size_t count);
+RowRange shard_rows(std::size_t rows, std::size_t index, std::size_t count, std::size_t chunk_rows = 1);
 
 }  // namespace shoplens
