@@ -52,6 +52,15 @@ bool python_is_the_venv();
 
 // Runs `shoplens <args>` (shoplens_bin()) through the shell.
 CommandResult run_shoplens(const std::string& args);
+// Runs `shoplens <args>` as a child, its output to `log`, and reads its peak RSS from wait4's
+// rusage (ru_maxrss covers the child and what it waited for, so the shell in between does not hide
+// the program).
+struct MeasuredRun {
+  int exit_code = -1;
+  long peak_kib = 0;  // the child's resident high-water mark
+  std::string output;
+};
+MeasuredRun run_shoplens_measured(const std::string& args, const std::filesystem::path& log);
 CommandResult run_shell(const std::string& command);
 // The arguments of `shoplens launch` for `nproc` local ranks on a free port, up to and including
 // the worker's binary (shoplens_bin()): append the worker's verb and flags. `extra` goes to launch.

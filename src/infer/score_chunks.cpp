@@ -432,8 +432,8 @@ ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRow
   return counts;
 }
 
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows,
-                       RowRange range, EvaluationAccumulator* metrics) {
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows, RowRange range,
+                       EvaluationAccumulator* metrics) {
   const std::size_t n = range.size(), chunk_rows = static_cast<std::size_t>(o.chunk_rows);
   const std::size_t n_chunks = (n + chunk_rows - 1) / chunk_rows;
   JoinedRows joined;

@@ -83,8 +83,8 @@ struct JoinedRows {
 
 // Joins the chunks into predictions.csv as they stream past, checking that they hold every row
 // exactly once, in order; `metrics` (labelled inputs) takes each row.
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows,
-                       RowRange range, EvaluationAccumulator* metrics);
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows, RowRange range,
+                       EvaluationAccumulator* metrics);
 
 // The fingerprint of the input's row count and the rows in `range` (read window by window): what a
 // shard records when it starts and checks on resume.

@@ -38,8 +38,8 @@ struct ShardOutput {
 json read_json_file(const fs::path& file, const std::string& what) {
   std::error_code ec;
   if (!fs::exists(file, ec))
-    throw DataError(fmt::format("score-merge: {} has no {}: {}", file.parent_path().string(), file.filename().string(),
-                                what));
+    throw DataError(
+        fmt::format("score-merge: {} has no {}: {}", file.parent_path().string(), file.filename().string(), what));
   const std::string text = read_file(file);
   try {
     if (json_nesting_exceeds(text)) throw DataError("nested too deeply");
@@ -81,8 +81,8 @@ ShardOutput read_shard(const fs::path& dir) {
     s.first_row = shard.at("first_row").get<std::size_t>();
     s.end_row = shard.at("end_row").get<std::size_t>();
   } catch (const json::exception& e) {
-    throw DataError(fmt::format("score-merge: {} has no readable shard: {}", (dir / "score_job.json").string(),
-                                e.what()));
+    throw DataError(
+        fmt::format("score-merge: {} has no readable shard: {}", (dir / "score_job.json").string(), e.what()));
   }
   return s;
 }
@@ -114,9 +114,10 @@ void check_coverage(std::vector<ShardOutput>& shards) {
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const ShardOutput& s = shards[i];
     if (i > 0 && s.index == shards[i - 1].index)
-      throw DataError(fmt::format("score-merge: shard {} of {} appears twice ({} and {}): its rows {}..{} would be "
-                                  "merged twice; give each shard once",
-                                  s.index, count, shards[i - 1].dir.string(), s.dir.string(), s.first_row, s.end_row));
+      throw DataError(
+          fmt::format("score-merge: shard {} of {} appears twice ({} and {}): its rows {}..{} would be "
+                      "merged twice; give each shard once",
+                      s.index, count, shards[i - 1].dir.string(), s.dir.string(), s.first_row, s.end_row));
     for (; expect < s.index; ++expect) {
       const RowRange r = shard_rows(rows, expect, count, chunk_rows);
       missing.push_back(fmt::format("{} (rows {}..{})", expect, r.begin, r.end));
@@ -125,19 +126,19 @@ void check_coverage(std::vector<ShardOutput>& shards) {
     const RowRange r = shard_rows(rows, s.index, count, chunk_rows);
     if (r.begin != s.first_row || r.end != s.end_row)
       throw DataError(fmt::format(
-        "score-merge: {} records rows {}..{}, but shard {} of {} over {} rows in chunks of {} is rows {}..{}",
-        s.dir.string(), s.first_row, s.end_row, s.index, count, rows, chunk_rows, r.begin, r.end));
+          "score-merge: {} records rows {}..{}, but shard {} of {} over {} rows in chunks of {} is rows {}..{}",
+          s.dir.string(), s.first_row, s.end_row, s.index, count, rows, chunk_rows, r.begin, r.end));
   }
   for (; expect < count; ++expect) {
     const RowRange r = shard_rows(rows, expect, count, chunk_rows);
     missing.push_back(fmt::format("{} (rows {}..{})", expect, r.begin, r.end));
   }
   if (!missing.empty())
-    throw DataError(fmt::format("score-merge: {} of {} missing: {}; run {} (score with --shard I/{}) and merge again",
-                                count_of(static_cast<std::int64_t>(missing.size()), "shard"), count,
-                                fmt::join(missing.begin(), missing.begin() + std::min<std::size_t>(missing.size(), 10),
-                                          ", "),
-                                missing.size() == 1 ? "it" : "them", count));
+    throw DataError(
+        fmt::format("score-merge: {} of {} missing: {}; run {} (score with --shard I/{}) and merge again",
+                    count_of(static_cast<std::int64_t>(missing.size()), "shard"), count,
+                    fmt::join(missing.begin(), missing.begin() + std::min<std::size_t>(missing.size(), 10), ", "),
+                    missing.size() == 1 ? "it" : "them", count));
 }
 
 // Given the input: each shard's rows still give the fingerprint the shard recorded.
@@ -149,8 +150,9 @@ void check_fingerprints(const ScoreMergeOptions& o, const std::vector<ShardOutpu
   const auto rows = open_score_rows(o.input, rows_options);
   for (const ShardOutput& s : shards) {
     const std::string recorded = s.job["shard"].value("rows_fingerprint", std::string());
-    const std::string now =
-        fmt::format("{:016x}", shard_fingerprint(*rows, shard_rows(rows->size(), s.index, s.count, s.job.at("chunk_rows").get<std::size_t>())));
+    const std::string now = fmt::format(
+        "{:016x}", shard_fingerprint(
+                       *rows, shard_rows(rows->size(), s.index, s.count, s.job.at("chunk_rows").get<std::size_t>())));
     if (rows->size() != s.job.at("rows").get<std::size_t>() || now != recorded)
       throw DataError(fmt::format(
           "score-merge: {} scored rows {}..{} of an input of {} rows with fingerprint {}; {} now has {} rows and "
@@ -192,9 +194,10 @@ MergeCounts copy_predictions(const ShardOutput& s, std::vector<std::string>& hea
       }
       const std::string want = std::to_string(expect);
       if (r.fields.size() != header.size() || r.fields[0] != want)
-        throw DataError(fmt::format("score-merge: {} line {} holds row {} where row {} belongs ({}); rescore the shard",
-                                    file.string(), r.line, r.fields.empty() ? "?" : r.fields[0], want,
-                                    expect >= s.end_row ? "a row beyond the shard's rows" : "rows missing or repeated"));
+        throw DataError(
+            fmt::format("score-merge: {} line {} holds row {} where row {} belongs ({}); rescore the shard",
+                        file.string(), r.line, r.fields.empty() ? "?" : r.fields[0], want,
+                        expect >= s.end_row ? "a row beyond the shard's rows" : "rows missing or repeated"));
       ++expect;
       ++counts.rows;
       counts.errors += r.fields[2] == "error";

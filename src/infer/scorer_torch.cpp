@@ -88,8 +88,9 @@ void refuse_changed_shard(const ScoreOptions& o, const json& existing, const jso
       "restore it, or score the new input into a new --out (all shards)",
       now.value("name", "the shard"), o.out_dir.string(), existing.value("rows", json()).dump(),
       was.value("first_row", json()).dump(), was.value("end_row", json()).dump(),
-      was.value("rows_fingerprint", std::string()), job.value("rows", json()).dump(), now.value("first_row", json()).dump(),
-      now.value("end_row", json()).dump(), now.value("rows_fingerprint", std::string())));
+      was.value("rows_fingerprint", std::string()), job.value("rows", json()).dump(),
+      now.value("first_row", json()).dump(), now.value("end_row", json()).dump(),
+      now.value("rows_fingerprint", std::string())));
 }
 
 // The out folder belongs to one job: same model weights, input, chunking and precision (and for a
@@ -219,12 +220,15 @@ void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffe
                offer->source);
 }
 
-
 // The shard's place in the job: its rows and their fingerprint, for score_job.json (what a resume
 // must match) and report.json (what `score merge` checks).
 json shard_json(const ScoreShard& shard, RowRange range, std::uint64_t fingerprint) {
-  return {{"index", shard.index},           {"count", shard.count},   {"name", shard.name()},
-          {"folder", shard.folder()},       {"first_row", range.begin},       {"end_row", range.end},
+  return {{"index", shard.index},
+          {"count", shard.count},
+          {"name", shard.name()},
+          {"folder", shard.folder()},
+          {"first_row", range.begin},
+          {"end_row", range.end},
           {"rows_fingerprint", fmt::format("{:016x}", fingerprint)}};
 }
 

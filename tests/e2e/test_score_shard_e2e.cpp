@@ -6,9 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -52,9 +49,7 @@ constexpr int kRows = 43;  // 40 images, a missing file, a broken path, a row wi
 
 class E2eScoreShard : public testing::ScratchSuite<E2eScoreShard> {
  protected:
-  static void SetUpTestSuite() {
-    fixture_ = testing::score_shard_fixture();
-  }
+  static void SetUpTestSuite() { fixture_ = testing::score_shard_fixture(); }
   static fs::path model() { return fixture_ / "model"; }
   static fs::path manifest() { return fixture_ / "rows.csv"; }
   // `env` goes before the program: the launcher's environment.
@@ -122,9 +117,9 @@ TEST_F(E2eScoreShard, FourShardsFromFourLaunchersMergeToTheOneProcessPredictions
 
 TEST_F(E2eScoreShard, ShardsUnderLaunchMergeToTheOneProcessPredictions) {
   const fs::path job = scratch() / "launch";
-  const auto r = run_shoplens(testing::launch_args(2) + " score --weights " + model().string() + " --input " +
-                              manifest().string() + " --out " + job.string() +
-                              " --chunk-rows 4 -b 4 --workers 1 --threads 1");
+  const auto r =
+      run_shoplens(testing::launch_args(2) + " score --weights " + model().string() + " --input " +
+                   manifest().string() + " --out " + job.string() + " --chunk-rows 4 -b 4 --workers 1 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(job / "shard-00000-of-00002" / "report.json"));
   EXPECT_TRUE(fs::exists(job / "shard-00001-of-00002" / "report.json"));
@@ -151,7 +146,8 @@ TEST_F(E2eScoreShard, AShardGivenTwiceOrOfAnotherCountIsRefused) {
 TEST_F(E2eScoreShard, AnInputChangedUnderAShardIsRefusedOnResumeAndAtMerge) {
   const fs::path job = scratch() / "changed", input = scratch() / "changed.csv";
   fs::copy_file(manifest(), input);
-  for (const char* shard : {"0/2", "1/2"}) ASSERT_EQ(score(job, std::string("--shard ") + shard, "", input).exit_code, 0);
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(score(job, std::string("--shard ") + shard, "", input).exit_code, 0);
   std::string text = testing::read_text(input);
   text.replace(text.find("img30,"), 6, "imgXX,");  // a row of shard 1 (rows 20..43)
   testing::write_text(input, text);
@@ -232,32 +228,13 @@ pq.write_table(pa.table({"sku": [r["id"] for r in rows], "image": [r["path"] or 
     ASSERT_EQ(score(job, std::string("--shard ") + shard, "", dir / "manifest.csv").exit_code, 0);
   ASSERT_EQ(run_shoplens("score-merge " + job.string()).exit_code, 0);
   r = run_shell(tool + " to-parquet " + (job / "predictions.csv").string() + " " + (dir / "p.parquet").string() +
-                " 2>&1 && " + testing::python() +
-                " -c \"import pyarrow.parquet as pq; t = pq.read_table('" + (dir / "p.parquet").string() +
+                " 2>&1 && " + testing::python() + " -c \"import pyarrow.parquet as pq; t = pq.read_table('" +
+                (dir / "p.parquet").string() +
                 "'); print(t.num_rows, t.schema.field('row').type, t.schema.field('confidence').type, "
                 "t.column('confidence').null_count, t.column('id')[40])\" 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::size_t errors = testing::occurrences(single_predictions(), ",error,");
   EXPECT_THAT(r.output, HasSubstr(fmt::format("{} int64 double {} missing", kRows, errors)));
-}
-
-struct PeakRun {
-  int exit_code = -1;
-  long peak_kib = 0;
-};
-
-// `shoplens <args>` as a child, its peak RSS from wait4's rusage.
-PeakRun run_for_peak(const std::string& args) {
-  const std::string command = testing::shoplens_bin() + " " + args + " > /dev/null 2>&1";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), usage.ru_maxrss};
 }
 
 fs::path missing_rows_csv(const fs::path& dir, std::size_t rows) {
@@ -277,13 +254,15 @@ TEST_F(E2eScoreShard, PeakMemoryIsFlatFrom10kTo1MManifestRows) {
   for (const std::size_t rows : {10000u, 1000000u}) {
     const fs::path csv = missing_rows_csv(scratch().path(), rows);
     const fs::path out = scratch() / fmt::format("mem-{}", rows);
-    const PeakRun plan = run_for_peak("score --plan --shard 3/4 --chunk-rows 1000 --input " + csv.string() +
-                                      " --out " + out.string());
-    ASSERT_EQ(plan.exit_code, 0);
-    const PeakRun scored = run_for_peak("score --shard 3/4 --weights " + model().string() + " --input " +
-                                        csv.string() + " --out " + out.string() +
-                                        " --chunk-rows 1000 --workers 1 --threads 1");
-    ASSERT_EQ(scored.exit_code, 0);
+    const auto plan = testing::run_shoplens_measured(
+        "score --plan --shard 3/4 --chunk-rows 1000 --input " + csv.string() + " --out " + out.string(),
+        scratch() / fmt::format("plan-{}.log", rows));
+    ASSERT_EQ(plan.exit_code, 0) << plan.output;
+    const auto scored =
+        testing::run_shoplens_measured("score --shard 3/4 --weights " + model().string() + " --input " + csv.string() +
+                                           " --out " + out.string() + " --chunk-rows 1000 --workers 1 --threads 1",
+                                       scratch() / fmt::format("score-{}.log", rows));
+    ASSERT_EQ(scored.exit_code, 0) << scored.output;
     const json report = testing::read_json(out / "shard-00003-of-00004" / "report.json");
     EXPECT_EQ(report["rows"].get<std::size_t>(), shard_rows(rows, 3, 4, 1000).size());
     EXPECT_EQ(report["rows_error"].get<std::size_t>(), shard_rows(rows, 3, 4, 1000).size());
@@ -291,8 +270,8 @@ TEST_F(E2eScoreShard, PeakMemoryIsFlatFrom10kTo1MManifestRows) {
     score_peaks.push_back(scored.peak_kib);
     fs::remove(csv);
   }
-  std::printf("peak RSS over 10k / 1M rows: --plan %ld / %ld KiB, score %ld / %ld KiB\n", plan_peaks[0],
-              plan_peaks[1], score_peaks[0], score_peaks[1]);
+  std::printf("peak RSS over 10k / 1M rows: --plan %ld / %ld KiB, score %ld / %ld KiB\n", plan_peaks[0], plan_peaks[1],
+              score_peaks[0], score_peaks[1]);
   // 100 times the rows: the peaks stay within 16 MiB (a row window and the model are the memory).
   EXPECT_LT(plan_peaks[1], plan_peaks[0] + 16 * 1024);
   EXPECT_LT(score_peaks[1], score_peaks[0] + 16 * 1024);

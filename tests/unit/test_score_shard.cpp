@@ -43,38 +43,49 @@ TEST(ScoreShard, TheFlagWinsOverTheEnvironmentAndSaysSo) {
 }
 
 TEST(ScoreShard, TorchrunAndLaunchGiveRankWorldSizeAndTheLocalGpu) {
-  const ScoreShard s = resolve({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"SLURM_PROCID", "0"},
-                                {"SLURM_NTASKS", "1"}});
+  const ScoreShard s =
+      resolve({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_EQ(s.index, 3u);
   EXPECT_EQ(s.count, 4u);
   EXPECT_EQ(s.local_rank, 1);
   EXPECT_THAT(s.source, HasSubstr("RANK/WORLD_SIZE"));
   EXPECT_THAT([] { resolve({{"RANK", "1"}}); }, ThrowsMessage<UsageError>(HasSubstr("WORLD_SIZE")));
-  EXPECT_THAT([] { resolve({{"RANK", "4"}, {"WORLD_SIZE", "4"}}); },
-              ThrowsMessage<UsageError>(AllOf(HasSubstr("RANK"), HasSubstr("WORLD_SIZE"))));
+  EXPECT_THAT(
+      [] {
+        resolve({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+      },
+      ThrowsMessage<UsageError>(AllOf(HasSubstr("RANK"), HasSubstr("WORLD_SIZE"))));
 }
 
 TEST(ScoreShard, ASlurmArrayCountsFromItsFirstIdInItsSteps) {
-  const ScoreShard plain = resolve({{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "4"},
-                                    {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  const ScoreShard plain = resolve(
+      {{"SLURM_ARRAY_TASK_ID", "2"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_EQ(plain.index, 2u);
   EXPECT_EQ(plain.count, 4u);
   EXPECT_THAT(plain.source, HasSubstr("SLURM_ARRAY_TASK_ID"));
   // --array=10-13
-  const ScoreShard offset = resolve(
-      {{"SLURM_ARRAY_TASK_ID", "12"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_ARRAY_TASK_MIN", "10"}});
+  const ScoreShard offset =
+      resolve({{"SLURM_ARRAY_TASK_ID", "12"}, {"SLURM_ARRAY_TASK_COUNT", "4"}, {"SLURM_ARRAY_TASK_MIN", "10"}});
   EXPECT_EQ(offset.index, 2u);
   // --array=0-12:4
-  const ScoreShard stepped = resolve({{"SLURM_ARRAY_TASK_ID", "8"}, {"SLURM_ARRAY_TASK_COUNT", "4"},
-                                      {"SLURM_ARRAY_TASK_MIN", "0"}, {"SLURM_ARRAY_TASK_STEP", "4"}});
+  const ScoreShard stepped = resolve({{"SLURM_ARRAY_TASK_ID", "8"},
+                                      {"SLURM_ARRAY_TASK_COUNT", "4"},
+                                      {"SLURM_ARRAY_TASK_MIN", "0"},
+                                      {"SLURM_ARRAY_TASK_STEP", "4"}});
   EXPECT_EQ(stepped.index, 2u);
-  EXPECT_THAT([] { resolve({{"SLURM_ARRAY_TASK_ID", "2"}}); },
-              ThrowsMessage<UsageError>(HasSubstr("SLURM_ARRAY_TASK_COUNT")));
+  EXPECT_THAT(
+      [] {
+        resolve({{"SLURM_ARRAY_TASK_ID", "2"}});
+      },
+      ThrowsMessage<UsageError>(HasSubstr("SLURM_ARRAY_TASK_COUNT")));
   // --array=1,5,9: ids that are no range cannot name shards.
   EXPECT_THAT(
       [] {
-        resolve({{"SLURM_ARRAY_TASK_ID", "5"}, {"SLURM_ARRAY_TASK_COUNT", "3"}, {"SLURM_ARRAY_TASK_MIN", "1"},
-                 {"SLURM_ARRAY_TASK_STEP", "1"}, {"SLURM_ARRAY_TASK_MAX", "9"}});
+        resolve({{"SLURM_ARRAY_TASK_ID", "5"},
+                 {"SLURM_ARRAY_TASK_COUNT", "3"},
+                 {"SLURM_ARRAY_TASK_MIN", "1"},
+                 {"SLURM_ARRAY_TASK_STEP", "1"},
+                 {"SLURM_ARRAY_TASK_MAX", "9"}});
       },
       ThrowsMessage<UsageError>(HasSubstr("--shard I/N")));
 }
@@ -95,10 +106,16 @@ TEST(ScoreShard, AnIndexedJobTakesItsCountFromTheFlagOrTheEnvironment) {
   const ScoreShard env = resolve({{"JOB_COMPLETION_INDEX", "0"}, {"SHOPLENS_SHARD_COUNT", "2"}});
   EXPECT_EQ(env.count, 2u);
   EXPECT_THAT(env.source, HasSubstr("SHOPLENS_SHARD_COUNT"));
-  EXPECT_THAT([] { resolve({{"JOB_COMPLETION_INDEX", "1"}}); },
-              ThrowsMessage<UsageError>(AllOf(HasSubstr("--shard-count"), HasSubstr("SHOPLENS_SHARD_COUNT"))));
-  EXPECT_THAT([] { resolve({{"JOB_COMPLETION_INDEX", "6"}}, {"", 6}); },
-              ThrowsMessage<UsageError>(HasSubstr("JOB_COMPLETION_INDEX")));
+  EXPECT_THAT(
+      [] {
+        resolve({{"JOB_COMPLETION_INDEX", "1"}});
+      },
+      ThrowsMessage<UsageError>(AllOf(HasSubstr("--shard-count"), HasSubstr("SHOPLENS_SHARD_COUNT"))));
+  EXPECT_THAT(
+      [] {
+        resolve({{"JOB_COMPLETION_INDEX", "6"}}, {"", 6});
+      },
+      ThrowsMessage<UsageError>(HasSubstr("JOB_COMPLETION_INDEX")));
   EXPECT_THAT([] { resolve({}, {"", 4}); }, ThrowsMessage<UsageError>(HasSubstr("JOB_COMPLETION_INDEX")));
 }
 

@@ -14,8 +14,7 @@ class ScoreMergeCommand : public Command {
     app.add_option("jobs", o_.jobs,
                    "score's --out folder(s) holding shard-IIIII-of-NNNNN folders, or the shard folders themselves")
         ->required();
-    app.add_option("-o,--out", o_.out_dir,
-                   "where predictions.csv and report.json go (empty: the first folder given)");
+    app.add_option("-o,--out", o_.out_dir, "where predictions.csv and report.json go (empty: the first folder given)");
     app.add_option("-i,--input", o_.input,
                    "the input the shards scored: check each shard's rows fingerprint against it (empty: not checked)");
     app.add_option("--root", o_.root, "with --input: as score's --root (empty: the file's folder)");
