@@ -29,6 +29,7 @@ using json = nlohmann::json;
 
 namespace {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): its implicit moves move a json, which does not throw
 struct ShardOutput {
   fs::path dir;
   json job, report;
