@@ -37,6 +37,19 @@ void log_verdicts(const BenchRecorderResult& record, double max_regression) {
                 max_regression * 100, record.fail_on == FailOn::kNever ? " (--fail-on never: a warning only)" : "");
 }
 
+// `--scenario NAME`: the one scenario of the config, or a ConfigError listing the names it has.
+void keep_only(BenchConfig& config, const std::string& name, const std::filesystem::path& origin) {
+  std::vector<BenchScenario> kept;
+  std::string names;
+  for (const auto& s : config.scenarios) {
+    if (s.name == name) kept.push_back(s);
+    names += (names.empty() ? "" : ", ") + s.name;
+  }
+  if (kept.empty())
+    throw ConfigError(fmt::format("--scenario {}: {} has no such scenario (it has: {})", name, origin.string(), names));
+  config.scenarios = std::move(kept);
+}
+
 }  // namespace
 
 int BenchRecorderResult::failed() const {
@@ -51,6 +64,7 @@ int BenchRecorderResult::regressed() const {
 BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
   require_output_apart({"--out", o.out}, {{"--config", o.config}, {"--baseline", o.baseline}});
   BenchConfig config = load_bench_config(o.config);
+  if (!o.scenario.empty()) keep_only(config, o.scenario, o.config);
   for (const auto& s : config.scenarios)
     require_output_apart({"--out", o.out}, {{"the shards of scenario '" + s.name + "'", s.shards}});
   const double max_regression = parse_max_regression(o.max_regression);

@@ -588,6 +588,10 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     BaselineEntry e;
     e.images_per_second = j["images_per_second"].get<double>();
     e.origin = where;
+    if (j.contains("peak_rss_bytes") && j["peak_rss_bytes"].is_number_integer())
+      e.peak_rss_bytes = j["peak_rss_bytes"].get<std::int64_t>();
+    if (j.contains("peak_allocated_bytes") && j["peak_allocated_bytes"].is_number_integer())
+      e.peak_allocated_bytes = j["peak_allocated_bytes"].get<std::int64_t>();
     if (j.contains("trial_images_per_second")) {
       if (!j["trial_images_per_second"].is_array())
         throw ConfigError(where + ": \"trial_images_per_second\" must be a list");

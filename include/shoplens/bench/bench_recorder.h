@@ -22,6 +22,7 @@ struct BenchRecorderOptions {
   std::string max_regression = "5%";  // parse_max_regression's forms
   int trials = 0;                     // repeated trials per scenario (0: the config's)
   std::string source;                 // the records' "source" field (empty: the command line)
+  std::string scenario;               // run only this scenario of the config (empty: all; `bench --against`'s trials)
   FailOn fail_on = FailOn::kRegression;
 };
 

@@ -125,7 +125,9 @@ const std::vector<std::string>& recorder_record_keys();
 struct BaselineEntry {
   double images_per_second = 0;
   std::vector<double> trial_images_per_second;
-  std::string origin;  // file:line
+  std::string origin;                      // file:line
+  std::int64_t peak_rss_bytes = -1;        // -1: not recorded
+  std::int64_t peak_allocated_bytes = -1;  // -1: not recorded
 };
 // ConfigError (exit 2: the gate cannot judge) naming file:line for malformed JSON or a line
 // without a name/scenario or a positive images_per_second.
