@@ -50,6 +50,7 @@ class ProcessTrialSource : public AbTrialSource {
     t.images_per_second = it->second.images_per_second;
     t.peak_rss_bytes = it->second.peak_rss_bytes;
     t.peak_device_bytes = it->second.peak_allocated_bytes;
+    if (it->second.cpu_utilisation > 0) t.cpu_images_per_second = t.images_per_second / it->second.cpu_utilisation;
     return t;
   }
 
@@ -70,6 +71,15 @@ std::vector<double> field_of(const std::vector<AbTrial>& trials, F get) {
     out.push_back(v);
   }
   return out;
+}
+
+// The median-and-spread gate of `--baseline` on one metric's trials of both sides.
+GateVerdict median_gate_of(const std::string& scenario, const std::vector<double>& candidate,
+                           const std::vector<double>& baseline, double limit) {
+  BaselineEntry entry;
+  entry.images_per_second = percentile(baseline, 0.5);
+  entry.trial_images_per_second = baseline;
+  return gate_one(scenario, percentile(candidate, 0.5), candidate, entry, limit);
 }
 
 void set_relative(AbMetricVerdict& v) {
@@ -124,19 +134,27 @@ AbScenarioVerdict judge_scenario(const std::string& scenario, const std::vector<
   const double memory_limit = parse_max_regression(o.max_memory_regression);
   using Get = double (*)(const AbTrial&);
   const Get rate = [](const AbTrial& t) { return t.images_per_second; };
+  const Get cpu_rate = [](const AbTrial& t) { return t.cpu_images_per_second; };
   const Get rss = [](const AbTrial& t) { return static_cast<double>(t.peak_rss_bytes); };
   const Get device = [](const AbTrial& t) { return static_cast<double>(t.peak_device_bytes); };
   const auto cr = field_of(candidate, rate), br = field_of(baseline, rate);
   v.metrics.push_back(judge_metric("images_per_second", true, cr, br, paired, time_limit, o.confidence));
+  v.median_gate = median_gate_of(scenario, cr, br, time_limit);
+  const auto cc = field_of(candidate, cpu_rate), bc = field_of(baseline, cpu_rate);
+  if (!cc.empty() && !bc.empty()) {
+    v.metrics.push_back(judge_metric("images_per_cpu_second", true, cc, bc, paired, time_limit, o.confidence));
+    v.median_gate_cpu = median_gate_of(scenario, cc, bc, time_limit);
+  }
+  const bool cpu = o.time_metric == "cpu";
+  for (auto& m : v.metrics) {
+    m.gated = (m.metric == "images_per_cpu_second") == cpu;
+    if (!m.gated) m.regressed = m.improved = false;
+  }
   for (const auto& [name, get] : {std::pair<const char*, Get>{"peak_rss_bytes", rss}, {"peak_device_bytes", device}}) {
     const auto c = field_of(candidate, get), b = field_of(baseline, get);
     if (!c.empty() && !b.empty())
       v.metrics.push_back(judge_metric(name, false, c, b, paired, memory_limit, o.confidence));
   }
-  BaselineEntry entry;
-  entry.images_per_second = percentile(br, 0.5);
-  entry.trial_images_per_second = br;
-  v.median_gate = gate_one(scenario, percentile(cr, 0.5), cr, entry, time_limit);
   return v;
 }
 
@@ -146,6 +164,12 @@ bool AbScenarioVerdict::regressed() const {
 
 bool AbScenarioVerdict::improved() const {
   return !regressed() && std::any_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.improved; });
+}
+
+const AbMetricVerdict* AbScenarioVerdict::throughput() const {
+  for (const auto& m : metrics)
+    if (m.gated && m.higher_is_better) return &m;
+  return nullptr;
 }
 
 int BenchAbResult::failed() const {

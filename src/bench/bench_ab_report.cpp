@@ -20,6 +20,7 @@ json metric_json(const AbMetricVerdict& m) {
   json j;
   j["metric"] = m.metric;
   j["higher_is_better"] = m.higher_is_better;
+  j["gated"] = m.gated;
   j["compared"] = m.compared;
   j["paired"] = m.paired;
   j["candidate"] = m.candidate;
@@ -68,7 +69,7 @@ int order_of(const AbScenarioVerdict& s) {
 }
 
 std::string md_row(const AbScenarioVerdict& s) {
-  const auto* time = find_metric(s, "images_per_second");
+  const auto* time = s.throughput();
   const std::string p = time && time->compared ? fmt::format("{:.3g}", time->shift.p_lower) : "n/a";
   const std::string status = !s.error.empty() ? "failed" : s.regressed() ? "**regressed**" : s.improved() ? "faster" : "ok";
   std::string name = s.scenario;
@@ -77,6 +78,10 @@ std::string md_row(const AbScenarioVerdict& s) {
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", name, status, metric_cell(time), p,
                      metric_cell(find_metric(s, "peak_rss_bytes")), metric_cell(find_metric(s, "peak_device_bytes")),
                      s.median_gate.compared ? (s.median_gate.regressed ? "regressed" : "ok") : "n/a");
+}
+
+json gate_json(const GateVerdict& g) {
+  return {{"compared", g.compared}, {"regressed", g.regressed}, {"change", g.change}, {"noise", g.noise}};
 }
 
 }  // namespace
@@ -89,10 +94,8 @@ json ab_scenario_json(const AbScenarioVerdict& v) {
   json metrics = json::array();
   for (const auto& m : v.metrics) metrics.push_back(metric_json(m));
   j["metrics"] = metrics;
-  j["median_gate"] = {{"compared", v.median_gate.compared},
-                      {"regressed", v.median_gate.regressed},
-                      {"change", v.median_gate.change},
-                      {"noise", v.median_gate.noise}};
+  j["median_gate"] = gate_json(v.median_gate);
+  j["median_gate_cpu"] = gate_json(v.median_gate_cpu);
   return j;
 }
 
@@ -108,8 +111,9 @@ std::string ab_markdown(const BenchAbResult& r) {
      << (failed ? fmt::format(", {} failed", failed) : "")
      << (regressed && r.fail_on == FailOn::kNever ? " (warning only: --fail-on never)" : "") << ".\n\n"
      << "- candidate: `" << r.candidate_name << "`\n- baseline: `" << r.baseline_name << "`\n\n"
-     << "| scenario | verdict | images/s change [interval] | p (slower) | peak RSS change | peak tensors change | "
-        "median gate |\n|---|---|---|---|---|---|---|\n";
+     << "| scenario | verdict | " << (r.time_metric == "cpu" ? "images per CPU-s" : "images/s")
+     << " change [interval] | p (slower) | peak RSS change | peak tensors change | median gate |\n"
+        "|---|---|---|---|---|---|---|\n";
   for (const auto* s : rows) os << md_row(*s);
   const auto& first = r.scenarios.empty() || r.scenarios.front().metrics.empty() ? AbMetricVerdict{}
                                                                                  : r.scenarios.front().metrics.front();

@@ -49,11 +49,11 @@ AbScenarioVerdict run_ab_scenario(const std::string& name, int trials, AbTrialSo
 void log_ab_verdicts(const BenchAbResult& r) {
   const auto level = r.fail_on == FailOn::kRegression ? spdlog::level::err : spdlog::level::warn;
   for (const auto& s : r.scenarios) {
-    if (!s.error.empty() || s.metrics.empty()) continue;
-    const auto& t = s.metrics.front();
-    const std::string line = fmt::format("{}: {:+.1f}% images/s [{:+.1f}%, {:+.1f}%], p = {:.3g} ({})", s.scenario,
-                                         t.change * 100, t.change_low * 100, t.change_high * 100,
-                                         t.shift.p_lower, t.shift.test);
+    if (!s.error.empty() || !s.throughput()) continue;
+    const auto& t = *s.throughput();
+    const std::string line =
+        fmt::format("{}: {:+.1f}% {} [{:+.1f}%, {:+.1f}%], p = {:.3g} ({})", s.scenario, t.change * 100, t.metric,
+                    t.change_low * 100, t.change_high * 100, t.shift.p_lower, t.shift.test);
     if (s.regressed())
       spdlog::log(level, "bench --against: REGRESSION {}", line);
     else
@@ -94,6 +94,7 @@ BenchAbResult run_ab_trials(const std::vector<std::string>& scenarios, int trial
                             const BenchAbOptions& o) {
   BenchAbResult r;
   r.fail_on = o.fail_on;
+  r.time_metric = o.time_metric;
   r.candidate_name = candidate.describe();
   r.baseline_name = baseline ? baseline->describe() : o.against_results.string();
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
@@ -112,7 +113,13 @@ std::map<std::string, std::vector<AbTrial>> stored_trials(const std::filesystem:
     auto& trials = out[name];
     const std::vector<double> rates =
         e.trial_images_per_second.empty() ? std::vector<double>{e.images_per_second} : e.trial_images_per_second;
-    for (double rate : rates) trials.push_back({rate, e.peak_rss_bytes, e.peak_allocated_bytes});
+    for (double rate : rates) {
+      AbTrial t;
+      t.images_per_second = rate;
+      t.peak_rss_bytes = e.peak_rss_bytes;
+      t.peak_device_bytes = e.peak_allocated_bytes;
+      trials.push_back(t);
+    }
   }
   return out;
 }
@@ -124,6 +131,8 @@ BenchAbResult run_bench_ab(const BenchAbOptions& o) {
   const BenchConfig config = load_bench_config(o.config);
   parse_max_regression(o.max_regression);
   parse_max_regression(o.max_memory_regression);
+  if (o.time_metric != "wall" && o.time_metric != "cpu")
+    throw UsageError("--time-metric '" + o.time_metric + "': expected wall or cpu");
   if (!(o.confidence > 0.5 && o.confidence < 1)) throw UsageError("--confidence: expected a value in (0.5, 1)");
   const bool stored = !o.against_results.empty();
   if (stored && (!o.against.empty() || !o.against_config.empty()))

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -114,6 +115,21 @@ std::vector<HistoryRun> load_history(const std::filesystem::path& dir) {
   return runs;
 }
 
+std::vector<HistoryRun> load_history_or_none(const std::filesystem::path& dir) {
+  const auto file = dir / kHistoryFile;
+  if (!std::filesystem::exists(file)) return {};
+  return parse_history(read_file(file), file.string());
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32] = {};
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 std::vector<std::size_t> change_points(const std::vector<std::vector<double>>& runs, std::size_t window, double alpha,
                                        double min_change) {
   std::vector<double> strength(runs.size(), 0.0);
@@ -128,7 +144,8 @@ std::vector<std::size_t> change_points(const std::vector<std::vector<double>>& r
     if (before.empty() || after.empty()) continue;
     const ShiftEstimate e = two_sample_shift(after, before);
     const double p = 2 * std::min(e.p_lower, e.p_higher);
-    if (p < alpha && std::fabs(std::exp(e.estimate) - 1) > min_change) strength[k] = std::fabs(e.estimate);
+    // The strongest evidence marks the step: a window that straddles it is only partly shifted.
+    if (p < alpha && std::fabs(std::exp(e.estimate) - 1) > min_change) strength[k] = -std::log(p);
   }
   std::vector<std::size_t> out;
   for (std::size_t k = 1; k < runs.size(); ++k) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "shoplens/bench/bench_history.h"
 #include "shoplens/bench/bench_runner.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
@@ -63,6 +64,7 @@ int BenchRecorderResult::regressed() const {
 
 BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
   require_output_apart({"--out", o.out}, {{"--config", o.config}, {"--baseline", o.baseline}});
+  if (!o.history.empty()) load_history_or_none(o.history);  // a broken history fails before the first scenario
   BenchConfig config = load_bench_config(o.config);
   if (!o.scenario.empty()) keep_only(config, o.scenario, o.config);
   for (const auto& s : config.scenarios)
@@ -108,6 +110,9 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
                    sum.noise * 100, sum.step_p50 * 1e3);
   }
   write_outputs();
+  if (!o.history.empty())
+    spdlog::info("bench: run appended to {}",
+                 append_history(o.history, history_run(record.results, record.env, utc_timestamp())).string());
   log_verdicts(record, max_regression);
   return record;
 }

@@ -592,6 +592,8 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
       e.peak_rss_bytes = j["peak_rss_bytes"].get<std::int64_t>();
     if (j.contains("peak_allocated_bytes") && j["peak_allocated_bytes"].is_number_integer())
       e.peak_allocated_bytes = j["peak_allocated_bytes"].get<std::int64_t>();
+    if (j.contains("cpu_utilisation") && j["cpu_utilisation"].is_number())
+      e.cpu_utilisation = j["cpu_utilisation"].get<double>();
     if (j.contains("trial_images_per_second")) {
       if (!j["trial_images_per_second"].is_array())
         throw ConfigError(where + ": \"trial_images_per_second\" must be a list");

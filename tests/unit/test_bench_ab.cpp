@@ -161,7 +161,11 @@ class FakeSource : public AbTrialSource {
   AbTrial run(const std::string& scenario, int index) override {
     log_.push_back(name_ + std::to_string(index));
     if (index == fail_at_) throw DataError("trial broke");
-    return {rates_[static_cast<std::size_t>(index) % rates_.size()], 1000 + index, -1};
+    AbTrial t;
+    t.images_per_second = rates_[static_cast<std::size_t>(index) % rates_.size()];
+    t.cpu_images_per_second = t.images_per_second * 2;
+    t.peak_rss_bytes = 1000 + index;
+    return t;
   }
   std::string describe() const override { return name_; }
 
@@ -187,6 +191,27 @@ TEST(BenchAbRun, TrialsAlternateAndThePairsAreJudged) {
   EXPECT_TRUE(r.scenarios[0].median_gate.compared);
 }
 
+// Wall-clock slower by 10% (another process took the CPU), CPU time per image the same.
+TEST(BenchAbVerdict, TimeMetricPicksTheGatedThroughput) {
+  std::vector<AbTrial> cand(8), base(8);
+  for (int i = 0; i < 8; ++i) {
+    base[i].images_per_second = 100 + i;
+    cand[i].images_per_second = (100 + i) * 0.9;
+    base[i].cpu_images_per_second = cand[i].cpu_images_per_second = 200 + (i % 3);
+  }
+  BenchAbOptions o;
+  const auto wall = judge_scenario("s", cand, base, true, o);
+  EXPECT_TRUE(wall.regressed());
+  EXPECT_EQ(wall.throughput()->metric, "images_per_second");
+  EXPECT_TRUE(wall.median_gate.regressed);
+  o.time_metric = "cpu";
+  const auto cpu = judge_scenario("s", cand, base, true, o);
+  EXPECT_FALSE(cpu.regressed());
+  EXPECT_EQ(cpu.throughput()->metric, "images_per_cpu_second");
+  EXPECT_TRUE(cpu.median_gate_cpu.compared);
+  EXPECT_FALSE(cpu.median_gate_cpu.regressed);
+}
+
 TEST(BenchAbRun, AFailedTrialFailsTheScenarioOnly) {
   std::vector<std::string> log;
   FakeSource cand("A", {100}, log, 2);
@@ -203,7 +228,7 @@ TEST(BenchAbRun, StoredBaselineIsUnpairedAndWarnOnlyPasses) {
   std::vector<std::string> log;
   FakeSource cand("A", {80, 81, 82, 83, 84, 85}, log);
   const std::map<std::string, std::vector<AbTrial>> stored = {
-      {"s1", {{100, -1, -1}, {101, -1, -1}, {102, -1, -1}, {103, -1, -1}, {104, -1, -1}, {105, -1, -1}}}};
+      {"s1", {{100}, {101}, {102}, {103}, {104}, {105}}}};
   BenchAbOptions o;
   o.fail_on = FailOn::kNever;
   const auto r = run_ab_trials({"s1", "new"}, 6, cand, nullptr, stored, o);

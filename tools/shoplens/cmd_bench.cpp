@@ -10,6 +10,7 @@
 #include "shoplens/core/program_files.h"
 #include "shoplens/bench/batch_study.h"
 #include "shoplens/bench/bench_ab.h"
+#include "shoplens/bench/bench_history.h"
 #include "shoplens/bench/bench_recorder.h"
 
 namespace shoplens::cli {
@@ -23,8 +24,15 @@ class BenchCommand : public Command {
         "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
         "(empty: the defaults)");
     app.add_option("-o,--out", out_,
-                   "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html)")
-        ->required();
+                   "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html; A/B: ab.jsonl, "
+                   "ab.md, junit.xml; required)");
+    app.add_option("--history", record_.history,
+                   "append this run (commit, date, machine, GPU, every scenario's trials) to DIR/history.jsonl "
+                   "(empty: no history)");
+    report_ = app.add_subcommand("report", "the history page: one trend chart per scenario (bench report --history "
+                                           "DIR --out SITE)");
+    report_->add_option("--history", report_history_, "the history folder (DIR/history.jsonl)")->required();
+    report_->add_option("-o,--out", report_out_, "folder for index.html")->required();
     app.add_option("--baseline", record_.baseline, "a previous results.jsonl to gate against (empty: no gate)");
     app.add_option("--max-regression", record_.max_regression,
                    "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise); A/B: the "
@@ -71,6 +79,10 @@ class BenchCommand : public Command {
                    "A/B: a stored results.jsonl as the baseline (unpaired: Mann-Whitney; empty: none)");
     app.add_option("--max-memory-regression", ab_.max_memory_regression,
                    "A/B: the largest tolerated growth of peak memory (process RSS, tensors)");
+    app.add_option("--time-metric", ab_.time_metric,
+                   "A/B: the throughput the verdict gates: \"wall\" (images/s) or \"cpu\" (images per CPU-second: "
+                   "robust to other processes on a shared CPU runner; both are reported)")
+        ->check(CLI::IsMember({"wall", "cpu"}));
     app.add_option("--confidence", ab_.confidence,
                    "A/B: confidence of the change's interval; the test's one-sided level is 1 - this")
         ->check(CLI::Range(0.51, 0.999));
@@ -98,6 +110,11 @@ class BenchCommand : public Command {
   }
 
   int run() override {
+    if (report_->parsed()) {
+      std::cout << "history page: " << write_history_report(report_history_, report_out_).string() << std::endl;
+      return 0;
+    }
+    if (out_.empty()) throw UsageError("bench: --out is required");
     if (study_ == "batch") return run_study();
     if (record_.config.empty()) throw UsageError("bench: --config is required (a bench config; see docs/BENCH.md)");
     record_.out = out_;
@@ -112,6 +129,8 @@ class BenchCommand : public Command {
  private:
   BenchRecorderOptions record_;
   BenchAbOptions ab_;
+  CLI::App* report_ = nullptr;
+  std::string report_history_, report_out_;
   std::string out_;
   std::string study_;
   std::string fail_on_ = "regression";

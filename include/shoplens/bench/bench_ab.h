@@ -23,7 +23,8 @@ namespace shoplens {
 
 // One trial of one scenario on one side. -1: not measured.
 struct AbTrial {
-  double images_per_second = 0;
+  double images_per_second = 0;       // images over the measured window (wall clock)
+  double cpu_images_per_second = -1;  // images per CPU-second (user + system) of the measured window
   std::int64_t peak_rss_bytes = -1;     // the process's resident high-water mark
   std::int64_t peak_device_bytes = -1;  // tensors' peak (CUDA caching allocator, CPU tracking allocator)
 };
@@ -51,6 +52,7 @@ struct BenchAbOptions {
   std::filesystem::path against_config;   // the baseline's bench config (empty: config)
   std::filesystem::path against_results;  // a stored results.jsonl as the baseline (unpaired; no runs)
   int trials = 0;                         // trials per side and scenario (0: the config's, at least 6)
+  std::string time_metric = "wall";       // the throughput the verdict gates: wall (images/s) | cpu (images per CPU-s)
   std::string max_regression = "5%";      // slowdown (median shift) that fails, parse_max_regression's forms
   std::string max_memory_regression = "5%";  // peak-memory growth that fails
   double confidence = 0.95;                  // of the interval; the test's one-sided alpha is (1 - confidence)
@@ -60,8 +62,9 @@ struct BenchAbOptions {
 
 // The verdict on one metric of one scenario.
 struct AbMetricVerdict {
-  std::string metric;  // images_per_second | peak_rss_bytes | peak_device_bytes
+  std::string metric;  // images_per_second | images_per_cpu_second | peak_rss_bytes | peak_device_bytes
   bool higher_is_better = true;
+  bool gated = true;  // false: reported only (the throughput --time-metric does not name)
   std::vector<double> candidate, baseline;  // per trial; paired by index when `paired`
   bool paired = true;
   bool compared = false;  // false: not measured on both sides
@@ -76,10 +79,13 @@ struct AbScenarioVerdict {
   std::string scenario;
   std::string error;  // non-empty: a trial failed
   std::vector<AbMetricVerdict> metrics;
-  // The median-and-spread gate of `--baseline` (gate_one) on the same trials, for comparison.
-  GateVerdict median_gate;
+  // The median-and-spread gate of `--baseline` (gate_one) on the same trials, for comparison: on
+  // images/s (the gate as `--baseline` runs it) and on images per CPU-second.
+  GateVerdict median_gate, median_gate_cpu;
   bool regressed() const;
   bool improved() const;
+  // The throughput metric the verdict gates (--time-metric); null when none was measured.
+  const AbMetricVerdict* throughput() const;
 };
 
 // The statistics of one metric: the shift of log(candidate / baseline), paired or two-sample.
@@ -94,6 +100,7 @@ struct BenchAbResult {
   std::vector<AbScenarioVerdict> scenarios;
   FailOn fail_on = FailOn::kRegression;
   std::string baseline_name, candidate_name;
+  std::string time_metric = "wall";
   std::filesystem::path markdown;  // ab.md
   int failed() const;
   int regressed() const;

@@ -37,10 +37,14 @@ std::vector<HistoryRun> parse_history(std::string_view text, const std::string& 
 // DIR/history.jsonl, created with DIR when missing; rewritten atomically with the new line added.
 std::filesystem::path append_history(const std::filesystem::path& dir, const HistoryRun& run);
 std::vector<HistoryRun> load_history(const std::filesystem::path& dir);
+// The runs so far; none when DIR/history.jsonl does not exist yet. ConfigError for a broken file.
+std::vector<HistoryRun> load_history_or_none(const std::filesystem::path& dir);
+// Now in UTC, ISO 8601 to the second (2026-11-29T04:10:00Z).
+std::string utc_timestamp();
 
 // Indices k of a series of runs (each its trials) where the level changes: the runs in a window
 // of `window` before k and from k on differ by a Mann-Whitney test at two-sided p < `alpha`, by
-// more than `min_change` (relative), and k is the strongest such index among its neighbours.
+// more than `min_change` (relative), and k has the smallest p among its neighbours (the earlier on a tie).
 std::vector<std::size_t> change_points(const std::vector<std::vector<double>>& runs, std::size_t window = 3,
                                        double alpha = 0.01, double min_change = 0.05);
 

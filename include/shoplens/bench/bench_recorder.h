@@ -24,6 +24,7 @@ struct BenchRecorderOptions {
   std::string source;                 // the records' "source" field (empty: the command line)
   std::string scenario;               // run only this scenario of the config (empty: all; `bench --against`'s trials)
   FailOn fail_on = FailOn::kRegression;
+  std::filesystem::path history;  // a history folder the run is appended to (empty: none; bench_history.h)
 };
 
 struct BenchRecorderResult {

@@ -128,6 +128,7 @@ struct BaselineEntry {
   std::string origin;                      // file:line
   std::int64_t peak_rss_bytes = -1;        // -1: not recorded
   std::int64_t peak_allocated_bytes = -1;  // -1: not recorded
+  double cpu_utilisation = -1;             // cores busy over the measured windows; -1: not recorded
 };
 // ConfigError (exit 2: the gate cannot judge) naming file:line for malformed JSON or a line
 // without a name/scenario or a positive images_per_second.
