@@ -146,10 +146,7 @@ AbScenarioVerdict judge_scenario(const std::string& scenario, const std::vector<
     v.median_gate_cpu = median_gate_of(scenario, cc, bc, time_limit);
   }
   const bool cpu = o.time_metric == "cpu";
-  for (auto& m : v.metrics) {
-    m.gated = (m.metric == "images_per_cpu_second") == cpu;
-    if (!m.gated) m.regressed = m.improved = false;
-  }
+  for (auto& m : v.metrics) m.gated = (m.metric == "images_per_cpu_second") == cpu;
   for (const auto& [name, get] : {std::pair<const char*, Get>{"peak_rss_bytes", rss}, {"peak_device_bytes", device}}) {
     const auto c = field_of(candidate, get), b = field_of(baseline, get);
     if (!c.empty() && !b.empty())
@@ -159,11 +156,12 @@ AbScenarioVerdict judge_scenario(const std::string& scenario, const std::vector<
 }
 
 bool AbScenarioVerdict::regressed() const {
-  return std::any_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.regressed; });
+  return std::any_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.gated && m.regressed; });
 }
 
 bool AbScenarioVerdict::improved() const {
-  return !regressed() && std::any_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.improved; });
+  return !regressed() &&
+         std::any_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.gated && m.improved; });
 }
 
 const AbMetricVerdict* AbScenarioVerdict::throughput() const {

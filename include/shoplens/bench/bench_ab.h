@@ -64,7 +64,7 @@ struct BenchAbOptions {
 struct AbMetricVerdict {
   std::string metric;  // images_per_second | images_per_cpu_second | peak_rss_bytes | peak_device_bytes
   bool higher_is_better = true;
-  bool gated = true;  // false: reported only (the throughput --time-metric does not name)
+  bool gated = true;  // false: reported only (the throughput --time-metric does not name): its verdict does not count
   std::vector<double> candidate, baseline;  // per trial; paired by index when `paired`
   bool paired = true;
   bool compared = false;  // false: not measured on both sides
