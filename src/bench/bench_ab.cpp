@@ -50,6 +50,7 @@ class ProcessTrialSource : public AbTrialSource {
     t.images_per_second = it->second.images_per_second;
     t.peak_rss_bytes = it->second.peak_rss_bytes;
     t.peak_device_bytes = it->second.peak_allocated_bytes;
+    t.throttled = it->second.throttled_trials > 0;
     if (it->second.cpu_utilisation > 0) t.cpu_images_per_second = t.images_per_second / it->second.cpu_utilisation;
     return t;
   }
@@ -145,8 +146,13 @@ AbScenarioVerdict judge_scenario(const std::string& scenario, const std::vector<
     v.metrics.push_back(judge_metric("images_per_cpu_second", true, cc, bc, paired, time_limit, o.confidence));
     v.median_gate_cpu = median_gate_of(scenario, cc, bc, time_limit);
   }
-  const bool cpu = o.time_metric == "cpu";
+  // CPU time is not in a stored run's records: the verdict falls back to images/s there.
+  const bool cpu = o.time_metric == "cpu" && !cc.empty() && !bc.empty();
   for (auto& m : v.metrics) m.gated = (m.metric == "images_per_cpu_second") == cpu;
+  for (std::size_t i = 0; i < candidate.size(); ++i)
+    if (candidate[i].throttled) v.throttled_candidate.push_back(static_cast<int>(i));
+  for (std::size_t i = 0; i < baseline.size(); ++i)
+    if (baseline[i].throttled) v.throttled_baseline.push_back(static_cast<int>(i));
   for (const auto& [name, get] : {std::pair<const char*, Get>{"peak_rss_bytes", rss}, {"peak_device_bytes", device}}) {
     const auto c = field_of(candidate, get), b = field_of(baseline, get);
     if (!c.empty() && !b.empty())

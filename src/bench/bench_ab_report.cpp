@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "shoplens/bench/bench_ab.h"
+#include "shoplens/core/plural.h"
 #include "shoplens/core/strings.h"
 
 namespace shoplens {
@@ -71,7 +72,13 @@ int order_of(const AbScenarioVerdict& s) {
 std::string md_row(const AbScenarioVerdict& s) {
   const auto* time = s.throughput();
   const std::string p = time && time->compared ? fmt::format("{:.3g}", time->shift.p_lower) : "n/a";
-  const std::string status = !s.error.empty() ? "failed" : s.regressed() ? "**regressed**" : s.improved() ? "faster" : "ok";
+  const std::string status_word = !s.error.empty() ? "failed"
+                                  : s.regressed()  ? "**regressed**"
+                                  : s.improved()   ? "faster"
+                                                   : "ok";
+  const auto throttled = s.throttled_candidate.size() + s.throttled_baseline.size();
+  const std::string status =
+      status_word + (throttled ? " ⚠ GPU throttled in " + count_of(static_cast<std::int64_t>(throttled), "trial") : "");
   std::string name = s.scenario;
   for (auto& c : name)
     if (c == '|') c = '/';
@@ -94,6 +101,7 @@ json ab_scenario_json(const AbScenarioVerdict& v) {
   json metrics = json::array();
   for (const auto& m : v.metrics) metrics.push_back(metric_json(m));
   j["metrics"] = metrics;
+  j["throttled_trials"] = {{"candidate", v.throttled_candidate}, {"baseline", v.throttled_baseline}};
   j["median_gate"] = gate_json(v.median_gate);
   j["median_gate_cpu"] = gate_json(v.median_gate_cpu);
   return j;

@@ -125,9 +125,9 @@ std::map<std::string, std::vector<AbTrial>> stored_trials(const std::filesystem:
 }
 
 BenchAbResult run_bench_ab(const BenchAbOptions& o) {
-  require_output_apart({"--out", o.out}, {{"--config", o.config},
-                                          {"--against-config", o.against_config},
-                                          {"--against-results", o.against_results}});
+  require_output_apart(
+      {"--out", o.out},
+      {{"--config", o.config}, {"--against-config", o.against_config}, {"--against-results", o.against_results}});
   const BenchConfig config = load_bench_config(o.config);
   parse_max_regression(o.max_regression);
   parse_max_regression(o.max_memory_regression);

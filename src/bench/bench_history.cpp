@@ -38,6 +38,8 @@ HistoryScenario scenario_from(const json& s, const std::string& where) {
       h.trials.push_back(v.get<double>());
     }
   }
+  if (s.contains("throttled_trials") && s["throttled_trials"].is_number_integer())
+    h.throttled_trials = s["throttled_trials"].get<int>();
   if (s.contains("peak_rss_bytes") && s["peak_rss_bytes"].is_number_integer())
     h.peak_rss_bytes = s["peak_rss_bytes"].get<std::int64_t>();
   return h;
@@ -57,15 +59,18 @@ HistoryRun history_run(const std::vector<ScenarioResult>& results, const BenchEn
   run.torch = env.torch_version;
   for (const auto& r : results)
     run.scenarios.push_back({r.scenario.name, r.error.empty() ? "ok" : "failed", r.trial_images_per_second,
-                             r.peak_rss_bytes});
+                             r.peak_rss_bytes, r.throttled_trials()});
   return run;
 }
 
 json history_run_json(const HistoryRun& run) {
   json scenarios = json::array();
   for (const auto& s : run.scenarios)
-    scenarios.push_back(
-        {{"name", s.name}, {"status", s.status}, {"trials", s.trials}, {"peak_rss_bytes", s.peak_rss_bytes}});
+    scenarios.push_back({{"name", s.name},
+                         {"status", s.status},
+                         {"trials", s.trials},
+                         {"peak_rss_bytes", s.peak_rss_bytes},
+                         {"throttled_trials", s.throttled_trials}});
   return {{"format", "shoplens-bench-history"},
           {"commit", run.commit},
           {"date", run.date},

@@ -62,7 +62,8 @@ void write_scenario_chart(std::ostringstream& os, const std::vector<HistoryRun>&
      << svg_chart(name, {"run", false, false, true}, {"images/s", false, true, false}, series);
   std::string where;
   for (std::size_t k : cps) where += (where.empty() ? "" : ", ") + fmt::format("run {} ({})", k + 1, run_note(runs[k]));
-  os << "<p>" << (cps.empty() ? "No change point." : "Change points: " + xml_escape(where) + ".") << "</p>\n</section>\n";
+  os << "<p>" << (cps.empty() ? "No change point." : "Change points: " + xml_escape(where) + ".")
+     << "</p>\n</section>\n";
 }
 
 void write_runs_table(std::ostringstream& os, const std::vector<HistoryRun>& runs) {
@@ -73,10 +74,14 @@ void write_runs_table(std::ostringstream& os, const std::vector<HistoryRun>& run
   for (std::size_t i = runs.size(); i-- > first;) {
     const auto& r = runs[i];
     const auto failed = std::count_if(r.scenarios.begin(), r.scenarios.end(), [](auto& s) { return s.status != "ok"; });
+    int throttled = 0;
+    for (const auto& s : r.scenarios) throttled += s.throttled_trials;
     os << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>\n",
                       i + 1, xml_escape(r.date), xml_escape(r.commit.substr(0, 12)), xml_escape(r.host),
                       xml_escape(r.gpu.empty() ? "none" : r.gpu + " (" + r.driver + ")"), xml_escape(r.torch),
-                      r.scenarios.size(), failed ? fmt::format(", {} failed", failed) : "");
+                      r.scenarios.size(),
+                      (failed ? fmt::format(", {} failed", failed) : "") +
+                          (throttled ? fmt::format(", GPU throttled in {} trials", throttled) : ""));
   }
   os << "</table>\n";
 }
@@ -90,10 +95,11 @@ std::string history_html(const std::vector<HistoryRun>& runs) {
         "max-width:1280px;padding:0 16px;box-sizing:border-box;margin:2em auto;}table{border-collapse:collapse;"
         "max-width:100%}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;overflow-wrap:anywhere}"
         "svg{max-width:100%;height:auto;border:1px solid #eee}</style>\n</head>\n<body>\n"
-     << fmt::format("<h1>Benchmark history</h1>\n<p>{} runs, from {} to {}. Each point is one trial (images/s), "
-                    "the line the median of its run; a red marker is a change point: the runs before and after it "
-                    "differ (Mann-Whitney, p &lt; 0.01) by more than 5%.</p>\n",
-                    runs.size(), xml_escape(runs.front().date), xml_escape(runs.back().date));
+     << fmt::format(
+            "<h1>Benchmark history</h1>\n<p>{} runs, from {} to {}. Each point is one trial (images/s), "
+            "the line the median of its run; a red marker is a change point: the runs before and after it "
+            "differ (Mann-Whitney, p &lt; 0.01) by more than 5%.</p>\n",
+            runs.size(), xml_escape(runs.front().date), xml_escape(runs.back().date));
   for (const auto& name : scenario_names(runs)) write_scenario_chart(os, runs, name);
   write_runs_table(os, runs);
   os << "</body>\n</html>\n";

@@ -145,7 +145,8 @@ ShiftEstimate two_sample_shift(const std::vector<double>& x, const std::vector<d
   // U = W - m(m+1)/2 counts the differences above 0; its null distribution is W's, shifted.
   const auto w_counts = halve(rank_sum_counts(plain_doubled_ranks(pooled.size()), m));
   const auto offset = static_cast<std::size_t>(m * (m + 1) / 2);
-  set_interval(e, differences, std::vector<double>(w_counts.begin() + static_cast<std::ptrdiff_t>(offset), w_counts.end()));
+  set_interval(e, differences,
+               std::vector<double>(w_counts.begin() + static_cast<std::ptrdiff_t>(offset), w_counts.end()));
   return e;
 }
 

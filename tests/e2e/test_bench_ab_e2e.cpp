@@ -92,10 +92,9 @@ TEST_F(E2eBenchAb, HistoryAppendsRunsAndTheReportOfTenRunsRendersCleanly) {
                   {"host", "runner-a-with-a-long-host-name"},
                   {"gpu", ""},
                   {"torch", "LibTorch 1.13.1"},
-                  {"scenarios",
-                   json::array({{{"name", "tiny"}, {"trials", {level, level * 1.01, level * 0.99}}},
-                                {{"name", "small_cnn_fp32_b16_cpu_t2_with_a_long_name"},
-                                 {"trials", {50 + i, 51 + i, 49 + i}}}})}}
+                  {"scenarios", json::array({{{"name", "tiny"}, {"trials", {level, level * 1.01, level * 0.99}}},
+                                             {{"name", "small_cnn_fp32_b16_cpu_t2_with_a_long_name"},
+                                              {"trials", {50 + i, 51 + i, 49 + i}}}})}}
                  .dump() +
              "\n";
   }
@@ -122,11 +121,36 @@ TEST_F(E2eBenchAb, HistoryAppendsRunsAndTheReportOfTenRunsRendersCleanly) {
 TEST_F(E2eBenchAb, ABrokenHistoryFailsBeforeAnyScenario) {
   const fs::path history = scratch() / "broken-history";
   testing::write_text(history / "history.jsonl", "{\"format\": \"something else\"}\n");
-  const auto r = run_shoplens(fmt::format("bench --config {} --history {} --out {} 2>&1",
-                                          tiny_config("b.json", 16).string(), history.string(),
-                                          (scratch() / "broken-out").string()));
+  const auto r =
+      run_shoplens(fmt::format("bench --config {} --history {} --out {} 2>&1", tiny_config("b.json", 16).string(),
+                               history.string(), (scratch() / "broken-out").string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("history.jsonl:1"), std::string::npos) << r.output;
+}
+
+// The example CI workflows of docs/BENCH.md parse as YAML (PyYAML, an independent parser) and have
+// the shape each CI system needs: a GPU runner, the A/B step, the reports.
+TEST_F(E2eBenchAb, TheExampleWorkflowsAreValidYaml) {
+  const std::string dir = testing::source_dir() + "/scripts/ci-examples";
+  const auto r = testing::run_shell(testing::python() + " - " + dir + R"( 2>&1 <<'PY'
+import sys, yaml
+d = sys.argv[1]
+gh = yaml.safe_load(open(d + "/github-actions-gpu.yml"))
+on = gh.get("on", gh.get(True))  # YAML 1.1 reads the key `on` as true
+assert "pull_request" in on and "push" in on, on
+job = gh["jobs"]["bench"]
+assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"], job["runs-on"]
+runs = " ".join(s.get("run", "") for s in job["steps"])
+assert "--against" in runs and "bench report --history" in runs and "GITHUB_STEP_SUMMARY" in runs, runs
+gl = yaml.safe_load(open(d + "/gitlab-ci-gpu.yml"))
+bench = gl["bench"]
+assert "gpu" in bench["tags"], bench
+assert bench["artifacts"]["reports"]["junit"] == "bench-out/junit.xml", bench["artifacts"]
+assert any("--against" in line for line in bench["script"]), bench["script"]
+print("workflows ok")
+PY)");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("workflows ok"), std::string::npos) << r.output;
 }
 
 }  // namespace

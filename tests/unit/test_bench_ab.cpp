@@ -227,8 +227,7 @@ TEST(BenchAbRun, AFailedTrialFailsTheScenarioOnly) {
 TEST(BenchAbRun, StoredBaselineIsUnpairedAndWarnOnlyPasses) {
   std::vector<std::string> log;
   FakeSource cand("A", {80, 81, 82, 83, 84, 85}, log);
-  const std::map<std::string, std::vector<AbTrial>> stored = {
-      {"s1", {{100}, {101}, {102}, {103}, {104}, {105}}}};
+  const std::map<std::string, std::vector<AbTrial>> stored = {{"s1", {{100}, {101}, {102}, {103}, {104}, {105}}}};
   BenchAbOptions o;
   o.fail_on = FailOn::kNever;
   const auto r = run_ab_trials({"s1", "new"}, 6, cand, nullptr, stored, o);

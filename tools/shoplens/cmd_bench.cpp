@@ -23,23 +23,27 @@ class BenchCommand : public Command {
         "--config", record_.config,
         "bench config: JSON with a scenario matrix (configs/bench_ci.json); with --study batch: a train config "
         "(empty: the defaults)");
-    app.add_option("-o,--out", out_,
-                   "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html; A/B: ab.jsonl, "
-                   "ab.md, junit.xml; required)");
+    app.add_option(
+        "-o,--out", out_,
+        "folder for results.jsonl, results.csv, results.md and junit.xml (study: report.html; A/B: ab.jsonl, "
+        "ab.md, junit.xml; required)");
     app.add_option("--history", record_.history,
                    "append this run (commit, date, machine, GPU, every scenario's trials) to DIR/history.jsonl "
                    "(empty: no history)");
-    report_ = app.add_subcommand("report", "the history page: one trend chart per scenario (bench report --history "
-                                           "DIR --out SITE)");
+    report_ = app.add_subcommand("report",
+                                 "the history page: one trend chart per scenario (bench report --history "
+                                 "DIR --out SITE)");
     report_->add_option("--history", report_history_, "the history folder (DIR/history.jsonl)")->required();
     report_->add_option("-o,--out", report_out_, "folder for index.html")->required();
     app.add_option("--baseline", record_.baseline, "a previous results.jsonl to gate against (empty: no gate)");
-    app.add_option("--max-regression", record_.max_regression,
-                   "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise); A/B: the "
-                   "largest tolerated slowdown (a significant one beyond it fails)");
-    app.add_option("--fail-on", fail_on_,
-                   "with --baseline or A/B: what fails the run (exit 1): \"regression\" (CI's gate) or \"never\" (report "
-                   "regressions as warnings; a failed scenario still fails)")
+    app.add_option(
+        "--max-regression", record_.max_regression,
+        "with --baseline: the largest tolerated drop in median images/s (also must exceed trial noise); A/B: the "
+        "largest tolerated slowdown (a significant one beyond it fails)");
+    app.add_option(
+           "--fail-on", fail_on_,
+           "with --baseline or A/B: what fails the run (exit 1): \"regression\" (CI's gate) or \"never\" (report "
+           "regressions as warnings; a failed scenario still fails)")
         ->check(CLI::IsMember({"regression", "never"}));
     app.add_option("--trials", record_.trials, "repeated trials per scenario (0: the config's)")->check(non_negative());
     app.add_option("--source", record_.source, "the records' \"source\" field (empty: the command line)");

@@ -23,10 +23,11 @@ namespace shoplens {
 
 // One trial of one scenario on one side. -1: not measured.
 struct AbTrial {
-  double images_per_second = 0;       // images over the measured window (wall clock)
-  double cpu_images_per_second = -1;  // images per CPU-second (user + system) of the measured window
+  double images_per_second = 0;         // images over the measured window (wall clock)
+  double cpu_images_per_second = -1;    // images per CPU-second (user + system) of the measured window
   std::int64_t peak_rss_bytes = -1;     // the process's resident high-water mark
   std::int64_t peak_device_bytes = -1;  // tensors' peak (CUDA caching allocator, CPU tracking allocator)
+  bool throttled = false;               // the GPU throttled during the trial (NVML's throttle reasons)
 };
 
 // Where one side's trials come from.
@@ -67,12 +68,12 @@ struct AbMetricVerdict {
   bool gated = true;  // false: reported only (the throughput --time-metric does not name): its verdict does not count
   std::vector<double> candidate, baseline;  // per trial; paired by index when `paired`
   bool paired = true;
-  bool compared = false;  // false: not measured on both sides
-  ShiftEstimate shift;    // of log(candidate) - log(baseline)
+  bool compared = false;                               // false: not measured on both sides
+  ShiftEstimate shift;                                 // of log(candidate) - log(baseline)
   double change = 0, change_low = 0, change_high = 0;  // relative: exp(shift) - 1, and its interval
-  bool significant = false;  // the one-sided test in the bad direction, p < 1 - confidence
-  bool regressed = false;    // significant and the change is beyond the limit
-  bool improved = false;     // significant in the good direction and beyond the limit
+  bool significant = false;                            // the one-sided test in the bad direction, p < 1 - confidence
+  bool regressed = false;                              // significant and the change is beyond the limit
+  bool improved = false;                               // significant in the good direction and beyond the limit
 };
 
 struct AbScenarioVerdict {
@@ -82,6 +83,7 @@ struct AbScenarioVerdict {
   // The median-and-spread gate of `--baseline` (gate_one) on the same trials, for comparison: on
   // images/s (the gate as `--baseline` runs it) and on images per CPU-second.
   GateVerdict median_gate, median_gate_cpu;
+  std::vector<int> throttled_candidate, throttled_baseline;  // trials (0-based) in which the GPU throttled
   bool regressed() const;
   bool improved() const;
   // The throughput metric the verdict gates (--time-metric); null when none was measured.

@@ -17,9 +17,10 @@ namespace shoplens {
 
 struct HistoryScenario {
   std::string name;
-  std::string status = "ok";  // ok | failed
+  std::string status = "ok";   // ok | failed
   std::vector<double> trials;  // images/s per trial
   std::int64_t peak_rss_bytes = -1;
+  int throttled_trials = 0;  // trials in which the GPU throttled
 };
 
 struct HistoryRun {
