@@ -83,7 +83,7 @@ for kind in planted same; do
 done
 
 {
-  echo "## bench --against: detection on $(nproc) cores ($(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD))"
+  echo "## bench --against: detection on $(nproc) cores ($(date -u +%Y-%m-%dT%H:%MZ), $("$bin" --version | head -n1))"
   echo
   echo "small_cnn $image_size px vs $planted_size px planted, batch $batch, $steps steps, $threads thread(s),"
   echo "$trials trials per side, --max-regression $max_regression, --time-metric $time_metric."
