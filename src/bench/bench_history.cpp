@@ -104,7 +104,7 @@ std::vector<HistoryRun> parse_history(std::string_view text, const std::string& 
 
 std::filesystem::path append_history(const std::filesystem::path& dir, const HistoryRun& run) {
   std::filesystem::create_directories(dir);
-  const auto file = dir / kHistoryFile;
+  auto file = dir / kHistoryFile;
   std::string text = std::filesystem::exists(file) ? read_file(file) : std::string();
   parse_history(text, file.string());  // never append to a file that is not a history
   if (!text.empty() && text.back() != '\n') text += '\n';

@@ -109,7 +109,7 @@ std::string history_html(const std::vector<HistoryRun>& runs) {
 std::filesystem::path write_history_report(const std::filesystem::path& history, const std::filesystem::path& out) {
   const auto runs = load_history(history);
   std::filesystem::create_directories(out);
-  const auto page = out / "index.html";
+  auto page = out / "index.html";
   write_file_atomic(page, history_html(runs));
   return page;
 }

@@ -68,9 +68,10 @@ std::vector<double> signed_rank_counts(const std::vector<int>& doubled_ranks) {
   const int total = std::accumulate(doubled_ranks.begin(), doubled_ranks.end(), 0);
   std::vector<double> counts(static_cast<std::size_t>(total) + 1, 0.0);
   counts[0] = 1;
-  int reach = 0;
-  for (int r : doubled_ranks) {
-    for (int t = reach; t >= 0; --t) counts[static_cast<std::size_t>(t + r)] += counts[static_cast<std::size_t>(t)];
+  std::size_t reach = 0;
+  for (int rank : doubled_ranks) {
+    const auto r = static_cast<std::size_t>(rank);
+    for (std::size_t t = reach + 1; t-- > 0;) counts[t + r] += counts[t];
     reach += r;
   }
   return counts;

@@ -93,6 +93,10 @@ class BenchCommand : public Command {
   }
 
   int run_against() {
+    if (!record_.baseline.empty() || !record_.history.empty())
+      throw UsageError(
+          "bench: --baseline and --history belong to a recorder run; give them without --against, "
+          "--against-config and --against-results");
     ab_.config = record_.config;
     ab_.out = out_;
     ab_.trials = record_.trials;
