@@ -32,32 +32,37 @@ class ProcessTrialSource : public AbTrialSource {
       : program_(std::move(program)), config_(std::move(config)), work_(std::move(work)), side_(std::move(side)) {}
 
   AbTrial run(const std::string& scenario, int index) override {
-    const auto dir = work_ / side_ / fmt::format("{}-{}", file_safe(scenario), index);
+    return child(scenario, fmt::format("{}-{}", file_safe(scenario), index), 1).front();
+  }
+
+  // A stored baseline's trials ran in one process: the candidate's run the same way.
+  std::vector<AbTrial> run_series(const std::string& scenario, int trials) override {
+    return child(scenario, file_safe(scenario), trials);
+  }
+
+  std::string describe() const override { return program_.string() + " --config " + config_.string(); }
+
+ private:
+  // One child `bench --scenario NAME --trials N` in work/side/folder, its trials read back.
+  std::vector<AbTrial> child(const std::string& scenario, const std::string& folder, int trials) {
+    const auto dir = work_ / side_ / folder;
     const auto log = dir.string() + ".log";
     std::filesystem::create_directories(dir.parent_path());
-    const ProcessExit exit = run_process({program_.string(), "bench", "--config", config_.string(), "--scenario",
-                                          scenario, "--trials", "1", "--out", dir.string(), "--fail-on", "never"},
-                                         log);
+    const ProcessExit exit =
+        run_process({program_.string(), "bench", "--config", config_.string(), "--scenario", scenario, "--trials",
+                     std::to_string(trials), "--out", dir.string(), "--fail-on", "never"},
+                    log);
     if (exit.interrupted()) throw InterruptedError();
     const auto results = dir / "results.jsonl";
     std::map<std::string, BaselineEntry> got;
     if (std::filesystem::exists(results)) got = parse_baseline(read_file(results), results.string());
     const auto it = got.find(scenario);
     if (!exit.ok() || it == got.end())
-      throw DataError(fmt::format("{} trial {} of '{}' ({}) failed: {}; its log: {}", side_, index + 1, scenario,
+      throw DataError(fmt::format("{} run {} of '{}' ({}) failed: {}; its log: {}", side_, folder, scenario,
                                   program_.string(), exit.describe(), log));
-    AbTrial t;
-    t.images_per_second = it->second.images_per_second;
-    t.peak_rss_bytes = it->second.peak_rss_bytes;
-    t.peak_device_bytes = it->second.peak_allocated_bytes;
-    t.throttled = it->second.throttled_trials > 0;
-    if (it->second.cpu_utilisation > 0) t.cpu_images_per_second = t.images_per_second / it->second.cpu_utilisation;
-    return t;
+    return trials_of_record(it->second);
   }
 
-  std::string describe() const override { return program_.string() + " --config " + config_.string(); }
-
- private:
   std::filesystem::path program_, config_, work_;
   std::string side_;
 };
@@ -90,6 +95,32 @@ void set_relative(AbMetricVerdict& v) {
 }
 
 }  // namespace
+
+std::vector<AbTrial> AbTrialSource::run_series(const std::string& scenario, int trials) {
+  std::vector<AbTrial> out;
+  for (int i = 0; i < trials; ++i) out.push_back(run(scenario, i));
+  return out;
+}
+
+std::vector<AbTrial> trials_of_record(const BaselineEntry& e) {
+  const std::vector<double> rates =
+      e.trial_images_per_second.empty() ? std::vector<double>{e.images_per_second} : e.trial_images_per_second;
+  const bool per_trial_cpu = e.trial_images_per_cpu_second.size() == rates.size();
+  std::vector<AbTrial> trials;
+  for (std::size_t i = 0; i < rates.size(); ++i) {
+    AbTrial t;
+    t.images_per_second = rates[i];
+    t.peak_rss_bytes = e.peak_rss_bytes;  // a record has one peak per scenario
+    t.peak_device_bytes = e.peak_allocated_bytes;
+    t.throttled = e.throttled_trials > 0;
+    if (per_trial_cpu)
+      t.cpu_images_per_second = e.trial_images_per_cpu_second[i];
+    else if (rates.size() == 1 && e.cpu_utilisation > 0)
+      t.cpu_images_per_second = rates[i] / e.cpu_utilisation;
+    trials.push_back(t);
+  }
+  return trials;
+}
 
 std::unique_ptr<AbTrialSource> make_process_trial_source(const std::filesystem::path& program,
                                                          const std::filesystem::path& config,
@@ -146,7 +177,7 @@ AbScenarioVerdict judge_scenario(const std::string& scenario, const std::vector<
     v.metrics.push_back(judge_metric("images_per_cpu_second", true, cc, bc, paired, time_limit, o.confidence));
     v.median_gate_cpu = median_gate_of(scenario, cc, bc, time_limit);
   }
-  // CPU time is not in a stored run's records: the verdict falls back to images/s there.
+  // A stored run from before trial_images_per_cpu_second has no CPU time: images/s then.
   const bool cpu = o.time_metric == "cpu" && !cc.empty() && !bc.empty();
   for (auto& m : v.metrics) m.gated = (m.metric == "images_per_cpu_second") == cpu;
   for (std::size_t i = 0; i < candidate.size(); ++i)

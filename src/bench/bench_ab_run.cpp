@@ -25,14 +25,14 @@ AbScenarioVerdict run_ab_scenario(const std::string& name, int trials, AbTrialSo
   std::vector<AbTrial> c, b;
   std::string error;
   try {
-    for (int i = 0; i < trials; ++i) {
+    if (!baseline) c = candidate.run_series(name, trials);  // a stored baseline: its trials ran in a row
+    for (int i = 0; baseline && i < trials; ++i) {
       const bool candidate_first = i % 2 == 0;  // ABBA...: neither side always runs second
-      if (baseline && !candidate_first) b.push_back(baseline->run(name, i));
+      if (!candidate_first) b.push_back(baseline->run(name, i));
       c.push_back(candidate.run(name, i));
-      if (baseline && candidate_first) b.push_back(baseline->run(name, i));
-      spdlog::info("bench --against: {} trial {}/{}: candidate {:.2f} images/s{}", name, i + 1, trials,
-                   c.back().images_per_second,
-                   baseline ? fmt::format(", baseline {:.2f}", b.back().images_per_second) : "");
+      if (candidate_first) b.push_back(baseline->run(name, i));
+      spdlog::info("bench --against: {} trial {}/{}: candidate {:.2f} images/s, baseline {:.2f}", name, i + 1, trials,
+                   c.back().images_per_second, b.back().images_per_second);
     }
   } catch (const InterruptedError&) {
     throw;
@@ -109,18 +109,7 @@ BenchAbResult run_ab_trials(const std::vector<std::string>& scenarios, int trial
 
 std::map<std::string, std::vector<AbTrial>> stored_trials(const std::filesystem::path& results) {
   std::map<std::string, std::vector<AbTrial>> out;
-  for (const auto& [name, e] : load_baseline(results)) {
-    auto& trials = out[name];
-    const std::vector<double> rates =
-        e.trial_images_per_second.empty() ? std::vector<double>{e.images_per_second} : e.trial_images_per_second;
-    for (double rate : rates) {
-      AbTrial t;
-      t.images_per_second = rate;
-      t.peak_rss_bytes = e.peak_rss_bytes;
-      t.peak_device_bytes = e.peak_allocated_bytes;
-      trials.push_back(t);
-    }
-  }
+  for (const auto& [name, e] : load_baseline(results)) out[name] = trials_of_record(e);
   return out;
 }
 

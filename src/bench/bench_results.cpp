@@ -322,6 +322,7 @@ const std::vector<std::string>& recorder_record_keys() {
                                                 "device_name",
                                                 "noise",
                                                 "trial_images_per_second",
+                                                "trial_images_per_cpu_second",
                                                 "step_ms_p50",
                                                 "step_ms_p95",
                                                 "step_ms_p99",
@@ -395,6 +396,10 @@ void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary
   j["warmup_steps"] = sc.warmup_steps;
   j["steps"] = sc.steps;
   j["trial_images_per_second"] = r.trial_images_per_second;
+  // Images per CPU-second per trial: what `bench --against-results --time-metric cpu` compares.
+  json per_cpu_second = json::array();
+  for (double cpu : r.trial_cpu_seconds) per_cpu_second.push_back(cpu > 0 ? r.batch * sc.steps / cpu : 0.0);
+  j["trial_images_per_cpu_second"] = per_cpu_second;
   if (!r.text) return;
   // images_per_second stays the rate recommend reads; for text it counts samples.
   if (s.images_per_second > 0) j["samples_per_second"] = s.images_per_second;
@@ -619,6 +624,9 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
       e.peak_rss_bytes = j["peak_rss_bytes"].get<std::int64_t>();
     if (j.contains("peak_allocated_bytes") && j["peak_allocated_bytes"].is_number_integer())
       e.peak_allocated_bytes = j["peak_allocated_bytes"].get<std::int64_t>();
+    if (j.contains("trial_images_per_cpu_second") && j["trial_images_per_cpu_second"].is_array())
+      for (const auto& v : j["trial_images_per_cpu_second"])
+        if (v.is_number()) e.trial_images_per_cpu_second.push_back(v.get<double>());
     if (j.contains("throttled_trials") && j["throttled_trials"].is_number_integer())
       e.throttled_trials = j["throttled_trials"].get<int>();
     if (j.contains("cpu_utilisation") && j["cpu_utilisation"].is_number())

@@ -206,7 +206,8 @@ void run_trial(const BenchScenario& s, TrainStep& step, BatchFeed& feed, Scenari
     r.step_seconds.push_back(seconds_since(ts));
   }
   const double window = seconds_since(t0);
-  r.cpu_seconds += cpu_seconds_now() - cpu0;
+  r.trial_cpu_seconds.push_back(cpu_seconds_now() - cpu0);
+  r.cpu_seconds += r.trial_cpu_seconds.back();
   r.trial_seconds.push_back(window);
   r.trial_data_wait_seconds.push_back(waited);
   r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);

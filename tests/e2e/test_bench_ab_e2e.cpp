@@ -64,6 +64,25 @@ TEST_F(E2eBenchAb, AlternatingTrialsGiveAVerdictForThroughputAndMemory) {
   EXPECT_NE(testing::read_text(out / "junit.xml").find("<testcase"), std::string::npos);
 }
 
+// Against a stored run the candidate runs once with all its trials in a row, as the stored run did.
+TEST_F(E2eBenchAb, AStoredRunIsComparedUnpairedWithTheCandidatesTrialsInOneProcess) {
+  const auto config = tiny_config("stored.json", 16);
+  const fs::path recorded = scratch() / "recorded";
+  auto r = run_shoplens(fmt::format("bench --config {} --trials 6 --out {} 2>&1", config.string(), recorded.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path out = scratch() / "ab-stored";
+  r = run_shoplens(fmt::format("bench --config {} --against-results {} --time-metric cpu --out {} --fail-on never 2>&1",
+                               config.string(), (recorded / "results.jsonl").string(), out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(testing::read_text(out / "ab.jsonl"));
+  EXPECT_EQ(j["metrics"][0]["paired"], false);
+  EXPECT_EQ(j["metrics"][0]["candidate"].size(), 6U);
+  EXPECT_EQ(j["metrics"][0]["baseline"].size(), 6U);
+  EXPECT_EQ(j["metrics"][1]["metric"], "images_per_cpu_second");  // the stored run's per-trial CPU rates
+  EXPECT_EQ(j["metrics"][1]["gated"], true);
+  EXPECT_TRUE(fs::exists(out / "trials" / "candidate" / "tiny" / "results.jsonl"));
+}
+
 TEST_F(E2eBenchAb, MismatchedScenariosAndMissingProgramsFailBeforeAnyTrial) {
   const auto base = tiny_config("base2.json", 16);
   const fs::path other = scratch() / "renamed.json";

@@ -269,11 +269,12 @@ TEST(BenchAbRun, StoredTrialsReadARecorderFile) {
   const auto file = dir / "stored_results.jsonl";
   write_file_atomic(file,
                     "{\"name\":\"s1\",\"images_per_second\":10,\"trial_images_per_second\":[9,10,11],"
-                    "\"peak_rss_bytes\":5000}\n");
+                    "\"trial_images_per_cpu_second\":[20,21,22],\"peak_rss_bytes\":5000}\n");
   const auto t = stored_trials(file);
   ASSERT_EQ(t.at("s1").size(), 3U);
   EXPECT_EQ(t.at("s1")[2].images_per_second, 11);
   EXPECT_EQ(t.at("s1")[0].peak_rss_bytes, 5000);
+  EXPECT_EQ(t.at("s1")[1].cpu_images_per_second, 21);
 }
 
 }  // namespace

@@ -36,8 +36,15 @@ class AbTrialSource {
   virtual ~AbTrialSource() = default;
   // Trial `index` (0-based) of the named scenario. Throws on failure (the scenario is then failed).
   virtual AbTrial run(const std::string& scenario, int index) = 0;
+  // `trials` trials in a row, as one recorder run takes them (against a stored run, which did so);
+  // by default run() `trials` times.
+  virtual std::vector<AbTrial> run_series(const std::string& scenario, int trials);
   virtual std::string describe() const = 0;
 };
+
+// The trials of one recorder record (a results.jsonl line): its per-trial rates and CPU rates,
+// its scenario-wide peaks and throttling on every trial.
+std::vector<AbTrial> trials_of_record(const BaselineEntry& record);
 
 // A shoplens binary run once per trial: `PROGRAM bench --config CONFIG --scenario NAME --trials 1
 // --out WORK/...`, its results.jsonl read back. The binary must have `bench --scenario`.

@@ -98,6 +98,7 @@ struct ScenarioResult {
   std::vector<double> trial_data_wait_seconds;  // per trial, blocked waiting for the loader
   std::vector<double> trial_seconds;            // measured window per trial
   double cpu_seconds = 0;                       // user + system over the measured windows
+  std::vector<double> trial_cpu_seconds;        // user + system per trial's measured window
   std::int64_t peak_rss_bytes = 0;              // resident set high-water mark of the scenario
   bool peak_rss_scoped = false;                 // false: the process's lifetime peak (clear_refs refused)
   std::int64_t peak_allocated_bytes = -1;       // tensors (CPU tracking allocator / CUDA): -1 unknown
@@ -145,11 +146,12 @@ const std::vector<std::string>& recorder_record_keys();
 struct BaselineEntry {
   double images_per_second = 0;
   std::vector<double> trial_images_per_second;
-  std::string origin;                      // file:line
-  std::int64_t peak_rss_bytes = -1;        // -1: not recorded
-  std::int64_t peak_allocated_bytes = -1;  // -1: not recorded
-  double cpu_utilisation = -1;             // cores busy over the measured windows; -1: not recorded
-  int throttled_trials = 0;                // trials in which the GPU throttled (NVML)
+  std::string origin;                               // file:line
+  std::int64_t peak_rss_bytes = -1;                 // -1: not recorded
+  std::int64_t peak_allocated_bytes = -1;           // -1: not recorded
+  double cpu_utilisation = -1;                      // cores busy over the measured windows; -1: not recorded
+  int throttled_trials = 0;                         // trials in which the GPU throttled (NVML)
+  std::vector<double> trial_images_per_cpu_second;  // per trial; empty: not recorded
 };
 // ConfigError (exit 2: the gate cannot judge) naming file:line for malformed JSON or a line
 // without a name/scenario or a positive images_per_second.
