@@ -98,6 +98,7 @@ void set_relative(AbMetricVerdict& v) {
 
 std::vector<AbTrial> AbTrialSource::run_series(const std::string& scenario, int trials) {
   std::vector<AbTrial> out;
+  out.reserve(static_cast<std::size_t>(std::max(trials, 0)));
   for (int i = 0; i < trials; ++i) out.push_back(run(scenario, i));
   return out;
 }
@@ -107,6 +108,7 @@ std::vector<AbTrial> trials_of_record(const BaselineEntry& e) {
       e.trial_images_per_second.empty() ? std::vector<double>{e.images_per_second} : e.trial_images_per_second;
   const bool per_trial_cpu = e.trial_images_per_cpu_second.size() == rates.size();
   std::vector<AbTrial> trials;
+  trials.reserve(rates.size());
   for (std::size_t i = 0; i < rates.size(); ++i) {
     AbTrial t;
     t.images_per_second = rates[i];
