@@ -22,6 +22,8 @@ PACKAGES=(
   python3 python3-venv python3-torch python3-torchvision python3-pil python3-numpy
   # scikit-learn: the reference the binary metrics (ROC AUC, average precision) are checked against
   python3-sklearn
+  # PyYAML: the example CI workflows (scripts/ci-examples) are checked as YAML
+  python3-yaml
   # multi-node tests: network namespaces and a veth link (scripts/netns), a local Slurm cluster
   # with munge authentication (scripts/slurm)
   iproute2 munge slurmctld slurmd slurm-client

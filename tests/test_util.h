@@ -44,9 +44,23 @@ struct CommandResult {
 std::string shoplens_bin();
 std::string source_dir();
 std::string python();
+// Whether python() can import pyarrow: "" when it can, else why not. The torch2 build's venv pins
+// pyarrow (a venv without it is a failure there); Debian's python3 has none (tests skip).
+std::string pyarrow_missing();
+// True when python() is a finished ShopLens venv (scripts/venv.sh marks one with .complete).
+bool python_is_the_venv();
 
 // Runs `shoplens <args>` (shoplens_bin()) through the shell.
 CommandResult run_shoplens(const std::string& args);
+// Runs `shoplens <args>` as a child, its output to `log`, and reads its peak RSS from wait4's
+// rusage (ru_maxrss covers the child and what it waited for, so the shell in between does not hide
+// the program).
+struct MeasuredRun {
+  int exit_code = -1;
+  long peak_kib = 0;  // the child's resident high-water mark
+  std::string output;
+};
+MeasuredRun run_shoplens_measured(const std::string& args, const std::filesystem::path& log);
 CommandResult run_shell(const std::string& command);
 // The arguments of `shoplens launch` for `nproc` local ranks on a free port, up to and including
 // the worker's binary (shoplens_bin()): append the worker's verb and flags. `extra` goes to launch.

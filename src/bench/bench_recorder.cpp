@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "shoplens/bench/bench_history.h"
 #include "shoplens/bench/bench_runner.h"
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
@@ -37,6 +38,19 @@ void log_verdicts(const BenchRecorderResult& record, double max_regression) {
                 max_regression * 100, record.fail_on == FailOn::kNever ? " (--fail-on never: a warning only)" : "");
 }
 
+// `--scenario NAME`: the one scenario of the config, or a ConfigError listing the names it has.
+void keep_only(BenchConfig& config, const std::string& name, const std::filesystem::path& origin) {
+  std::vector<BenchScenario> kept;
+  std::string names;
+  for (const auto& s : config.scenarios) {
+    if (s.name == name) kept.push_back(s);
+    names += (names.empty() ? "" : ", ") + s.name;
+  }
+  if (kept.empty())
+    throw ConfigError(fmt::format("--scenario {}: {} has no such scenario (it has: {})", name, origin.string(), names));
+  config.scenarios = std::move(kept);
+}
+
 }  // namespace
 
 int BenchRecorderResult::failed() const {
@@ -50,7 +64,9 @@ int BenchRecorderResult::regressed() const {
 
 BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
   require_output_apart({"--out", o.out}, {{"--config", o.config}, {"--baseline", o.baseline}});
+  if (!o.history.empty()) load_history_or_none(o.history);  // a broken history fails before the first scenario
   BenchConfig config = load_bench_config(o.config);
+  if (!o.scenario.empty()) keep_only(config, o.scenario, o.config);
   for (const auto& s : config.scenarios)
     require_output_apart({"--out", o.out}, {{"the shards of scenario '" + s.name + "'", s.shards}});
   const double max_regression = parse_max_regression(o.max_regression);
@@ -94,6 +110,9 @@ BenchRecorderResult run_bench_recorder(const BenchRecorderOptions& o) {
                    sum.noise * 100, sum.step_p50 * 1e3);
   }
   write_outputs();
+  if (!o.history.empty())
+    spdlog::info("bench: run appended to {}",
+                 append_history(o.history, history_run(record.results, record.env, utc_timestamp())).string());
   log_verdicts(record, max_regression);
   return record;
 }

@@ -170,6 +170,12 @@ std::string data_cell(const ScenarioResult& r) {
   return cell;
 }
 
+// A throttled trial is flagged wherever the result is shown: its figures are the clocks', not the code's.
+std::string throttled_note(const ScenarioResult& r) {
+  const int n = r.throttled_trials();
+  return n == 0 ? "" : fmt::format(" (GPU throttled in {} of {} trials)", n, r.trial_gpu.size());
+}
+
 }  // namespace
 
 namespace {
@@ -316,6 +322,7 @@ const std::vector<std::string>& recorder_record_keys() {
                                                 "device_name",
                                                 "noise",
                                                 "trial_images_per_second",
+                                                "trial_images_per_cpu_second",
                                                 "step_ms_p50",
                                                 "step_ms_p95",
                                                 "step_ms_p99",
@@ -331,6 +338,8 @@ const std::vector<std::string>& recorder_record_keys() {
                                                 "gpu_util_max",
                                                 "gpu_memory_max_bytes",
                                                 "gpu_samples",
+                                                "trial_gpu",
+                                                "throttled_trials",
                                                 "commit",
                                                 "torch",
                                                 "driver",
@@ -387,6 +396,10 @@ void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary
   j["warmup_steps"] = sc.warmup_steps;
   j["steps"] = sc.steps;
   j["trial_images_per_second"] = r.trial_images_per_second;
+  // Images per CPU-second per trial: what `bench --against-results --time-metric cpu` compares.
+  json per_cpu_second = json::array();
+  for (double cpu : r.trial_cpu_seconds) per_cpu_second.push_back(cpu > 0 ? r.batch * sc.steps / cpu : 0.0);
+  j["trial_images_per_cpu_second"] = per_cpu_second;
   if (!r.text) return;
   // images_per_second stays the rate recommend reads; for text it counts samples.
   if (s.images_per_second > 0) j["samples_per_second"] = s.images_per_second;
@@ -395,6 +408,21 @@ void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary
   if (s.tokens_per_second > 0) j["tokens_per_second"] = s.tokens_per_second;
   j["trial_tokens_per_second"] = r.trial_tokens_per_second;
   j["padding_fraction"] = r.padding_fraction;
+}
+
+// Per trial: the lowest clocks, mean power, hottest temperature and the throttle reasons NVML saw.
+void add_trial_gpu(json& j, const ScenarioResult& r) {
+  if (r.trial_gpu.empty()) return;
+  json trials = json::array();
+  for (const auto& g : r.trial_gpu)
+    trials.push_back({{"samples", g.samples},
+                      {"sm_clock_mhz_min", g.sm_clock_mhz_min},
+                      {"memory_clock_mhz_min", g.memory_clock_mhz_min},
+                      {"power_watts_mean", g.power_watts_mean},
+                      {"temperature_c_max", g.temperature_c_max},
+                      {"throttle_reasons", throttle_reason_names(g.throttle_reasons)},
+                      {"throttled", g.throttled()}});
+  j["trial_gpu"] = trials;
 }
 
 void add_measurement_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s) {
@@ -410,6 +438,8 @@ void add_measurement_fields(json& j, const ScenarioResult& r, const ScenarioSumm
   j["peak_reserved_bytes"] = r.peak_reserved_bytes;
   j["cpu_utilisation"] = s.cpu_utilisation;
   j["gpu"] = r.gpu_status;
+  j["throttled_trials"] = r.throttled_trials();
+  add_trial_gpu(j, r);
   if (r.gpu_samples.empty()) return;
   j["gpu_util_mean"] = s.gpu_util_mean;
   j["gpu_util_max"] = s.gpu_util_max;
@@ -456,7 +486,7 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
         "step_ms_p50,step_ms_p95,step_ms_p99,data_wait_fraction,peak_rss_mib,peak_allocated_mib,peak_reserved_mib,"
         "cpu_utilisation,gpu,gpu_util_mean,gpu_memory_max_mib,device_name,driver,cpu,torch,commit,date,tokens_per_"
         "second,"
-        "padding_fraction\n";
+        "padding_fraction,throttled_trials\n";
   for (const auto& r : results) {
     const auto& sc = r.scenario;
     const auto s = summarise(r);
@@ -490,7 +520,8 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
                                           env.commit,
                                           env.date,
                                           r.text ? num(s.tokens_per_second, 6) : "",
-                                          r.text && r.padding_fraction >= 0 ? num(r.padding_fraction) : ""};
+                                          r.text && r.padding_fraction >= 0 ? num(r.padding_fraction) : "",
+                                          std::to_string(r.throttled_trials())};
     for (std::size_t i = 0; i < row.size(); ++i) os << (i ? "," : "") << csv_cell(row[i]);
     os << "\n";
   }
@@ -520,7 +551,7 @@ std::string results_markdown(const std::vector<ScenarioResult>& results, const B
        << fmt::format("{:.1f}%", s.data_wait_fraction * 100) << " | " << mib(static_cast<double>(r.peak_rss_bytes))
        << " | " << mib(static_cast<double>(r.peak_allocated_bytes)) << " | " << fmt::format("{:.2f}", s.cpu_utilisation)
        << " | " << (s.gpu_util_mean < 0 ? r.gpu_status : fmt::format("{:.0f}%", s.gpu_util_mean)) << " | "
-       << (r.error.empty() ? "ok" : "failed: " + md_cell(r.error)) << " |";
+       << (r.error.empty() ? "ok" : "failed: " + md_cell(r.error)) << throttled_note(r) << " |";
     if (gated) {
       const auto& g = gate[i];
       os << " "
@@ -565,9 +596,10 @@ std::string results_junit(const std::vector<ScenarioResult>& results, const std:
                         xml_escape(gate[i].message));
     }
     os << fmt::format(
-        "      <system-out>images/s {:.2f} (noise {:.1f}%), step p50 {:.2f} ms p95 {:.2f} ms p99 {:.2f} ms"
+        "      <system-out>images/s {:.2f} (noise {:.1f}%), step p50 {:.2f} ms p95 {:.2f} ms p99 {:.2f} ms{}"
         "</system-out>\n",
-        s.images_per_second, s.noise * 100, s.step_p50 * 1e3, s.step_p95 * 1e3, s.step_p99 * 1e3);
+        s.images_per_second, s.noise * 100, s.step_p50 * 1e3, s.step_p95 * 1e3, s.step_p99 * 1e3,
+        xml_escape(throttled_note(r)));
     os << "    </testcase>\n";
   }
   os << "  </testsuite>\n</testsuites>\n";
@@ -588,6 +620,17 @@ std::map<std::string, BaselineEntry> parse_baseline(std::string_view text, const
     BaselineEntry e;
     e.images_per_second = j["images_per_second"].get<double>();
     e.origin = where;
+    if (j.contains("peak_rss_bytes") && j["peak_rss_bytes"].is_number_integer())
+      e.peak_rss_bytes = j["peak_rss_bytes"].get<std::int64_t>();
+    if (j.contains("peak_allocated_bytes") && j["peak_allocated_bytes"].is_number_integer())
+      e.peak_allocated_bytes = j["peak_allocated_bytes"].get<std::int64_t>();
+    if (j.contains("trial_images_per_cpu_second") && j["trial_images_per_cpu_second"].is_array())
+      for (const auto& v : j["trial_images_per_cpu_second"])
+        if (v.is_number()) e.trial_images_per_cpu_second.push_back(v.get<double>());
+    if (j.contains("throttled_trials") && j["throttled_trials"].is_number_integer())
+      e.throttled_trials = j["throttled_trials"].get<int>();
+    if (j.contains("cpu_utilisation") && j["cpu_utilisation"].is_number())
+      e.cpu_utilisation = j["cpu_utilisation"].get<double>();
     if (j.contains("trial_images_per_second")) {
       if (!j["trial_images_per_second"].is_array())
         throw ConfigError(where + ": \"trial_images_per_second\" must be a list");

@@ -206,7 +206,8 @@ void run_trial(const BenchScenario& s, TrainStep& step, BatchFeed& feed, Scenari
     r.step_seconds.push_back(seconds_since(ts));
   }
   const double window = seconds_since(t0);
-  r.cpu_seconds += cpu_seconds_now() - cpu0;
+  r.trial_cpu_seconds.push_back(cpu_seconds_now() - cpu0);
+  r.cpu_seconds += r.trial_cpu_seconds.back();
   r.trial_seconds.push_back(window);
   r.trial_data_wait_seconds.push_back(waited);
   r.trial_images_per_second.push_back(static_cast<double>(r.batch) * s.steps / window);
@@ -233,6 +234,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   BatchFeed feed(s, r.batch, r.threads, job, text);
 
   GpuSampler sampler(nvml, nvml_index_of_cuda_device0());
+  std::vector<std::pair<double, double>> windows;  // each trial's measured window on the sampler's clock
   for (int trial = 0; trial < s.trials; ++trial) {
     double wait = 0;
     for (int i = 0; i < s.warmup_steps; ++i) {
@@ -240,10 +242,14 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
       step.run({feed.next(wait)});
     }
     if (trial == 0 && cuda) sampler.start();  // GPU samples cover the measured trials
+    const double begin = sampler.elapsed();
     run_trial(s, step, feed, r);
+    windows.emplace_back(begin, sampler.elapsed());
   }
   if (r.text) r.padding_fraction = feed.padding_fraction();
   r.gpu_samples = sampler.stop();
+  if (!r.gpu_samples.empty())
+    for (const auto& [begin, end] : windows) r.trial_gpu.push_back(summarise_trial_gpu(r.gpu_samples, begin, end));
   if (cuda)
     r.gpu_status = nvml.available() ? (r.gpu_samples.empty() ? "no samples" : "ok") : nvml.why();
   else

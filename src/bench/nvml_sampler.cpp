@@ -22,6 +22,11 @@ struct Nvml::Api {
   int (*name)(Device, char*, unsigned int) = nullptr;
   int (*utilization)(Device, Utilization*) = nullptr;
   int (*memory)(Device, Memory*) = nullptr;
+  // Optional: an older driver without one reports that field as unknown (-1).
+  int (*clock)(Device, int, unsigned int*) = nullptr;        // nvmlDeviceGetClockInfo: 1 SM, 2 memory
+  int (*power)(Device, unsigned int*) = nullptr;             // milliwatts
+  int (*temperature)(Device, int, unsigned int*) = nullptr;  // 0: the GPU die
+  int (*throttle)(Device, unsigned long long*) = nullptr;
 };
 
 Nvml::Nvml() : api_(std::make_unique<Api>()) {
@@ -41,6 +46,10 @@ Nvml::Nvml() : api_(std::make_unique<Api>()) {
     why_ = "unavailable (libnvidia-ml.so.1 lacks an entry point)";
     return;
   }
+  sym(api_->clock, "nvmlDeviceGetClockInfo");
+  sym(api_->power, "nvmlDeviceGetPowerUsage");
+  sym(api_->temperature, "nvmlDeviceGetTemperature");
+  sym(api_->throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
   if (const int rc = api_->init(); rc != 0) {
     why_ = "unavailable (nvmlInit failed: " + std::to_string(rc) + ")";
     return;
@@ -67,15 +76,22 @@ std::string Nvml::device_name(int index) const {
   return buf;
 }
 
-bool Nvml::sample(int index, double& utilisation, double& memory_used) const {
+bool Nvml::sample(int index, GpuSample& s) const {
   if (!available_) return false;
   Api::Device d = nullptr;
   Api::Utilization u{};
   Api::Memory m{};
   if (api_->handle(static_cast<unsigned>(index), &d) != 0 || api_->utilization(d, &u) != 0 || api_->memory(d, &m) != 0)
     return false;
-  utilisation = u.gpu;
-  memory_used = static_cast<double>(m.used);
+  s.utilisation = u.gpu;
+  s.memory_used_bytes = static_cast<double>(m.used);
+  unsigned int v = 0;
+  if (api_->clock && api_->clock(d, 1, &v) == 0) s.sm_clock_mhz = v;
+  if (api_->clock && api_->clock(d, 2, &v) == 0) s.memory_clock_mhz = v;
+  if (api_->power && api_->power(d, &v) == 0) s.power_watts = v / 1000.0;
+  if (api_->temperature && api_->temperature(d, 0, &v) == 0) s.temperature_c = v;
+  unsigned long long reasons = 0;
+  if (api_->throttle && api_->throttle(d, &reasons) == 0) s.throttle_reasons = reasons;
   return true;
 }
 
@@ -88,11 +104,12 @@ void GpuSampler::start() {
   if (!nvml_.available() || running_) return;
   samples_.clear();
   running_ = true;
+  t0_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = t0_;
     while (running_) {
       GpuSample s;
-      if (nvml_.sample(index_, s.utilisation, s.memory_used_bytes)) {
+      if (nvml_.sample(index_, s)) {
         s.t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::lock_guard<std::mutex> lock(mutex_);
         samples_.push_back(s);
@@ -100,6 +117,11 @@ void GpuSampler::start() {
       std::this_thread::sleep_for(std::chrono::duration<double>(period_));
     }
   });
+}
+
+double GpuSampler::elapsed() const {
+  if (t0_ == std::chrono::steady_clock::time_point{}) return 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
 std::vector<GpuSample> GpuSampler::stop() {

@@ -354,6 +354,16 @@ std::uint64_t rows_fingerprint(const ScoreRows& rows, std::size_t begin, std::si
   return print.value();
 }
 
+std::uint64_t shard_fingerprint(ScoreRows& rows, RowRange range) {
+  Fingerprint print;
+  print.add(std::uint64_t{rows.size()});
+  for_each_window(rows, range.begin, range.end, [&](std::size_t first, std::size_t last) {
+    if (interrupt_requested()) throw InterruptedError();
+    print.add(rows_fingerprint(rows, first, last));
+  });
+  return print.value();
+}
+
 ScoredFigures JobThroughput::total() const {
   ScoredFigures sum = this_run;
   return sum += recorded;
@@ -392,15 +402,15 @@ JobThroughput job_throughput(const BatchTimings& this_run, const ChunkCounts& ch
   return {{this_run.images, this_run.wall_seconds}, chunks.recorded, chunks.reused_unmeasured};
 }
 
-ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch,
+ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, RowRange range, int batch,
                          BatchTimings& timing) {
-  const std::size_t n = rows.size(), chunk_rows = static_cast<std::size_t>(o.chunk_rows);
+  const std::size_t n = range.size(), chunk_rows = static_cast<std::size_t>(o.chunk_rows);
   const std::size_t n_chunks = (n + chunk_rows - 1) / chunk_rows;
   ChunkCounts counts;
   Progress progress("score", n, "img");
   const ChunkContext cx{scorer, rows, batch, timing, progress};
   for (std::size_t c = 0; c < n_chunks; ++c) {
-    const std::size_t begin = c * chunk_rows, end = std::min(n, begin + chunk_rows);
+    const std::size_t begin = range.begin + c * chunk_rows, end = std::min(range.end, begin + chunk_rows);
     ChunkResult result;
     try {
       result = score_chunk(cx, o.out_dir / "chunks" / chunk_name(c), c, begin, end);
@@ -422,9 +432,9 @@ ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRow
   return counts;
 }
 
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows,
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows, RowRange range,
                        EvaluationAccumulator* metrics) {
-  const std::size_t n = rows.size(), chunk_rows = static_cast<std::size_t>(o.chunk_rows);
+  const std::size_t n = range.size(), chunk_rows = static_cast<std::size_t>(o.chunk_rows);
   const std::size_t n_chunks = (n + chunk_rows - 1) / chunk_rows;
   JoinedRows joined;
   try {
@@ -433,7 +443,8 @@ JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& cl
     for (std::size_t c = 0; c < n_chunks; ++c) {
       if (interrupt_requested()) throw InterruptedError();
       ChunkRowsReader chunk(o.out_dir / "chunks" / chunk_name(c));
-      join_chunk(chunk, c * chunk_rows, std::min(n, (c + 1) * chunk_rows), classes.size(), rows, metrics, out, joined);
+      const std::size_t begin = range.begin + c * chunk_rows;
+      join_chunk(chunk, begin, std::min(range.end, begin + chunk_rows), classes.size(), rows, metrics, out, joined);
     }
     out.commit();
   } catch (const IoError& e) {

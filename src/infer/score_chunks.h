@@ -69,7 +69,8 @@ JobThroughput job_throughput(const BatchTimings& this_run, const ChunkCounts& ch
 
 // Scores every chunk that is not on disk or whose rows changed, one row window at a time; each
 // chunk file is written atomically, so present means complete.
-ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch,
+// Rows `range` of the input (a shard's, or all of them) in chunks of o.chunk_rows from its first row.
+ChunkCounts score_chunks(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, RowRange range, int batch,
                          BatchTimings& timing);
 
 // The most distinct error reasons a report lists; the others are counted under one entry.
@@ -82,7 +83,11 @@ struct JoinedRows {
 
 // Joins the chunks into predictions.csv as they stream past, checking that they hold every row
 // exactly once, in order; `metrics` (labelled inputs) takes each row.
-JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows,
+JoinedRows join_chunks(const ScoreOptions& o, const std::vector<std::string>& classes, ScoreRows& rows, RowRange range,
                        EvaluationAccumulator* metrics);
+
+// The fingerprint of the input's row count and the rows in `range` (read window by window): what a
+// shard records when it starts and checks on resume.
+std::uint64_t shard_fingerprint(ScoreRows& rows, RowRange range);
 
 }  // namespace shoplens

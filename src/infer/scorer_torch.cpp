@@ -23,6 +23,7 @@
 #include "shoplens/core/runtime.h"
 #include "shoplens/core/stats.h"
 #include "shoplens/core/utf8.h"
+#include "shoplens/dist/cuda_device.h"
 #include "shoplens/infer/evaluation.h"
 #include "shoplens/infer/inference_session.h"
 #include "shoplens/infer/model_export.h"
@@ -60,20 +61,51 @@ std::optional<PriceOffer> resolve_offer(const ScoreOptions& o, PriceBasis basis)
   return offer;
 }
 
-// The out folder belongs to one job: same model weights, input, chunking and precision.
+json read_job_file(const fs::path& job_file) {
+  try {
+    const std::string text = read_file(job_file);
+    if (!json_nesting_exceeds(text)) return json::parse(text);  // too deep: another job, not printed
+  } catch (const std::exception&) {}
+  return json();
+}
+
+// A shard's job that differs from the recorded one only in its rows: the input changed under it.
+// Its chunks would no longer line up with the other shards' ranges, so it is refused, not rescored.
+void refuse_changed_shard(const ScoreOptions& o, const json& existing, const json& job) {
+  if (!existing.is_object() || !existing.contains("shard") || !job.contains("shard")) return;
+  auto without_rows = [](json j) {
+    j.erase("rows");
+    j["shard"].erase("rows_fingerprint");
+    j["shard"].erase("first_row");
+    j["shard"].erase("end_row");
+    return j;
+  };
+  if (without_rows(existing) != without_rows(job)) return;
+  const json &was = existing["shard"], &now = job["shard"];
+  throw DataError(fmt::format(
+      "score: the input changed since {} was started in {}: it had {} rows, the shard rows {}..{} with "
+      "fingerprint {}; now {} rows, rows {}..{} with fingerprint {}. Every shard must score the same input: "
+      "restore it, or score the new input into a new --out (all shards)",
+      now.value("name", "the shard"), o.out_dir.string(), existing.value("rows", json()).dump(),
+      was.value("first_row", json()).dump(), was.value("end_row", json()).dump(),
+      was.value("rows_fingerprint", std::string()), job.value("rows", json()).dump(),
+      now.value("first_row", json()).dump(), now.value("end_row", json()).dump(),
+      now.value("rows_fingerprint", std::string())));
+}
+
+// The out folder belongs to one job: same model weights, input, chunking and precision (and for a
+// shard, the same shard of the same rows).
 void claim_out_dir(const ScoreOptions& o, const json& job) {
   fs::create_directories(o.out_dir / "chunks");
   const fs::path job_file = o.out_dir / "score_job.json";
   std::error_code ec;
   if (fs::exists(job_file, ec)) {
-    json existing;
-    try {
-      const std::string text = read_file(job_file);
-      if (!json_nesting_exceeds(text)) existing = json::parse(text);  // too deep: another job, not printed
-    } catch (const std::exception&) {}
-    if (existing != job)
+    const json existing = read_job_file(job_file);
+    if (existing != job) {
+      refuse_changed_shard(o, existing, job);
       throw UsageError("score: " + o.out_dir.string() + " holds another job (" + existing.dump() +
                        "); use another --out, or remove it to start over");
+    }
   } else {
     write_file_atomic(job_file, job.dump(2) + "\n");
   }
@@ -82,16 +114,16 @@ void claim_out_dir(const ScoreOptions& o, const json& job) {
 }
 
 // Reduced precision is checked against fp32 on the first real rows before the job runs in it.
-json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, int batch) {
+json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& rows, RowRange range, int batch) {
   BatchTimings scratch;
-  const std::size_t sample = std::min<std::size_t>(rows.size(), static_cast<std::size_t>(o.drift_sample));
+  const std::size_t sample = std::min<std::size_t>(range.size(), static_cast<std::size_t>(o.drift_sample));
   InferenceOptions fp32 = scorer.session().options();
   fp32.precision = "fp32";
   InferenceSession reference_session(load_exported_model(o.model_dir, o.variant, false), fp32);
   BatchInference reference(reference_session, rows, scorer.workers());
   std::int64_t compared = 0, agree = 0;
   double max_diff = 0;
-  for_each_window(rows, 0, sample, [&](std::size_t begin, std::size_t end) {
+  for_each_window(rows, range.begin, range.begin + sample, [&](std::size_t begin, std::size_t end) {
     const auto reduced = scorer.run_range(begin, end, batch, scratch);
     const auto exact = reference.run_range(begin, end, batch, scratch);
     for (std::size_t i = 0; i < reduced.size() && i < exact.size(); ++i) {
@@ -160,11 +192,14 @@ void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffe
     }
     return;
   }
-  if (o.price_per_hour > 0)
+  if (o.price_per_hour > 0) {
     report["cost_per_million_images"] = cost_per_million_images(o.price_per_hour, images_per_second);
+    report["price_per_device_hour"] = o.price_per_hour;  // what `score-merge` prices the shards with
+  }
   if (!offer) return;
   // One job drives one device: an instance with N accelerators runs N such jobs side by side.
   const double per_device = offer->per_hour(basis) / offer->devices();
+  report["price_per_device_hour"] = per_device;
   const std::string measured_on = wants_cuda(o.device) ? "gpu" : "cpu";
   report["cost_per_million_images"] = cost_per_million_images(per_device, images_per_second);
   report["cost"] = {{"instance", offer->name},
@@ -185,48 +220,101 @@ void add_cost(json& report, const ScoreOptions& o, const std::optional<PriceOffe
                offer->source);
 }
 
-}  // namespace
+// The shard's place in the job: its rows and their fingerprint, for score_job.json (what a resume
+// must match) and report.json (what `score merge` checks).
+json shard_json(const ScoreShard& shard, RowRange range, std::uint64_t fingerprint) {
+  return {{"index", shard.index},
+          {"count", shard.count},
+          {"name", shard.name()},
+          {"folder", shard.folder()},
+          {"first_row", range.begin},
+          {"end_row", range.end},
+          {"rows_fingerprint", fmt::format("{:016x}", fingerprint)}};
+}
 
-json run_score_job(const ScoreOptions& o) {
-  const auto job_start = SteadyClock::now();
-  if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
-  if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
-    throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
-  require_output_apart({"--out", o.out_dir},
-                       {{"--input", o.input}, {"--weights", o.model_dir}, {"--prices", o.prices}});
-  const PriceBasis basis = parse_price_basis(o.price_basis);
-  const std::optional<PriceOffer> offer = resolve_offer(o, basis);
-  InferenceOptions inference;
-  inference.precision = o.precision;
-  inference.device = o.device;
-  inference.exact_decode = !o.fast_decode;
-  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference);
-  RowsOptions rows_options;
-  rows_options.split = o.split;
-  rows_options.decode = session.decode_options();
-  rows_options.root = o.root;
-  const auto rows = open_score_rows(o.input, rows_options);
-  const std::size_t n = rows->size();
-  claim_out_dir(o, {{"model_weights_crc32", session.model().card.at("fingerprint").at("weights_crc32")},
-                    {"variant", o.variant},
-                    {"precision", o.precision},
-                    {"input", rows->describe()},
-                    {"rows", n},
-                    {"chunk_rows", o.chunk_rows},
-                    {"exact_decode", inference.exact_decode}});
+void bind_shard_device(const ScoreOptions& o, const ScoreShard& shard) {
+  if (!shard.local_rank || !wants_cuda(o.device)) return;
+  DistEnv env;
+  env.local_rank = *shard.local_rank;
+  env.world_size = static_cast<int>(shard.count);
+  env.source = shard.source;
+  bind_cuda_device(env);
+}
 
-  BatchInference scorer(session, *rows, o.workers);
-  json report = {{"rows", n},
-                 {"chunks", (n + o.chunk_rows - 1) / o.chunk_rows},
+json base_report(const ScoreOptions& o, const ScoreRows& rows, RowRange range, const json& job) {
+  json report = {{"rows", range.size()},
+                 {"input_rows", rows.size()},
+                 {"chunks", (range.size() + o.chunk_rows - 1) / o.chunk_rows},
                  {"model", o.model_dir.string()},
-                 {"input", rows->describe()},
+                 {"input", rows.describe()},
                  {"precision", o.precision},
                  {"variant", o.variant},
                  {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
                  {"threads", at::get_num_threads()},
                  {"workers", o.workers > 0 ? o.workers : usable_cores()},
                  {"commit", build_commit()},
-                 {"torch", torch_version()}};
+                 {"torch", torch_version()},
+                 {"job", job}};
+  return report;
+}
+
+InferenceOptions inference_options(const ScoreOptions& o) {
+  InferenceOptions inference;
+  inference.precision = o.precision;
+  inference.device = o.device;
+  inference.exact_decode = !o.fast_decode;
+  return inference;
+}
+
+std::unique_ptr<ScoreRows> open_job_rows(const ScoreOptions& o, const DecodeOptions& decode) {
+  RowsOptions rows_options;
+  rows_options.split = o.split;
+  rows_options.decode = decode;
+  rows_options.root = o.root;
+  return open_score_rows(o.input, rows_options);
+}
+
+// What identifies the job in its out folder; a shard adds its rows and their fingerprint.
+json job_identity(const ScoreOptions& o, const InferenceSession& session, ScoreRows& rows, const ScoreShard& shard,
+                  RowRange range) {
+  json job = {{"model_weights_crc32", session.model().card.at("fingerprint").at("weights_crc32")},
+              {"variant", o.variant},
+              {"precision", o.precision},
+              {"input", rows.describe()},
+              {"rows", rows.size()},
+              {"chunk_rows", o.chunk_rows},
+              {"exact_decode", session.options().exact_decode}};
+  if (shard.sharded()) job["shard"] = shard_json(shard, range, shard_fingerprint(rows, range));
+  return job;
+}
+
+void add_results(json& report, const JoinedRows& joined, const ChunkCounts& chunks, RowRange range) {
+  report["rows_ok"] = range.size() - joined.errors;
+  report["rows_error"] = joined.errors;
+  report["error_reasons"] = joined.error_reasons;
+  report["chunks_reused"] = chunks.reused;
+  report["chunks_rescored"] = chunks.rescored;
+  report["chunks_written"] = chunks.written;
+}
+
+// One process's job: the whole input, or its shard's rows into its shard's folder.
+json run_shard_job(const ScoreOptions& o, const ScoreShard& shard) {
+  const auto job_start = SteadyClock::now();
+  const PriceBasis basis = parse_price_basis(o.price_basis);
+  const std::optional<PriceOffer> offer = resolve_offer(o, basis);
+  bind_shard_device(o, shard);
+  InferenceSession session(load_exported_model(o.model_dir, o.variant, /*verify=*/true), inference_options(o));
+  const auto rows = open_job_rows(o, session.decode_options());
+  const RowRange range = shard_rows(rows->size(), shard.index, shard.count, static_cast<std::size_t>(o.chunk_rows));
+  const json job = job_identity(o, session, *rows, shard, range);
+  claim_out_dir(o, job);
+
+  BatchInference scorer(session, *rows, o.workers);
+  json report = base_report(o, *rows, range, job);
+  if (shard.sharded()) {
+    report["shard"] = job["shard"];
+    report["shard"]["source"] = shard.source;
+  }
   int batch = o.batch_size;
   if (o.max_latency_ms > 0) {
     report["latency_curve"] = scorer.choose_batch(o.max_latency_ms, o.max_batch, batch);
@@ -235,30 +323,61 @@ json run_score_job(const ScoreOptions& o) {
   report["batch_size"] = batch;
   // What the device does alone: end-to-end throughput is judged against it (overlap_efficiency).
   const double compute_only = batch / (percentile(scorer.time_compute(batch, 7), 0.5) / 1e3);
-  if (o.precision != "fp32" && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, batch);
+  if (o.precision != "fp32" && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, range, batch);
 
   BatchTimings timing;
-  const ChunkCounts chunks = score_chunks(o, scorer, *rows, batch, timing);
+  const ChunkCounts chunks = score_chunks(o, scorer, *rows, range, batch, timing);
   std::optional<EvaluationAccumulator> metrics;
   if (rows->has_labels()) metrics.emplace(session.class_names());
-  const JoinedRows joined = join_chunks(o, session.class_names(), *rows, metrics ? &*metrics : nullptr);
-  report["rows_ok"] = n - joined.errors;
-  report["rows_error"] = joined.errors;
-  report["error_reasons"] = joined.error_reasons;
-  report["chunks_reused"] = chunks.reused;
-  report["chunks_rescored"] = chunks.rescored;
-  report["chunks_written"] = chunks.written;
+  const JoinedRows joined = join_chunks(o, session.class_names(), *rows, range, metrics ? &*metrics : nullptr);
+  add_results(report, joined, chunks, range);
   if (metrics) {
     report["metrics"] = metrics->to_json();
     spdlog::info("score: {}", metrics->summary_line());
   }
-  const JobThroughput job = job_throughput(timing, chunks);
-  add_timing(report, timing, job, compute_only);
-  add_cost(report, o, offer, basis, job.images_per_second());
+  const JobThroughput throughput = job_throughput(timing, chunks);
+  add_timing(report, timing, throughput, compute_only);
+  add_cost(report, o, offer, basis, throughput.images_per_second());
   report["wall_seconds"] = seconds_since(job_start);
   write_file_atomic(o.out_dir / "report.json", dump_json_escaped(report, 2) + "\n");
-  spdlog::info("{}", score_summary_line(o, n, joined, chunks, timing, job));
+  spdlog::info("{}", score_summary_line(o, range.size(), joined, chunks, timing, throughput));
   return report;
+}
+
+void check_score_options(const ScoreOptions& o) {
+  if (o.out_dir.empty()) throw UsageError("score: --out OUT_DIR is required");
+  if (o.chunk_rows < 1 || o.batch_size < 1 || o.max_batch < 1)
+    throw UsageError("score: --chunk-rows, --batch-size and --max-batch must be >= 1");
+  require_output_apart({"--out", o.out_dir},
+                       {{"--input", o.input}, {"--weights", o.model_dir}, {"--prices", o.prices}});
+}
+
+}  // namespace
+
+json run_score_job(const ScoreOptions& options) {
+  check_score_options(options);
+  const ScoreShard shard = resolve_score_shard(options.shard, options.environment);
+  if (!shard.sharded()) return run_shard_job(options, shard);
+  ScoreOptions o = options;
+  o.out_dir = options.out_dir / shard.folder();
+  spdlog::info("score: {} -> {}", shard.describe(), o.out_dir.string());
+  return run_shard_job(o, shard);
+}
+
+json plan_score_shard(const ScoreOptions& options) {
+  const ScoreShard shard = resolve_score_shard(options.shard, options.environment);
+  DecodeOptions decode;
+  decode.accurate_dct = !options.fast_decode;
+  const auto rows = open_job_rows(options, decode);
+  const RowRange range =
+      shard_rows(rows->size(), shard.index, shard.count, static_cast<std::size_t>(options.chunk_rows));
+  json plan = shard_json(shard, range, shard_fingerprint(*rows, range));
+  plan["source"] = shard.source;
+  plan["input"] = rows->describe();
+  plan["input_rows"] = rows->size();
+  plan["rows"] = range.size();
+  plan["out"] = (shard.sharded() ? options.out_dir / shard.folder() : options.out_dir).string();
+  return plan;
 }
 
 }  // namespace shoplens

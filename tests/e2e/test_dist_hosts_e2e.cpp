@@ -22,6 +22,7 @@
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
 #include "model_test_util.h"
+#include "score_shard_fixture.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -393,6 +394,53 @@ TEST_F(E2eSlurm, SbatchTrainsAcrossTheNodesAndARequeuedJobResumesExactly) {
   EXPECT_EQ(read_json(run / "summary.json")["status"], "completed");
   const std::string report = exact_ledger(run);
   EXPECT_NE(report.find("2 segments"), std::string::npos) << report;
+}
+
+// Sharded scoring as a Slurm job array (scripts/slurm/score_array.sbatch): 4 tasks over the two
+// nodes, one requeued mid-shard (Slurm's SIGTERM, then the task runs again and resumes from its
+// finished chunks); the merged predictions are one per input row, identical to one process's.
+TEST_F(E2eSlurm, AScoreArrayWithARequeuedTaskMergesToTheOneProcessPredictions) {
+  const fs::path fixture = testing::score_shard_fixture(), input = *dir_ / "score-rows.csv";
+  {
+    // The fixture's 43 rows, repeated: enough work that a task is still scoring when it is requeued.
+    const std::string rows = read_text(fixture / "rows.csv");
+    const std::string body = rows.substr(rows.find('\n') + 1);
+    std::ofstream out(input);
+    out << "id,path\n";
+    for (int copy = 0; copy < 240; ++copy) out << body;
+  }
+  const std::string options = " --weights " + (fixture / "model").string() + " --input " + input.string() +
+                              " --chunk-rows 128 -b 4 --workers 1 --threads 1";
+  const fs::path single = *dir_ / "score-single", job_dir = *dir_ / "score-array";
+  auto one = run_shoplens("score --out " + single.string() + options);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+
+  auto submitted = run_shell(cluster("run") + " env SHOPLENS=" + bin() + " sbatch --parsable --array=0-3 --output " +
+                             (*dir_ / "score-%A_%a.out").string() + " " + script("slurm/score_array.sbatch") + " " +
+                             job_dir.string() + options);
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
+  // Task 1 is requeued once it has finished a chunk, before it finished its shard.
+  const fs::path shard1 = job_dir / "shard-00001-of-00004";
+  const std::string task1 = job + "_1";
+  ASSERT_TRUE(eventually([&] { return fs::exists(shard1 / "chunks" / "chunk-000000.csv"); })) << job_state(task1);
+  EXPECT_FALSE(fs::exists(shard1 / "report.json")) << "task 1 finished before it was requeued: more rows needed";
+  ASSERT_EQ(run_shell(cluster("run") + " scontrol requeue " + task1).exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return job_state(task1) == "PENDING"; })) << job_state(task1);
+  wait_for_the_next_second();
+  ASSERT_EQ(run_shell(cluster("run") + " scontrol update JobId=" + task1 + " StartTime=now").exit_code, 0);
+  for (int task = 0; task < 4; ++task) {
+    const std::string id = job + "_" + std::to_string(task);
+    ASSERT_EQ(finished(id), "COMPLETED") << read_text(*dir_ / ("score-" + id + ".out")) << post_mortem(job);
+  }
+  const std::string log = read_text(*dir_ / ("score-" + task1 + ".out"));
+  EXPECT_NE(log.find("restart 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("reused from an earlier run"), std::string::npos) << log;
+
+  const auto merged = run_shoplens("score-merge " + job_dir.string() + " --input " + input.string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_EQ(read_text(job_dir / "predictions.csv"), read_text(single / "predictions.csv"));
+  EXPECT_EQ(read_json(job_dir / "report.json")["rows"], 43 * 240);
 }
 
 }  // namespace

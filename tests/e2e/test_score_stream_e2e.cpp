@@ -26,29 +26,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using testing::run_shoplens;
 
-struct MeasuredRun {
-  int exit_code = -1;
-  long peak_kib = 0;  // the child's resident high-water mark
-  std::string output;
-};
+using testing::MeasuredRun;
 
-// Runs `shoplens <args>` as a child and reads its peak RSS from wait4's rusage (ru_maxrss covers
-// the child and what it waited for, so the shell in between does not hide the program).
 MeasuredRun run_measured(const std::string& args, const fs::path& log) {
-  const std::string command = testing::shoplens_bin() + " " + args + " > " + log.string() + " 2>&1";
-  MeasuredRun run;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.peak_kib = usage.ru_maxrss;
-  run.output = testing::read_text(log);
-  return run;
+  return testing::run_shoplens_measured(args, log);
 }
 
 std::size_t lines_in(const fs::path& file) {

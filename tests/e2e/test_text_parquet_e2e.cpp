@@ -79,21 +79,10 @@ open(f"{out}/damaged.parquet", "wb").write(bytes(data))
 print("row groups", meta.num_row_groups, pq.ParquetFile(f"{out}/part-1.parquet").metadata.num_row_groups)
 )PY";
 
-// Whether the test Python can run it: "" when pyarrow imports, else why not.
-std::string pyarrow_missing() {
-  const std::string python = testing::python();
-  if (!fs::exists(python)) return python + " not found";
-  auto probe = run_shell(python + " -c 'import pyarrow' 2>&1");
-  if (probe.exit_code == 0) return "";
-  return python + " cannot import pyarrow (Debian bookworm has no python3-pyarrow; the torch2 build's venv has it): " +
-         probe.output;
-}
-
 TEST(E2eTextParquet, RowGroupsNullsBrokenRowsAndADamagedFile) {
-  const std::string missing = pyarrow_missing();
+  const std::string missing = testing::pyarrow_missing();
   if (!missing.empty()) {
-    // scripts/venv.sh marks a finished venv with .complete; its requirements pin pyarrow.
-    if (fs::exists(fs::path(testing::python()).parent_path().parent_path() / ".complete"))
+    if (testing::python_is_the_venv())
       FAIL() << "the ShopLens venv must have pyarrow (scripts/python/requirements-torch2.txt): " << missing;
     GTEST_SKIP() << missing;
   }

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,7 +65,38 @@ std::string shoplens_bin() { return from_env("SHOPLENS_TEST_BIN", SHOPLENS_BIN);
 std::string source_dir() { return from_env("SHOPLENS_TEST_SOURCE_DIR", SHOPLENS_SOURCE_DIR); }
 std::string python() { return from_env("SHOPLENS_TEST_PYTHON", SHOPLENS_PYTHON); }
 
+std::string pyarrow_missing() {
+  const std::string peer = python();
+  if (!std::filesystem::exists(peer)) return peer + " not found";
+  auto probe = run_shell(peer + " -c 'import pyarrow' 2>&1");
+  if (probe.exit_code == 0) return "";
+  return peer + " cannot import pyarrow (Debian bookworm has no python3-pyarrow; the torch2 build's venv has it): " +
+         probe.output;
+}
+
+bool python_is_the_venv() {
+  return std::filesystem::exists(std::filesystem::path(python()).parent_path().parent_path() / ".complete");
+}
+
 CommandResult run_shoplens(const std::string& args) { return run_shell(shoplens_bin() + " " + args); }
+
+MeasuredRun run_shoplens_measured(const std::string& args, const std::filesystem::path& log) {
+  const std::string command = shoplens_bin() + " " + args + " > " + log.string() + " 2>&1";
+  MeasuredRun run;
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed: " + command);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.peak_kib = usage.ru_maxrss;
+  run.output = read_text(log);
+  return run;
+}
 
 int interrupt_when(const std::string& command, const std::function<bool()>& under_way, double timeout_s, int poll_ms) {
   const pid_t pid = ::fork();

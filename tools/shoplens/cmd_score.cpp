@@ -48,16 +48,33 @@ class ScoreCommand : public Command {
                    "row of the price table the job is priced as (with --prices; empty: none)");
     app.add_option("--price-basis", o_.price_basis, "on-demand or spot price of that row")
         ->check(CLI::IsMember({"on-demand", "spot"}));
+    app.add_option(
+        "--shard", o_.shard.shard,
+        "I/N: score the I-th of N contiguous row ranges into OUT/shard-IIIII-of-NNNNN (empty: from the "
+        "environment: RANK/WORLD_SIZE, SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, JOB_COMPLETION_INDEX; "
+        "none: the whole input)");
+    app.add_option(
+        "--shard-count", o_.shard.shard_count,
+        "shards of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX gives the index; 0: SHOPLENS_SHARD_COUNT)");
+    app.add_flag("--plan", plan_,
+                 "print the shard this process would score (rows, fingerprint, folder) as JSON and exit; no model is "
+                 "loaded");
     app.add_option("--log-level", log_level_, "trace, debug, info, warn or error");
   }
 
   int run() override {
     set_log_level(log_level_);
     set_compute_threads(threads_);
+    if (plan_) {
+      std::cout << plan_score_shard(o_).dump(2) << std::endl;
+      return 0;
+    }
     o_.model_dir = exported_model_folder("score", weights_, model_);
     const auto report = run_score_job(o_);
-    std::cout << "predictions: " << (o_.out_dir / "predictions.csv").string() << "\n"
-              << "report: " << (o_.out_dir / "report.json").string() << std::endl;
+    const std::filesystem::path out =
+        report.contains("shard") ? o_.out_dir / report["shard"]["folder"].get<std::string>() : o_.out_dir;
+    std::cout << "predictions: " << (out / "predictions.csv").string() << "\n"
+              << "report: " << (out / "report.json").string() << std::endl;
     return 0;
   }
 
@@ -66,6 +83,7 @@ class ScoreCommand : public Command {
   std::filesystem::path weights_;
   std::string model_;
   int threads_ = 0;
+  bool plan_ = false;
   std::string log_level_ = "info";
 };
 

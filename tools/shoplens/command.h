@@ -140,6 +140,7 @@ std::unique_ptr<Command> make_bench_command();
 std::unique_ptr<Command> make_find_batch_command();
 std::unique_ptr<Command> make_export_command();
 std::unique_ptr<Command> make_score_command();
+std::unique_ptr<Command> make_score_merge_command();
 std::unique_ptr<Command> make_predict_command();
 std::unique_ptr<Command> make_evaluate_command();
 std::unique_ptr<Command> make_launch_command();

@@ -32,6 +32,9 @@ const CommandEntry kCommands[] = {
      &make_export_command},
     {"score", "score images with an exported model: resumable chunks, error rows, latency percentiles",
      &make_score_command},
+    {"score-merge",
+     "join the shards of a sharded score job: every input row exactly once, one report (rows, errors, images/s, cost)",
+     &make_score_merge_command},
     {"predict",
      "top-k predictions from weights (model folder, run, checkpoint, .pth/.safetensors) for a folder, "
      "CSV, list or one image",

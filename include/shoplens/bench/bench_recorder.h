@@ -22,7 +22,9 @@ struct BenchRecorderOptions {
   std::string max_regression = "5%";  // parse_max_regression's forms
   int trials = 0;                     // repeated trials per scenario (0: the config's)
   std::string source;                 // the records' "source" field (empty: the command line)
+  std::string scenario;               // run only this scenario of the config (empty: all; `bench --against`'s trials)
   FailOn fail_on = FailOn::kRegression;
+  std::filesystem::path history;  // a history folder the run is appended to (empty: none; bench_history.h)
 };
 
 struct BenchRecorderResult {

@@ -60,12 +60,30 @@ struct BenchEnvironment {
 // bench_runner.h adds them from NVML): commit, LibTorch, CPU and usable cores, date, host, load.
 BenchEnvironment host_environment();
 
-// One GPU sample from NVML.
+// One GPU sample from NVML. -1: not reported by this driver.
 struct GpuSample {
   double t = 0;            // seconds since the measured window started
   double utilisation = 0;  // percent
   double memory_used_bytes = 0;
+  double sm_clock_mhz = -1, memory_clock_mhz = -1;
+  double power_watts = -1, temperature_c = -1;
+  std::uint64_t throttle_reasons = 0;  // nvmlDeviceGetCurrentClocksThrottleReasons' bit mask
 };
+
+// What NVML saw during one trial: the lowest clocks, mean power, highest temperature and every
+// throttle reason of its samples. `samples` 0: no telemetry for the trial.
+struct TrialGpu {
+  int samples = 0;
+  double sm_clock_mhz_min = -1, memory_clock_mhz_min = -1, power_watts_mean = -1, temperature_c_max = -1;
+  std::uint64_t throttle_reasons = 0;
+  // A reason that slows the clocks under load (power cap, thermal, hardware slowdown, power brake,
+  // sync boost, display clocks): not GPU idle nor the application clock setting.
+  bool throttled() const;
+};
+// The samples with t in [begin, end) summarised.
+TrialGpu summarise_trial_gpu(const std::vector<GpuSample>& samples, double begin, double end);
+// "sw_power_cap,hw_thermal_slowdown" for a mask; "" for none.
+std::string throttle_reason_names(std::uint64_t mask);
 
 // What one scenario measured. Times in seconds, memory in bytes.
 struct ScenarioResult {
@@ -80,12 +98,15 @@ struct ScenarioResult {
   std::vector<double> trial_data_wait_seconds;  // per trial, blocked waiting for the loader
   std::vector<double> trial_seconds;            // measured window per trial
   double cpu_seconds = 0;                       // user + system over the measured windows
+  std::vector<double> trial_cpu_seconds;        // user + system per trial's measured window
   std::int64_t peak_rss_bytes = 0;              // resident set high-water mark of the scenario
   bool peak_rss_scoped = false;                 // false: the process's lifetime peak (clear_refs refused)
   std::int64_t peak_allocated_bytes = -1;       // tensors (CPU tracking allocator / CUDA): -1 unknown
   std::int64_t peak_reserved_bytes = -1;        // CUDA caching allocator; CPU: = allocated
   std::string gpu_status = "unavailable";       // "ok" or why not (no NVML, CPU scenario)
   std::vector<GpuSample> gpu_samples;
+  std::vector<TrialGpu> trial_gpu;  // per trial (CUDA with NVML), same order as the trial rates
+  int throttled_trials() const;
   std::string error;  // non-empty: the scenario failed (message)
 };
 
@@ -125,7 +146,12 @@ const std::vector<std::string>& recorder_record_keys();
 struct BaselineEntry {
   double images_per_second = 0;
   std::vector<double> trial_images_per_second;
-  std::string origin;  // file:line
+  std::string origin;                               // file:line
+  std::int64_t peak_rss_bytes = -1;                 // -1: not recorded
+  std::int64_t peak_allocated_bytes = -1;           // -1: not recorded
+  double cpu_utilisation = -1;                      // cores busy over the measured windows; -1: not recorded
+  int throttled_trials = 0;                         // trials in which the GPU throttled (NVML)
+  std::vector<double> trial_images_per_cpu_second;  // per trial; empty: not recorded
 };
 // ConfigError (exit 2: the gate cannot judge) naming file:line for malformed JSON or a line
 // without a name/scenario or a positive images_per_second.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,8 +26,9 @@ class Nvml {
   const std::string& why() const { return why_; }
   std::string driver_version() const;  // "unavailable" when not available
   std::string device_name(int index) const;
-  // Utilisation (percent) and memory used (bytes) of device `index`; false on failure.
-  bool sample(int index, double& utilisation, double& memory_used) const;
+  // Utilisation (percent), memory used (bytes), and where the driver has them the SM and memory
+  // clocks, power, temperature and throttle reasons of device `index` (all but `t`); false on failure.
+  bool sample(int index, GpuSample& sample) const;
 
  private:
   struct Api;
@@ -44,6 +46,8 @@ class GpuSampler {
   void start();
   // Stops and returns the samples since start().
   std::vector<GpuSample> stop();
+  // Seconds since start() (0 before): the trials' boundaries on the samples' clock.
+  double elapsed() const;
 
  private:
   const Nvml& nvml_;
@@ -53,6 +57,7 @@ class GpuSampler {
   std::thread thread_;
   std::mutex mutex_;
   std::vector<GpuSample> samples_;
+  std::chrono::steady_clock::time_point t0_{};
 };
 
 }  // namespace shoplens

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include <opencv2/core/mat.hpp>
 
 #include "shoplens/data/image_io.h"
+#include "shoplens/infer/score_shard.h"
 
 namespace shoplens {
 
@@ -84,10 +86,20 @@ struct ScoreOptions {
   std::filesystem::path prices;
   std::string instance;
   std::string price_basis = "on-demand";  // on-demand | spot
+  // Which shard of the input this process scores (score_shard.h): --shard I/N, --shard-count, or
+  // the launcher's environment read through `environment`. A shard of N > 1 writes into
+  // out_dir/shard-IIIII-of-NNNNN/; `shoplens score merge` joins the shards.
+  ShardRequest shard;
+  EnvLookup environment = [](const char* name) -> const char* { return std::getenv(name); };
 };
 
 // Runs (or resumes) the job; returns report.json's content (also written). InterruptedError
 // after SIGINT/SIGTERM: completed chunks stay, the chunk in flight is redone on resume.
 nlohmann::json run_score_job(const ScoreOptions& options);
+
+// What a shard of the job would score, without a model: the input's rows, the shard's range and
+// the fingerprint of its rows (the one score records and checks on resume). Reads the input as a
+// stream, a window at a time, as score does; for planning and for checking a manifest.
+nlohmann::json plan_score_shard(const ScoreOptions& options);
 
 }  // namespace shoplens
