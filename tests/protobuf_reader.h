@@ -31,7 +31,9 @@ class ProtobufReader {
   using WireType = protobuf::WireType;
 
   ProtobufReader(std::string_view message, std::string where)
-      : p_(reinterpret_cast<const unsigned char*>(message.data())), end_(p_ + message.size()), where_(std::move(where)) {}
+      : p_(reinterpret_cast<const unsigned char*>(message.data())),
+        end_(p_ + message.size()),
+        where_(std::move(where)) {}
 
   bool done() const { return p_ >= end_; }
 

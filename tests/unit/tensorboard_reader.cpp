@@ -75,7 +75,8 @@ TensorBoardEvent decode_event(ProtobufReader d) {
       event.file_version = std::string(d.bytes());
     } else if (field == 5) {
       d.expect_wire(wire, Wire::kBytes, "Event.summary");
-      each_first_field(d.sub(), "Summary.value", Wire::kBytes, [&](ProtobufReader& s) { decode_value(s.sub(), event); });
+      each_first_field(d.sub(), "Summary.value", Wire::kBytes,
+                       [&](ProtobufReader& s) { decode_value(s.sub(), event); });
     } else if (field == 7) {
       d.expect_wire(wire, Wire::kBytes, "Event.session_log");
       each_first_field(d.sub(), "SessionLog.status", Wire::kVarint,
