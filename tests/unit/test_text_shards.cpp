@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/data/open_dataset.h"
@@ -420,6 +422,47 @@ TEST(SynthText, BadOptionsNameTheFlag) {
 }
 
 // ---- tools/text_shards/to_text_shards.py ----
+
+// The converter packs its shards with the layout tools/text_shards/shard_layout.py reads from the
+// C++ headers: every field at the offset the compiler gives it, the sizes, magic, version, codes.
+TEST(TextShardsConvert, LayoutReadFromTheHeadersIsTheCompilersLayout) {
+  if (!fs::exists(testing::python())) GTEST_SKIP() << testing::python() << " not found";
+  const auto r =
+      testing::run_shell(testing::python() + " " + testing::source_dir() + "/tools/text_shards/shard_layout.py 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto layout = nlohmann::json::parse(r.output);
+  const auto& header = layout.at("header").at("offsets");
+  EXPECT_EQ(layout.at("header").at("size"), sizeof(TextIndexHeader));
+  EXPECT_EQ(header.at("prefix.magic"), offsetof(TextIndexHeader, prefix) + offsetof(ShardIndexPrefix, magic));
+  EXPECT_EQ(header.at("prefix.version"), offsetof(ShardIndexPrefix, version));
+  EXPECT_EQ(header.at("prefix.entry_size"), offsetof(ShardIndexPrefix, entry_size));
+  EXPECT_EQ(header.at("prefix.count"), offsetof(ShardIndexPrefix, count));
+  EXPECT_EQ(header.at("prefix.payload_size"), offsetof(ShardIndexPrefix, payload_size));
+  EXPECT_EQ(header.at("prefix.payload_crc32"), offsetof(ShardIndexPrefix, payload_crc32));
+  EXPECT_EQ(header.at("prefix.entries_crc32"), offsetof(ShardIndexPrefix, entries_crc32));
+  EXPECT_EQ(header.at("token_dtype"), offsetof(TextIndexHeader, token_dtype));
+  EXPECT_EQ(header.at("num_categorical"), offsetof(TextIndexHeader, num_categorical));
+  EXPECT_EQ(header.at("num_numeric"), offsetof(TextIndexHeader, num_numeric));
+  const auto& entry = layout.at("entry").at("offsets");
+  EXPECT_EQ(layout.at("entry").at("size"), sizeof(TextIndexEntry));
+  EXPECT_EQ(entry.at("sample_id"), offsetof(TextIndexEntry, sample_id));
+  EXPECT_EQ(entry.at("offset"), offsetof(TextIndexEntry, offset));
+  EXPECT_EQ(entry.at("length"), offsetof(TextIndexEntry, length));
+  EXPECT_EQ(entry.at("label"), offsetof(TextIndexEntry, label));
+  EXPECT_EQ(entry.at("created_at"), offsetof(TextIndexEntry, created_at));
+  EXPECT_EQ(entry.at("shard_id"), offsetof(TextIndexEntry, shard_id));
+  EXPECT_EQ(entry.at("split"), offsetof(TextIndexEntry, split));
+  EXPECT_EQ(entry.at("categorical"), offsetof(TextIndexEntry, categorical));
+  EXPECT_EQ(entry.at("numeric"), offsetof(TextIndexEntry, numeric));
+  EXPECT_EQ(layout.at("magic"), std::string(kTextShardFormat.magic, sizeof kTextShardFormat.magic));
+  EXPECT_EQ(layout.at("version"), kTextShardFormat.version);
+  EXPECT_EQ(layout.at("dtype_uint16"), static_cast<int>(TokenDtype::kUInt16));
+  EXPECT_EQ(layout.at("dtype_int32"), static_cast<int>(TokenDtype::kInt32));
+  EXPECT_EQ(layout.at("max_categorical"), kTextMaxCategorical);
+  EXPECT_EQ(layout.at("max_numeric"), kTextMaxNumeric);
+  EXPECT_EQ(layout.at("splits").at("val"), static_cast<int>(Split::kVal));
+  EXPECT_EQ(layout.at("splits").at("test"), static_cast<int>(Split::kTest));
+}
 
 TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
   if (!fs::exists(testing::python())) GTEST_SKIP() << testing::python() << " not found";
