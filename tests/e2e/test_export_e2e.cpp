@@ -153,7 +153,8 @@ TEST_F(E2eExport, CardValuesOutsideTheirRangesAreRefusedNamingTheFileAndKey) {
                                 (shards_.parent_path() / "catalog" / "manifest.csv").string() + " --out " +
                                 (scratch() / "card_predictions.csv").string());
   EXPECT_EQ(predicted.exit_code, 1) << predicted.output;
-  EXPECT_NE(predicted.output.find(card_file.string() + ": files.model.safetensors.dtype: 'int4' is not float32"), std::string::npos)
+  EXPECT_NE(predicted.output.find(card_file.string() + ": files.model.safetensors.dtype: 'int4' is not float32"),
+            std::string::npos)
       << predicted.output;
   testing::write_text(card_file, card.dump(2));
   EXPECT_EQ(run_shoplens("export --check --out " + model.string()).exit_code, 0);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -431,29 +433,36 @@ TEST(TextShardsConvert, LayoutReadFromTheHeadersIsTheCompilersLayout) {
       testing::run_shell(testing::python() + " " + testing::source_dir() + "/tools/text_shards/shard_layout.py 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto layout = nlohmann::json::parse(r.output);
-  const auto& header = layout.at("header").at("offsets");
-  EXPECT_EQ(layout.at("header").at("size"), sizeof(TextIndexHeader));
-  EXPECT_EQ(header.at("prefix.magic"), offsetof(TextIndexHeader, prefix) + offsetof(ShardIndexPrefix, magic));
-  EXPECT_EQ(header.at("prefix.version"), offsetof(ShardIndexPrefix, version));
-  EXPECT_EQ(header.at("prefix.entry_size"), offsetof(ShardIndexPrefix, entry_size));
-  EXPECT_EQ(header.at("prefix.count"), offsetof(ShardIndexPrefix, count));
-  EXPECT_EQ(header.at("prefix.payload_size"), offsetof(ShardIndexPrefix, payload_size));
-  EXPECT_EQ(header.at("prefix.payload_crc32"), offsetof(ShardIndexPrefix, payload_crc32));
-  EXPECT_EQ(header.at("prefix.entries_crc32"), offsetof(ShardIndexPrefix, entries_crc32));
-  EXPECT_EQ(header.at("token_dtype"), offsetof(TextIndexHeader, token_dtype));
-  EXPECT_EQ(header.at("num_categorical"), offsetof(TextIndexHeader, num_categorical));
-  EXPECT_EQ(header.at("num_numeric"), offsetof(TextIndexHeader, num_numeric));
-  const auto& entry = layout.at("entry").at("offsets");
-  EXPECT_EQ(layout.at("entry").at("size"), sizeof(TextIndexEntry));
-  EXPECT_EQ(entry.at("sample_id"), offsetof(TextIndexEntry, sample_id));
-  EXPECT_EQ(entry.at("offset"), offsetof(TextIndexEntry, offset));
-  EXPECT_EQ(entry.at("length"), offsetof(TextIndexEntry, length));
-  EXPECT_EQ(entry.at("label"), offsetof(TextIndexEntry, label));
-  EXPECT_EQ(entry.at("created_at"), offsetof(TextIndexEntry, created_at));
-  EXPECT_EQ(entry.at("shard_id"), offsetof(TextIndexEntry, shard_id));
-  EXPECT_EQ(entry.at("split"), offsetof(TextIndexEntry, split));
-  EXPECT_EQ(entry.at("categorical"), offsetof(TextIndexEntry, categorical));
-  EXPECT_EQ(entry.at("numeric"), offsetof(TextIndexEntry, numeric));
+  const std::size_t prefix = offsetof(TextIndexHeader, prefix);
+  const std::vector<std::pair<const char*, std::size_t>> header = {
+      {"prefix.magic", prefix + offsetof(ShardIndexPrefix, magic)},
+      {"prefix.version", prefix + offsetof(ShardIndexPrefix, version)},
+      {"prefix.entry_size", prefix + offsetof(ShardIndexPrefix, entry_size)},
+      {"prefix.count", prefix + offsetof(ShardIndexPrefix, count)},
+      {"prefix.payload_size", prefix + offsetof(ShardIndexPrefix, payload_size)},
+      {"prefix.payload_crc32", prefix + offsetof(ShardIndexPrefix, payload_crc32)},
+      {"prefix.entries_crc32", prefix + offsetof(ShardIndexPrefix, entries_crc32)},
+      {"token_dtype", offsetof(TextIndexHeader, token_dtype)},
+      {"num_categorical", offsetof(TextIndexHeader, num_categorical)},
+      {"num_numeric", offsetof(TextIndexHeader, num_numeric)},
+      {"reserved", offsetof(TextIndexHeader, reserved)}};
+  const std::vector<std::pair<const char*, std::size_t>> entry = {
+      {"sample_id", offsetof(TextIndexEntry, sample_id)},
+      {"offset", offsetof(TextIndexEntry, offset)},
+      {"length", offsetof(TextIndexEntry, length)},
+      {"label", offsetof(TextIndexEntry, label)},
+      {"created_at", offsetof(TextIndexEntry, created_at)},
+      {"shard_id", offsetof(TextIndexEntry, shard_id)},
+      {"split", offsetof(TextIndexEntry, split)},
+      {"reserved", offsetof(TextIndexEntry, reserved)},
+      {"categorical", offsetof(TextIndexEntry, categorical)},
+      {"numeric", offsetof(TextIndexEntry, numeric)}};
+  for (const auto& [part, size, fields] : {std::make_tuple("header", sizeof(TextIndexHeader), header),
+                                           std::make_tuple("entry", sizeof(TextIndexEntry), entry)}) {
+    EXPECT_EQ(layout.at(part).at("size"), size) << part;
+    EXPECT_EQ(layout.at(part).at("offsets").size(), fields.size()) << part << ": every field, no more";
+    for (const auto& [field, offset] : fields) EXPECT_EQ(layout.at(part).at("offsets").at(field), offset) << field;
+  }
   EXPECT_EQ(layout.at("magic"), std::string(kTextShardFormat.magic, sizeof kTextShardFormat.magic));
   EXPECT_EQ(layout.at("version"), kTextShardFormat.version);
   EXPECT_EQ(layout.at("dtype_uint16"), static_cast<int>(TokenDtype::kUInt16));

@@ -125,6 +125,19 @@ struct JsonValue {
     out = std::move(values);
   }
 
+  // A JSON integer (no fraction or exponent) from `minimum` to `maximum`: exact over the whole int64
+  // range, where a double would round. "expected a whole number from 1 to 5, got number 1.5".
+  static std::int64_t integer(const nlohmann::json& v, std::int64_t minimum, std::int64_t maximum,
+                              const std::string& path, const std::string& where) {
+    const bool fits =
+        v.is_number_unsigned()
+            ? maximum >= 0 && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(maximum) &&
+                  (minimum <= 0 || v.get<std::uint64_t>() >= static_cast<std::uint64_t>(minimum))
+            : v.is_number_integer() && v.get<std::int64_t>() >= minimum && v.get<std::int64_t>() <= maximum;
+    if (!fits) type_error(where, path, fmt::format("a whole number from {} to {}", minimum, maximum), v);
+    return v.get<std::int64_t>();
+  }
+
   // A string that must be one of `choices`: "'fp8' is not one of fp32, bf16, fp16 (did you mean 'fp16'?)".
   static std::string choice(const nlohmann::json& v, const std::vector<std::string>& choices, const std::string& path,
                             const std::string& where) {
@@ -247,15 +260,7 @@ class JsonFields {
   // Present and a JSON integer (no fraction or exponent) from `minimum` to `maximum`: exact over
   // the whole int64 range, where a double would round.
   std::int64_t integer(const char* key, std::int64_t minimum, std::int64_t maximum) const {
-    const nlohmann::json& value = required(key);
-    const bool fits =
-        value.is_number_unsigned()
-            ? maximum >= 0 && value.get<std::uint64_t>() <= static_cast<std::uint64_t>(maximum) &&
-                  (minimum <= 0 || value.get<std::uint64_t>() >= static_cast<std::uint64_t>(minimum))
-            : value.is_number_integer() && value.get<std::int64_t>() >= minimum && value.get<std::int64_t>() <= maximum;
-    if (!fits)
-      Value::type_error(where_, name(key), fmt::format("a whole number from {} to {}", minimum, maximum), value);
-    return value.get<std::int64_t>();
+    return Value::integer(required(key), minimum, maximum, name(key), where_);
   }
 
   // Present, finite and from `minimum` to `maximum`.
