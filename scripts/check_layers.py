@@ -22,6 +22,14 @@ ALLOWED = {
     ("infer", "train/amp.h"): "inference runs under the same autocast precision as training",
     ("infer", "train/metrics.h"): "EvaluationAccumulator's metrics are train's ConfusionMatrix",
     ("models", "data/batch.h"): "a classifier consumes the Batch type the data layer builds",
+    # TODO(issue 42): temporary. The section structs moved to their layers (item 2), but core/config.h
+    # still assembles the whole Config from them; the job layer is to assemble the schema instead, and
+    # these five edges then go.
+    ("core", "batch/find_batch_options.h"): "TODO(issue 42): core/config.h still assembles Config",
+    ("core", "data/data_options.h"): "TODO(issue 42): core/config.h still assembles Config",
+    ("core", "dist/dist_options.h"): "TODO(issue 42): core/config.h still assembles Config",
+    ("core", "models/model_options.h"): "TODO(issue 42): core/config.h still assembles Config",
+    ("core", "train/train_options.h"): "TODO(issue 42): core/config.h still assembles Config",
 }
 
 INCLUDE = re.compile(r'\s*#\s*include\s*(?:"shoplens/(\w+)/([^"]+)"|<shoplens/(\w+)/([^>]+)>|"(\w+)/([^"]+)")')
