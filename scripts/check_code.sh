@@ -7,6 +7,8 @@
 #   format: every tracked C++ file is as clang-format (.clang-format) writes it; fix with
 #   `git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i`.
 #   one definition: no namespace-level type is defined twice under one name (scripts/check_one_definition.py).
+#   layers: every include of a ShopLens header points down the layer order, or along one of the few
+#   sideways edges listed with their reasons (scripts/check_layers.py; CONTRIBUTING.md).
 #   shell: every tracked shell script is shellcheck clean (sourced files followed from the script's
 #   own folder).
 # Usage: scripts/check_code.sh
@@ -38,6 +40,7 @@ print(f"check_code: {len(long)} functions over {limit} lines, {len(allowed)} all
 sys.exit(1 if new or stale else 0)
 PY
 /usr/bin/python3 scripts/check_one_definition.py
+/usr/bin/python3 scripts/check_layers.py
 unformatted=$(git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --style=file --dry-run 2>&1 | grep -oE '^[^:]+\.(cpp|h|cu):' | sort -u | tr -d ':' || true)
 if [[ -n $unformatted ]]; then
   echo "check_code: not as clang-format writes them (git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format -i):"

@@ -74,36 +74,31 @@ void read_prices(const OfferRow& row, PriceOffer& o) {
   o.spot_per_hour = row.number("spot_per_hour");
   if (!o.spot_per_hour) return;
   if (!(*o.spot_per_hour > 0) || !std::isfinite(*o.spot_per_hour))
-    row.fail(fmt::format("spot_per_hour {} must be > 0 (leave it out or null where there is no spot price)",
-                         *o.spot_per_hour));
+    row.type_error("spot_per_hour", "a number > 0 (leave it out or null where there is no spot price)",
+                   row.object()["spot_per_hour"]);
   if (*o.spot_per_hour > o.on_demand_per_hour)
-    row.fail(fmt::format("spot_per_hour {} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour,
-                         o.on_demand_per_hour));
+    row.fail("spot_per_hour",
+             fmt::format("{} is above on_demand_per_hour {}: swapped?", *o.spot_per_hour, o.on_demand_per_hour));
 }
 
 PriceOffer read_offer(const json& row, const std::string& where) {
   const OfferRow r(row, where);
-  if (!row.is_object()) r.fail("expected an object");
-  for (const auto& [key, value] : row.items())
-    if (std::find(kRowKeys.begin(), kRowKeys.end(), key) == kRowKeys.end())
-      r.fail("unknown field '" + key + "'" + did_you_mean(key, kRowKeys));
+  r.check_keys(kRowKeys);
   PriceOffer o;
   o.name = r.text("name", true);
   o.provider = r.text("provider", true);
-  o.kind = r.text("kind", true);
+  o.kind = r.choice("kind", {"cpu", "gpu", "tpu"});
   o.accelerator = r.text("accelerator", false);
   o.region = r.text("region", false);
   o.note = r.text("note", false);
   // Every figure must be traceable: where it was read and when.
   o.source = r.text("source", true);
   o.date = r.text("date", true);
-  if (!valid_date(o.date)) r.fail("\"date\" '" + o.date + "' is not YYYY-MM-DD or YYYY-MM");
-  if (o.kind != "cpu" && o.kind != "gpu" && o.kind != "tpu")
-    r.fail("\"kind\" '" + o.kind + "': expected cpu, gpu or tpu");
+  if (!valid_date(o.date)) r.fail("date", "'" + o.date + "' is not YYYY-MM-DD or YYYY-MM");
   read_prices(r, o);
   o.accelerators = r.whole_number("accelerators", 0, 0);
-  if (o.kind != "cpu" && o.accelerators < 1) r.fail("a " + o.kind + " offer needs \"accelerators\" >= 1");
-  if (o.kind == "cpu" && o.accelerators != 0) r.fail("a cpu offer has \"accelerators\" 0");
+  if (o.kind != "cpu" && o.accelerators < 1) r.fail("accelerators", "a " + o.kind + " offer needs at least 1");
+  if (o.kind == "cpu" && o.accelerators != 0) r.fail("accelerators", "a cpu offer has 0");
   o.vcpus = r.whole_number("vcpus", 0, 0);
   return o;
 }

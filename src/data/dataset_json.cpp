@@ -27,30 +27,31 @@ nlohmann::json listing_to_json(const ShardListing& shard, const ShardFormat& for
           {"index_crc32", shard.index_crc32}};
 }
 
-ShardListing listing_from_json(const nlohmann::json& shard, const std::string& file, const ShardFormat& format) {
+ShardListing listing_from_json(const DatasetFields& shard, const ShardFormat& format) {
+  shard.check_keys({"name", "split", "count", format.size_key, format.crc_key, "index_crc32"});
   ShardListing listing;
-  listing.name = required<std::string>(shard, "name", file, "shards");
-  const std::string context = "shards." + listing.name;
+  listing.name = shard.get<std::string>("name");
   if (listing.name.empty() || listing.name.find('/') != std::string::npos ||
       listing.name.find("..") != std::string::npos)
-    throw DataError(file + ": shard name '" + listing.name + "' is not a plain file name");
-  const auto split = parse_split(required<std::string>(shard, "split", file, context));
-  if (!split) throw DataError(file + ": " + context + ": key 'split': unknown split");
-  listing.split = *split;
-  listing.count = required<std::uint64_t>(shard, "count", file, context);
-  listing.payload_size = required<std::uint64_t>(shard, format.size_key, file, context);
-  listing.payload_crc32 = required<std::uint32_t>(shard, format.crc_key, file, context);
-  listing.index_crc32 = required<std::uint32_t>(shard, "index_crc32", file, context);
+    shard.fail("name", "'" + listing.name + "' is not a plain file name");
+  const auto split = parse_split(shard.get<std::string>("split"));
+  listing.split = split ? *split : *parse_split(shard.choice("split", {"train", "val", "test"}));
+  listing.count = shard.get<std::uint64_t>("count");
+  listing.payload_size = shard.get<std::uint64_t>(format.size_key);
+  listing.payload_crc32 = shard.get<std::uint32_t>(format.crc_key);
+  listing.index_crc32 = shard.get<std::uint32_t>("index_crc32");
   return listing;
 }
 
-std::vector<ShardListing> read_listings(const nlohmann::json& doc, const std::string& file, const ShardFormat& format) {
+std::vector<ShardListing> read_listings(const DatasetFields& doc, const ShardFormat& format) {
   std::vector<ShardListing> listings;
   std::set<std::string> names;
-  for (const auto& shard : required<nlohmann::json>(doc, "shards", file)) {
-    listings.push_back(listing_from_json(shard, file, format));
+  const std::size_t count = doc.list("shards").size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const DatasetFields shard = doc.element("shards", i);
+    listings.push_back(listing_from_json(shard, format));
     if (!names.insert(listings.back().name).second)
-      throw DataError(file + ": shard '" + listings.back().name + "' is listed twice");
+      shard.fail("name", "shard '" + listings.back().name + "' is listed twice");
   }
   return listings;
 }

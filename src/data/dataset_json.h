@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/data/shard_core.h"
 
 namespace shoplens {
@@ -16,24 +17,16 @@ namespace shoplens {
 // The JSON document in `file`; DataError naming the file when it is not JSON or nests too deep.
 nlohmann::json read_json_document(const std::filesystem::path& file);
 
-// doc[key] as a T; DataError "<file>: <context>: missing key '<key>'" (or naming the wrong type).
-template <class T>
-T required(const nlohmann::json& doc, const char* key, const std::string& file, const std::string& context = "") {
-  const std::string where = file + ": " + (context.empty() ? "" : context + ": ");
-  if (!doc.is_object() || !doc.contains(key)) throw DataError(where + "missing key '" + key + "'");
-  try {
-    return doc.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(where + "key '" + key + "': " + e.what());
-  }
-}
+// The checked reader of both files' fields (core/json_fields.h): DataError naming the file and the key.
+using DatasetFields = JsonFields<DataError>;
 
 nlohmann::json listing_to_json(const ShardListing& shard, const ShardFormat& format);
-// DataError naming `file` for a missing key, an unknown split or a name that is not a plain file name.
-ShardListing listing_from_json(const nlohmann::json& shard, const std::string& file, const ShardFormat& format);
+// DataError naming the file and the key for a missing key, an unknown split or a name that is not a
+// plain file name.
+ShardListing listing_from_json(const DatasetFields& shard, const ShardFormat& format);
 
-// The document's "shards" array; DataError naming `file` also for a shard listed twice.
-std::vector<ShardListing> read_listings(const nlohmann::json& doc, const std::string& file, const ShardFormat& format);
+// The document's "shards" list; DataError naming the file also for a shard listed twice.
+std::vector<ShardListing> read_listings(const DatasetFields& doc, const ShardFormat& format);
 nlohmann::json listings_to_json(const std::vector<ShardListing>& shards, const ShardFormat& format);
 
 }  // namespace shoplens

@@ -90,23 +90,27 @@ std::optional<ShardSummary> load_summary(const fs::path& file, const std::string
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   try {
-    json doc = json::parse(read_file(file));
-    if (doc.at("fingerprint").get<std::string>() != fingerprint) return std::nullopt;
+    const json doc = json::parse(read_file(file));
+    const DatasetFields fields(doc, file.string());
+    if (fields.get<std::string>("fingerprint") != fingerprint) return std::nullopt;
     ShardSummary s;
     s.fingerprint = fingerprint;
-    s.info = listing_from_json(doc.at("shard"), file.string(), kImageShardFormat);
+    s.info = listing_from_json(fields.section("shard"), kImageShardFormat);
     s.info.split = split;
-    for (const auto& q : doc.at("quarantined")) {
-      s.quarantined.push_back({q.at("sample").get<std::uint64_t>(), q.at("stage"), q.at("reason")});
-      if (s.quarantined.back().sample >= num_records) throw DataError("sample id out of range");
+    const std::size_t quarantined = fields.list("quarantined").size();
+    for (std::size_t i = 0; i < quarantined; ++i) {
+      const DatasetFields q = fields.element("quarantined", i);
+      s.quarantined.push_back(
+          {q.get<std::uint64_t>("sample"), q.get<std::string>("stage"), q.get<std::string>("reason")});
+      if (s.quarantined.back().sample >= num_records) q.fail("sample", "outside the manifest's rows");
     }
-    s.kept_ids = doc.at("kept_ids").get<std::vector<std::uint64_t>>();
-    s.pixel_sum = doc.at("pixel_sum").get<std::array<double, 3>>();
-    s.pixel_sumsq = doc.at("pixel_sumsq").get<std::array<double, 3>>();
-    s.pixel_count = doc.at("pixel_count").get<double>();
-    s.extension_mismatches = doc.at("extension_mismatches").get<std::size_t>();
-    s.originals_kept = doc.at("originals_kept").get<std::size_t>();
-    s.input_bytes = doc.at("input_bytes").get<std::uint64_t>();
+    s.kept_ids = fields.get<std::vector<std::uint64_t>>("kept_ids");
+    s.pixel_sum = fields.get<std::array<double, 3>>("pixel_sum");
+    s.pixel_sumsq = fields.get<std::array<double, 3>>("pixel_sumsq");
+    s.pixel_count = fields.get<double>("pixel_count");
+    s.extension_mismatches = fields.get<std::uint64_t>("extension_mismatches");
+    s.originals_kept = fields.get<std::uint64_t>("originals_kept");
+    s.input_bytes = fields.get<std::uint64_t>("input_bytes");
     return s;
   } catch (const std::exception& e) {
     spdlog::warn("{}: unreadable ({}); rebuilding the shard", file.string(), e.what());

@@ -1,5 +1,6 @@
 #include "shoplens/data/shards.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dataset_json.h"
@@ -70,16 +71,21 @@ DatasetInfo read_dataset_info(const fs::path& dir) {
   if (!fs::exists(path))
     throw DataError("'" + dir.string() + "' is not a prepared dataset (no dataset.json; run 'shoplens prepare' first)");
   const nlohmann::json doc = read_json_document(path);
+  const DatasetFields fields(doc, file);
+  // "prepare": what `shoplens prepare` recorded of its run (write_dataset_info's extra_json).
+  fields.check_keys({"format", "format_version", "classes", "metadata_fields", "metadata_vocabulary", "storage_size",
+                     "encoding", "mean", "std", "shards", "prepare"});
   DatasetInfo info;
-  if (required<int>(doc, "format_version", file) != 1) throw DataError(file + ": unsupported format_version");
-  info.classes = required<std::vector<std::string>>(doc, "classes", file);
-  info.metadata_fields = required<std::vector<std::string>>(doc, "metadata_fields", file);
-  info.metadata_vocabulary = required<std::vector<std::vector<std::string>>>(doc, "metadata_vocabulary", file);
-  info.storage_size = required<int>(doc, "storage_size", file);
-  info.encoding = required<std::string>(doc, "encoding", file);
-  info.mean = required<std::array<double, 3>>(doc, "mean", file);
-  info.std = required<std::array<double, 3>>(doc, "std", file);
-  info.shards = read_listings(doc, file, kImageShardFormat);
+  if (fields.get<int>("format_version") != 1)
+    fields.fail("format_version", fmt::format("{} is not supported (expected 1)", fields.get<int>("format_version")));
+  info.classes = fields.get<std::vector<std::string>>("classes");
+  info.metadata_fields = fields.get<std::vector<std::string>>("metadata_fields");
+  info.metadata_vocabulary = fields.get<std::vector<std::vector<std::string>>>("metadata_vocabulary");
+  info.storage_size = fields.get<int>("storage_size");
+  info.encoding = fields.get<std::string>("encoding");
+  info.mean = fields.get<std::array<double, 3>>("mean");
+  info.std = fields.get<std::array<double, 3>>("std");
+  info.shards = read_listings(fields, kImageShardFormat);
   if (info.classes.empty()) throw DataError(file + ": no classes");
   return info;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dataset_json.h"
@@ -99,6 +100,29 @@ void write_text_dataset_info(const fs::path& dir, const TextDatasetInfo& info) {
   write_file_atomic(dir / kTextShardFormat.dataset_file, doc.dump(2) + "\n");
 }
 
+namespace {
+
+// text_dataset.json's "metadata": the categorical fields with their vocabularies, the numeric names.
+void read_text_metadata(const DatasetFields& meta, TextDatasetInfo& info) {
+  meta.check_keys({"categorical", "numeric"});
+  const std::size_t count = meta.list("categorical").size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const DatasetFields f = meta.element("categorical", i);
+    CategoricalField field;
+    field.name = f.get<std::string>("name");
+    field.vocabulary = f.get<std::vector<std::string>>("vocabulary");
+    if (field.vocabulary.size() >= 65536) f.fail("vocabulary", "more than 65535 values");
+    info.categorical.push_back(std::move(field));
+  }
+  info.numeric = meta.get<std::vector<std::string>>("numeric");
+  if (info.categorical.size() > static_cast<std::size_t>(kTextMaxCategorical) ||
+      info.numeric.size() > static_cast<std::size_t>(kTextMaxNumeric))
+    meta.fail(
+        fmt::format("metadata: at most {} categorical and {} numeric fields", kTextMaxCategorical, kTextMaxNumeric));
+}
+
+}  // namespace
+
 TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
   const fs::path path = dir / kTextShardFormat.dataset_file;
   const std::string file = path.string();
@@ -106,41 +130,27 @@ TextDatasetInfo read_text_dataset_info(const fs::path& dir) {
     throw DataError("'" + dir.string() + "' is not a text shard folder (no " + kTextShardFormat.dataset_file +
                     "; run 'shoplens make-data --task text' or tools/text_shards/to_text_shards.py)");
   const nlohmann::json doc = read_json_document(path);
+  const DatasetFields fields(doc, file);
+  // "source": what tools/text_shards/to_text_shards.py converted (its inputs and counts).
+  fields.check_keys({"format", "format_version", "vocab_size", "max_length", "pad_id", "cls_id", "token_dtype",
+                     "metadata", "split_rule", "shards", "source"});
   TextDatasetInfo info;
-  info.format_version = required<int>(doc, "format_version", file);
+  info.format_version = fields.get<int>("format_version");
   if (info.format_version != 1)
-    throw DataError(file + ": key 'format_version': " + std::to_string(info.format_version) +
-                    " is not supported (expected 1)");
-  info.vocab_size = required<int>(doc, "vocab_size", file);
-  if (info.vocab_size < 2) throw DataError(file + ": key 'vocab_size': must be at least 2");
-  info.max_length = required<int>(doc, "max_length", file);
-  if (info.max_length < 1) throw DataError(file + ": key 'max_length': must be positive");
-  info.pad_id = required<int>(doc, "pad_id", file);
-  info.cls_id = required<int>(doc, "cls_id", file);
-  for (const char* key : {"pad_id", "cls_id"}) {
-    const int v = std::string(key) == "pad_id" ? info.pad_id : info.cls_id;
-    if (v < 0 || v >= info.vocab_size) throw DataError(file + ": key '" + key + "': outside the vocabulary");
-  }
-  const auto meta = required<nlohmann::json>(doc, "metadata", file);
-  for (const auto& f : required<nlohmann::json>(meta, "categorical", file, "metadata")) {
-    CategoricalField field;
-    field.name = required<std::string>(f, "name", file, "metadata.categorical");
-    field.vocabulary = required<std::vector<std::string>>(f, "vocabulary", file, "metadata.categorical." + field.name);
-    if (field.vocabulary.size() >= 65536)
-      throw DataError(file + ": key 'metadata.categorical." + field.name + ".vocabulary': more than 65535 values");
-    info.categorical.push_back(std::move(field));
-  }
-  info.numeric = required<std::vector<std::string>>(meta, "numeric", file, "metadata");
-  if (info.categorical.size() > static_cast<std::size_t>(kTextMaxCategorical) ||
-      info.numeric.size() > static_cast<std::size_t>(kTextMaxNumeric))
-    throw DataError(file + ": key 'metadata': at most 8 categorical and 8 numeric fields");
-  const auto rule = required<nlohmann::json>(doc, "split_rule", file);
-  info.split_rule.key = required<std::string>(rule, "key", file, "split_rule");
-  info.split_rule.val_from = required<std::int64_t>(rule, "val_from", file, "split_rule");
-  info.split_rule.test_from = required<std::int64_t>(rule, "test_from", file, "split_rule");
-  if (rule.contains("description"))
-    info.split_rule.description = required<std::string>(rule, "description", file, "split_rule");
-  info.shards = read_listings(doc, file, kTextShardFormat);
+    fields.fail("format_version", std::to_string(info.format_version) + " is not supported (expected 1)");
+  info.vocab_size = static_cast<int>(fields.integer("vocab_size", 2, INT32_MAX));
+  info.max_length = static_cast<int>(fields.integer("max_length", 1, INT32_MAX));
+  // Token ids inside the vocabulary.
+  info.pad_id = static_cast<int>(fields.integer("pad_id", 0, info.vocab_size - 1));
+  info.cls_id = static_cast<int>(fields.integer("cls_id", 0, info.vocab_size - 1));
+  read_text_metadata(fields.section("metadata"), info);
+  const DatasetFields rule = fields.section("split_rule");
+  rule.check_keys({"key", "val_from", "test_from", "description"});
+  info.split_rule.key = rule.get<std::string>("key");
+  info.split_rule.val_from = rule.get<std::int64_t>("val_from");
+  info.split_rule.test_from = rule.get<std::int64_t>("test_from");
+  info.split_rule.description = rule.get_or<std::string>("description", "");
+  info.shards = read_listings(fields, kTextShardFormat);
   return info;
 }
 

@@ -139,14 +139,13 @@ using LedgerFields = JsonFields<DataError>;
 
 // The sample ids of `key`: non-negative JSON integers.
 std::vector<std::uint64_t> sample_ids(const LedgerFields& record, const char* key) {
-  const json& ids = record.array(key, 0, std::numeric_limits<std::size_t>::max());
+  const json& ids = record.list(key);
   std::vector<std::uint64_t> out;
   out.reserve(ids.size());
-  for (const auto& id : ids) {
-    if (!id.is_number_unsigned())
-      record.fail(
-          fmt::format("\"{}\" holds {}, not a sample id (a whole number >= 0)", key, LedgerFields::describe(id)));
-    out.push_back(id.get<std::uint64_t>());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!ids[i].is_number_unsigned())
+      record.type_error(fmt::format("{}[{}]", key, i), "a sample id (a whole number >= 0)", ids[i]);
+    out.push_back(ids[i].get<std::uint64_t>());
   }
   return out;
 }

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shoplens/infer/onnx_graph.h"
+#include "shoplens/models/onnx_graph.h"
 
 namespace shoplens {
 

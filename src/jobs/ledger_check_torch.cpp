@@ -19,10 +19,13 @@ std::filesystem::path shards_of_run(const std::filesystem::path& run_dir) {
   if (!in)
     throw IoError("verify-ledger: cannot read " + config_file.string() + " (is " + run_dir.string() +
                   " a run directory?)");
+  const std::string where = "verify-ledger: " + config_file.string();
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) throw DataError(where + ": not JSON; pass --shards");
   try {
-    return nlohmann::json::parse(in).at("data").at("shards").get<std::string>();
-  } catch (const std::exception& e) {
-    throw DataError("verify-ledger: " + config_file.string() + ": no data.shards (" + e.what() + "); pass --shards");
+    return JsonFields<DataError>(config, where).section("data").text("shards", true);
+  } catch (const DataError& e) {
+    throw DataError(std::string(e.what()) + "; pass --shards");
   }
 }
 
@@ -40,8 +43,8 @@ RunEnd end_of_run(const std::filesystem::path& run_dir) {
   if (!std::filesystem::exists(summary_file, ec)) return {};
   const std::string where = "verify-ledger: " + summary_file.string();
   const nlohmann::json summary = nlohmann::json::parse(read_file(summary_file), nullptr, /*allow_exceptions=*/false);
-  if (!summary.is_object()) throw DataError(where + ": not a JSON object; move it aside to check the ledger alone");
   const JsonFields<DataError> fields(summary, where);
+  if (!summary.is_object()) fields.expect_object("a JSON object (move it aside to check the ledger alone)");
   RunEnd end{fields.integer("steps", 0, kMaxLedgerStep), fields.text("status", false)};
   if (end.status.empty()) end.status = "completed";  // a summary written before it recorded its status
   return end;

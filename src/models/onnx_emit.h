@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "shoplens/infer/onnx_graph.h"
+#include "shoplens/models/onnx_graph.h"
 
 namespace shoplens::detail {
 

@@ -127,17 +127,17 @@ TEST_F(E2eExport, CardValuesOutsideTheirRangesAreRefusedNamingTheFileAndKey) {
   const fs::path card_file = model / "model_card.json";
   const json card = json::parse(testing::read_text(card_file));
   const std::vector<std::pair<std::string, std::function<void(json&)>>> attacks = {
-      {"\"architecture.image_size\" must be a whole number from 8 to 4096",
+      {"architecture.image_size: expected a whole number from 8 to 4096",
        [](json& c) { c["architecture"]["image_size"] = 1e18; }},
-      {"\"verification.logits\" must be an array of 2 to 2 elements",
+      {"verification.logits: expected an array of 2 to 2 elements",
        [](json& c) { c["verification"]["logits"] = json::array(); }},
-      {"\"architecture.num_classes\" must be a whole number from 1 to 100000",
+      {"architecture.num_classes: expected a whole number from 1 to 100000",
        [](json& c) { c["architecture"]["num_classes"] = 9223372036854775808ULL; }},
-      {"\"preprocessing.center_crop\"", [](json& c) { c["preprocessing"]["center_crop"] = 0; }},
-      {"\"preprocessing.resize_short_side\"", [](json& c) { c["preprocessing"]["resize_short_side"] = 1e308; }},
+      {"preprocessing.center_crop", [](json& c) { c["preprocessing"]["center_crop"] = 0; }},
+      {"preprocessing.resize_short_side", [](json& c) { c["preprocessing"]["resize_short_side"] = 1e308; }},
       {"appears twice", [](json& c) { c["class_names"][1] = c["class_names"][0]; }},
-      {"\"verification.logits[0]\" must hold 12 logits", [](json& c) { c["verification"]["logits"][0].erase(0); }},
-      {"\"files.model.safetensors.dtype\"", [](json& c) { c["files"]["model.safetensors"]["dtype"] = "int4"; }},
+      {"verification.logits[0]: expected 12 logits", [](json& c) { c["verification"]["logits"][0].erase(0); }},
+      {"files.model.safetensors.dtype", [](json& c) { c["files"]["model.safetensors"]["dtype"] = "int4"; }},
   };
   for (const auto& [expected, attack] : attacks) {
     json damaged = card;
@@ -153,7 +153,8 @@ TEST_F(E2eExport, CardValuesOutsideTheirRangesAreRefusedNamingTheFileAndKey) {
                                 (shards_.parent_path() / "catalog" / "manifest.csv").string() + " --out " +
                                 (scratch() / "card_predictions.csv").string());
   EXPECT_EQ(predicted.exit_code, 1) << predicted.output;
-  EXPECT_NE(predicted.output.find(card_file.string() + ": \"files.model.safetensors.dtype\""), std::string::npos)
+  EXPECT_NE(predicted.output.find(card_file.string() + ": files.model.safetensors.dtype: 'int4' is not float32"),
+            std::string::npos)
       << predicted.output;
   testing::write_text(card_file, card.dump(2));
   EXPECT_EQ(run_shoplens("export --check --out " + model.string()).exit_code, 0);

@@ -6,20 +6,8 @@
 # --no-such-option exits 2 naming it; also from a copy laid out as the GPU kit's src/
 # (scripts/gpu/pack.sh), run from another folder. Needs no build, GPU or network.
 # ctest Scripts.Options (label unit); alone: bash tests/scripts/test_options.sh
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-checks=0 failures=0
-
-# expect WHAT EXPECTED ACTUAL
-expect() {
-  checks=$((checks + 1))
-  if [[ $2 != "$3" ]]; then
-    failures=$((failures + 1))
-    printf 'FAIL %s\n  expected: %q\n  actual:   %q\n' "$1" "$2" "$3"
-  fi
-}
+# shellcheck source=harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 # run_in DIR SCRIPT ARGS...: runs SCRIPT in DIR; sets rc, out and err (the timeout: a script that
 # went on past its parser would run a benchmark)
@@ -132,5 +120,4 @@ for script in "$root"/scripts/bench/*.sh "$root"/scripts/gpu/*.sh; do
 done
 [[ $n -ge 13 ]] || expect "scripts found" "13 or more" "$n"
 
-echo "test_options: $checks checks, $failures failed ($n scripts)"
-[[ $failures -eq 0 ]]
+finish test_options "$n scripts"

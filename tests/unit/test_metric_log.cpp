@@ -14,10 +14,14 @@
 #include "shoplens/core/strings.h"
 #include "shoplens/train/metric_log.h"
 #include "shoplens/train/tensorboard.h"
+#include "tensorboard_reader.h"
 #include "test_util.h"
 
 namespace shoplens {
 namespace {
+
+using testing::read_tensorboard_events;
+using testing::read_tensorboard_scalars;
 
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;

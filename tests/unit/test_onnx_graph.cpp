@@ -1,47 +1,18 @@
-// The ONNX graph builder and its protobuf writer, read back with a minimal wire-format reader (the
+// The ONNX graph builder and its protobuf writer, read back with the tests' wire-format reader (the
 // e2e test holds whole models against onnx.checker and ONNX Runtime; this one needs no Python).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "shoplens/infer/onnx_graph.h"
+#include "protobuf_reader.h"
+#include "shoplens/models/onnx_graph.h"
 
 namespace shoplens {
 namespace {
 
-struct Field {
-  int number = 0;
-  int wire = 0;
-  std::uint64_t varint = 0;
-  std::string bytes;
-};
+using Field = testing::ProtobufField;
 
-std::uint64_t read_varint(const std::string& s, std::size_t& pos) {
-  std::uint64_t v = 0;
-  for (int shift = 0;; shift += 7) {
-    const auto b = static_cast<std::uint8_t>(s.at(pos++));
-    v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
-    if (!(b & 0x80)) return v;
-  }
-}
-
-// The fields of one message, in order (varint, fixed32 and length-delimited wire types only).
-std::vector<Field> fields(const std::string& s) {
-  std::vector<Field> out;
-  for (std::size_t pos = 0; pos < s.size();) {
-    const std::uint64_t tag = read_varint(s, pos);
-    Field f{static_cast<int>(tag >> 3), static_cast<int>(tag & 7), 0, ""};
-    if (f.wire == 0) f.varint = read_varint(s, pos);
-    if (f.wire == 5) f.bytes = s.substr((pos += 4) - 4, 4);
-    if (f.wire == 2) {
-      const auto n = read_varint(s, pos);
-      f.bytes = s.substr(pos, n);
-      pos += n;
-    }
-    out.push_back(f);
-  }
-  return out;
-}
+std::vector<Field> fields(const std::string& s) { return testing::protobuf_fields(s); }
 
 std::vector<Field> numbered(const std::vector<Field>& all, int number) {
   std::vector<Field> out;

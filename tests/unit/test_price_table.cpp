@@ -82,7 +82,7 @@ TEST(PriceTable, RowWithoutSourceOrDateIsRefusedNamingFileAndRow) {
 
   json blank_source = valid_row();
   blank_source["source"] = "   ";
-  EXPECT_NE(error_for({blank_source}).find("\"source\" is empty"), std::string::npos);
+  EXPECT_NE(error_for({blank_source}).find("source: expected a non-empty string"), std::string::npos);
 
   json no_date = valid_row();
   no_date.erase("date");
@@ -103,7 +103,7 @@ TEST(PriceTable, NonPositiveOrSwappedPricesAreRefused) {
     row["on_demand_per_hour"] = price;
     const std::string m = error_for({row});
     EXPECT_NE(m.find("on_demand_per_hour"), std::string::npos) << m;
-    EXPECT_NE(m.find("must be > 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("expected a number > 0"), std::string::npos) << m;
     row = valid_row();
     row["spot_per_hour"] = price;
     EXPECT_NE(error_for({row}).find("spot_per_hour"), std::string::npos) << price;
@@ -116,7 +116,7 @@ TEST(PriceTable, NonPositiveOrSwappedPricesAreRefused) {
   EXPECT_NE(error_for({missing}).find("missing \"on_demand_per_hour\""), std::string::npos);
   json text_price = valid_row();
   text_price["on_demand_per_hour"] = "3.6";
-  EXPECT_NE(error_for({text_price}).find("must be a number"), std::string::npos);
+  EXPECT_NE(error_for({text_price}).find("on_demand_per_hour: expected number, got string \"3.6\""), std::string::npos);
 }
 
 TEST(PriceTable, DuplicateNamesKindsAndCountsAreChecked) {
@@ -126,10 +126,10 @@ TEST(PriceTable, DuplicateNamesKindsAndCountsAreChecked) {
 
   json kind = valid_row();
   kind["kind"] = "fpga";
-  EXPECT_NE(error_for({kind}).find("expected cpu, gpu or tpu"), std::string::npos);
+  EXPECT_NE(error_for({kind}).find("kind: 'fpga' is not one of cpu, gpu, tpu"), std::string::npos);
   json zero_gpus = valid_row();
   zero_gpus["accelerators"] = 0;
-  EXPECT_NE(error_for({zero_gpus}).find("\"accelerators\" >= 1"), std::string::npos);
+  EXPECT_NE(error_for({zero_gpus}).find("accelerators: a gpu offer needs at least 1"), std::string::npos);
   json typo = valid_row();
   typo["spot_per_hr"] = 1.0;
   EXPECT_NE(error_for({typo}).find("did you mean 'spot_per_hour'"), std::string::npos);

@@ -15,10 +15,14 @@
 #include "shoplens/core/errors.h"
 #include "shoplens/core/checksum.h"
 #include "shoplens/train/tensorboard.h"
+#include "tensorboard_reader.h"
 #include "test_util.h"
 
 namespace shoplens {
 namespace {
+
+using testing::read_tensorboard_events;
+using testing::read_tensorboard_scalars;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;

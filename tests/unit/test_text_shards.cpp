@@ -8,6 +8,10 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <tuple>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
@@ -420,6 +424,54 @@ TEST(SynthText, BadOptionsNameTheFlag) {
 }
 
 // ---- tools/text_shards/to_text_shards.py ----
+
+// The converter packs its shards with the layout tools/text_shards/shard_layout.py reads from the
+// C++ headers: every field at the offset the compiler gives it, the sizes, magic, version, codes.
+TEST(TextShardsConvert, LayoutReadFromTheHeadersIsTheCompilersLayout) {
+  if (!fs::exists(testing::python())) GTEST_SKIP() << testing::python() << " not found";
+  const auto r =
+      testing::run_shell(testing::python() + " " + testing::source_dir() + "/tools/text_shards/shard_layout.py 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto layout = nlohmann::json::parse(r.output);
+  const std::size_t prefix = offsetof(TextIndexHeader, prefix);
+  const std::vector<std::pair<const char*, std::size_t>> header = {
+      {"prefix.magic", prefix + offsetof(ShardIndexPrefix, magic)},
+      {"prefix.version", prefix + offsetof(ShardIndexPrefix, version)},
+      {"prefix.entry_size", prefix + offsetof(ShardIndexPrefix, entry_size)},
+      {"prefix.count", prefix + offsetof(ShardIndexPrefix, count)},
+      {"prefix.payload_size", prefix + offsetof(ShardIndexPrefix, payload_size)},
+      {"prefix.payload_crc32", prefix + offsetof(ShardIndexPrefix, payload_crc32)},
+      {"prefix.entries_crc32", prefix + offsetof(ShardIndexPrefix, entries_crc32)},
+      {"token_dtype", offsetof(TextIndexHeader, token_dtype)},
+      {"num_categorical", offsetof(TextIndexHeader, num_categorical)},
+      {"num_numeric", offsetof(TextIndexHeader, num_numeric)},
+      {"reserved", offsetof(TextIndexHeader, reserved)}};
+  const std::vector<std::pair<const char*, std::size_t>> entry = {
+      {"sample_id", offsetof(TextIndexEntry, sample_id)},
+      {"offset", offsetof(TextIndexEntry, offset)},
+      {"length", offsetof(TextIndexEntry, length)},
+      {"label", offsetof(TextIndexEntry, label)},
+      {"created_at", offsetof(TextIndexEntry, created_at)},
+      {"shard_id", offsetof(TextIndexEntry, shard_id)},
+      {"split", offsetof(TextIndexEntry, split)},
+      {"reserved", offsetof(TextIndexEntry, reserved)},
+      {"categorical", offsetof(TextIndexEntry, categorical)},
+      {"numeric", offsetof(TextIndexEntry, numeric)}};
+  for (const auto& [part, size, fields] : {std::make_tuple("header", sizeof(TextIndexHeader), header),
+                                           std::make_tuple("entry", sizeof(TextIndexEntry), entry)}) {
+    EXPECT_EQ(layout.at(part).at("size"), size) << part;
+    EXPECT_EQ(layout.at(part).at("offsets").size(), fields.size()) << part << ": every field, no more";
+    for (const auto& [field, offset] : fields) EXPECT_EQ(layout.at(part).at("offsets").at(field), offset) << field;
+  }
+  EXPECT_EQ(layout.at("magic"), std::string(kTextShardFormat.magic, sizeof kTextShardFormat.magic));
+  EXPECT_EQ(layout.at("version"), kTextShardFormat.version);
+  EXPECT_EQ(layout.at("dtype_uint16"), static_cast<int>(TokenDtype::kUInt16));
+  EXPECT_EQ(layout.at("dtype_int32"), static_cast<int>(TokenDtype::kInt32));
+  EXPECT_EQ(layout.at("max_categorical"), kTextMaxCategorical);
+  EXPECT_EQ(layout.at("max_numeric"), kTextMaxNumeric);
+  EXPECT_EQ(layout.at("splits").at("val"), static_cast<int>(Split::kVal));
+  EXPECT_EQ(layout.at("splits").at("test"), static_cast<int>(Split::kTest));
+}
 
 TEST(TextShardsConvert, JsonLinesRoundTripThroughTheScript) {
   if (!fs::exists(testing::python())) GTEST_SKIP() << testing::python() << " not found";

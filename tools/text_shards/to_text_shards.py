@@ -19,17 +19,12 @@ import datetime
 import json
 import math
 import os
-import struct
 import sys
 import zlib
 
-INDEX_MAGIC = b"SLTXIDX1"
-INDEX_VERSION = 1
-HEADER = struct.Struct("<8sIIQQIIBBB5x")           # 48 bytes, see include/shoplens/data/text_shards.h
-ENTRY = struct.Struct("<QQIiqIB3x8H8f")            # 88 bytes
-MAX_FIELDS = 8
+import shard_layout
+
 SPLITS = ("train", "val", "test")
-assert HEADER.size == 48 and ENTRY.size == 88
 
 
 class RowError(Exception):
@@ -39,6 +34,13 @@ class RowError(Exception):
 def fail(message):
     print("to_text_shards: " + message, file=sys.stderr)
     sys.exit(2)
+
+
+# The .tidx layout as the C++ headers define it (shard_layout.py): one definition for both writers.
+try:
+    LAYOUT = shard_layout.load()
+except shard_layout.LayoutError as e:
+    fail(str(e))
 
 
 def iter_rows(path):
@@ -216,7 +218,7 @@ class ShardWriter:
     def __init__(self, out, name, split, vocab_size, num_categorical, num_numeric):
         self.out, self.name, self.split = out, name, split
         self.typecode = "H" if vocab_size <= 65536 else "i"
-        self.dtype = 1 if self.typecode == "H" else 2
+        self.dtype = LAYOUT["dtype_uint16"] if self.typecode == "H" else LAYOUT["dtype_int32"]
         self.num_categorical, self.num_numeric = num_categorical, num_numeric
         self.tmp = os.path.join(out, name + ".tokens.tmp")
         self.file = open(self.tmp, "wb")
@@ -231,10 +233,12 @@ class ShardWriter:
         raw = data.tobytes()
         self.file.write(raw)
         self.crc = zlib.crc32(raw, self.crc)
-        codes = list(codes) + [0] * (MAX_FIELDS - len(codes))
-        numeric = list(numeric) + [0.0] * (MAX_FIELDS - len(numeric))
-        self.entries.append(ENTRY.pack(sample_id, self.tokens, len(tokens), label, created_at, shard_id,
-                                       SPLITS.index(self.split), *codes, *numeric))
+        codes = list(codes) + [0] * (LAYOUT["max_categorical"] - len(codes))
+        numeric = list(numeric) + [0.0] * (LAYOUT["max_numeric"] - len(numeric))
+        self.entries.append(shard_layout.pack(LAYOUT["entry"], {
+            "sample_id": sample_id, "offset": self.tokens, "length": len(tokens), "label": label,
+            "created_at": created_at, "shard_id": shard_id, "split": LAYOUT["splits"][self.split],
+            "categorical": codes, "numeric": numeric}))
         self.tokens += len(tokens)
 
     def finish(self):
@@ -244,8 +248,11 @@ class ShardWriter:
         self.file.close()
         os.replace(self.tmp, os.path.join(self.out, self.name + ".tokens"))
         body = b"".join(self.entries)
-        header = HEADER.pack(INDEX_MAGIC, INDEX_VERSION, ENTRY.size, len(self.entries), self.tokens, self.crc,
-                             zlib.crc32(body), self.dtype, self.num_categorical, self.num_numeric)
+        header = shard_layout.pack(LAYOUT["header"], {
+            "prefix.magic": LAYOUT["magic"], "prefix.version": LAYOUT["version"],
+            "prefix.entry_size": LAYOUT["entry"][0].size, "prefix.count": len(self.entries),
+            "prefix.payload_size": self.tokens, "prefix.payload_crc32": self.crc, "prefix.entries_crc32": zlib.crc32(body),
+            "token_dtype": self.dtype, "num_categorical": self.num_categorical, "num_numeric": self.num_numeric})
         write_atomic(os.path.join(self.out, self.name + ".tidx"), header + body)
         return {"name": self.name, "split": self.split, "count": len(self.entries), "tokens": self.tokens,
                 "tokens_crc32": self.crc, "index_crc32": zlib.crc32(header + body)}
@@ -272,8 +279,8 @@ def main():
     args = p.parse_args()
     args.categorical = [c for c in args.categorical.split(",") if c]
     args.numeric = [c for c in args.numeric.split(",") if c]
-    if len(args.categorical) > MAX_FIELDS or len(args.numeric) > MAX_FIELDS:
-        fail("--categorical/--numeric: at most 8 fields each")
+    if len(args.categorical) > LAYOUT["max_categorical"] or len(args.numeric) > LAYOUT["max_numeric"]:
+        fail(f"--categorical/--numeric: at most {LAYOUT['max_categorical']} and {LAYOUT['max_numeric']} fields")
     if (args.val_from is None) != (args.test_from is None):
         fail("--val-from and --test-from go together")
     if args.records_per_shard < 1:

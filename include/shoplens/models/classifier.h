@@ -52,7 +52,7 @@ class Classifier : public torch::nn::Module {
   // Parameter-name prefixes of the backbone stages from input to output ("conv1.", "bn1.",
   // "layer1.", ...), for gradual unfreezing: stage k unfreezes after the stages above it.
   virtual std::vector<std::string> stage_prefixes() const = 0;
-  // Adds this model's eval-mode forward to `graph` as ONNX nodes (shoplens/infer/onnx_graph.h):
+  // Adds this model's eval-mode forward to `graph` as ONNX nodes (shoplens/models/onnx_graph.h):
   // its inputs, its weights as initializers and the output "logits" [batch, classes]. Each model
   // emits itself next to its forward(); one without an emitter throws UsageError.
   virtual void emit_onnx(onnx::Graph& graph);

@@ -1,13 +1,12 @@
 // TensorBoard event files without TensorFlow or protobuf: TFRecord framing with masked CRC-32C
 // around hand-encoded `tensorflow.Event` messages (scalars only). `tensorboard --logdir DIR`
-// reads what this writes; docs/TRAINING.md shows how.
+// reads what this writes; docs/TRAINING.md shows how. The tests read them back with their own
+// reader (tests/tensorboard_reader.h).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace shoplens {
 
@@ -42,28 +41,5 @@ class TensorBoardWriter {
   std::string buffer_;
   bool failed_ = false;
 };
-
-struct TensorBoardScalar {
-  std::string tag;
-  float value = 0;
-  std::int64_t step = 0;
-  double wall_time = 0;
-};
-
-// One decoded Event; the fields this project writes, others are skipped.
-struct TensorBoardEvent {
-  double wall_time = 0;
-  std::int64_t step = 0;
-  std::string file_version;                            // set in a file's first event
-  bool session_start = false;                          // a SessionLog with status START
-  std::vector<std::pair<std::string, float>> scalars;  // Summary values with a simple_value
-};
-
-// Reads a whole event file, checking both CRCs of every record. DataError naming the file and
-// the byte offset on a CRC mismatch, a truncated record or a malformed message; IoError when the
-// file cannot be read.
-std::vector<TensorBoardEvent> read_tensorboard_events(const std::filesystem::path& file);
-// The scalars of read_tensorboard_events, in file order.
-std::vector<TensorBoardScalar> read_tensorboard_scalars(const std::filesystem::path& file);
 
 }  // namespace shoplens

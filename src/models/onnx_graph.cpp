@@ -1,55 +1,14 @@
 // The ONNX graph builder and the protobuf wire format of the messages it writes (onnx.proto's
 // field numbers are noted where each message is written).
-#include "shoplens/infer/onnx_graph.h"
-
-#include <cstring>
+#include "shoplens/models/onnx_graph.h"
 
 #include "shoplens/core/errors.h"
+#include "shoplens/core/protobuf_wire.h"
 
 namespace shoplens::onnx {
 namespace {
 
-// Protobuf wire types.
-constexpr int kVarint = 0;
-constexpr int kFixed32 = 5;
-constexpr int kBytes = 2;
-
-class Writer {
- public:
-  void varint(std::uint64_t v) {
-    while (v >= 0x80) {
-      out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
-      v >>= 7;
-    }
-    out_.push_back(static_cast<char>(v));
-  }
-  void tag(int field, int wire) { varint(static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(wire)); }
-  // int64/int32 fields: negative values are ten-byte two's complement varints.
-  void int_field(int field, std::int64_t v) {
-    tag(field, kVarint);
-    varint(static_cast<std::uint64_t>(v));
-  }
-  void float_field(int field, float v) {
-    tag(field, kFixed32);
-    char bytes[4];
-    std::memcpy(bytes, &v, 4);  // little-endian hosts only (x86-64, aarch64)
-    out_.append(bytes, 4);
-  }
-  void bytes_field(int field, const std::string& bytes) {
-    tag(field, kBytes);
-    varint(bytes.size());
-    out_ += bytes;
-  }
-  void packed_ints(int field, const std::vector<std::int64_t>& values) {
-    Writer inner;
-    for (auto v : values) inner.varint(static_cast<std::uint64_t>(v));
-    bytes_field(field, inner.out_);
-  }
-  const std::string& str() const { return out_; }
-
- private:
-  std::string out_;
-};
+using Writer = protobuf::MessageWriter;
 
 std::string attribute_bytes(const Attribute& a) {
   // AttributeProto: name 1, f 2, i 3, s 4, ints 8, type 20 (FLOAT 1, INT 2, STRING 3, INTS 7).
@@ -73,7 +32,7 @@ std::string attribute_bytes(const Attribute& a) {
       w.int_field(20, 7);
       break;
   }
-  return w.str();
+  return w.bytes();
 }
 
 std::string node_bytes(const Node& n) {
@@ -84,7 +43,7 @@ std::string node_bytes(const Node& n) {
   w.bytes_field(3, n.name);
   w.bytes_field(4, n.op);
   for (const auto& a : n.attributes) w.bytes_field(5, attribute_bytes(a));
-  return w.str();
+  return w.bytes();
 }
 
 std::string value_info_bytes(const ValueInfo& v) {
@@ -97,17 +56,17 @@ std::string value_info_bytes(const ValueInfo& v) {
       dim.int_field(1, d.value);
     else
       dim.bytes_field(2, d.symbol);
-    shape.bytes_field(1, dim.str());
+    shape.bytes_field(1, dim.bytes());
   }
   Writer tensor;
   tensor.int_field(1, static_cast<int>(v.type));
-  tensor.bytes_field(2, shape.str());
+  tensor.bytes_field(2, shape.bytes());
   Writer type;
-  type.bytes_field(1, tensor.str());
+  type.bytes_field(1, tensor.bytes());
   Writer w;
   w.bytes_field(1, v.name);
-  w.bytes_field(2, type.str());
-  return w.str();
+  w.bytes_field(2, type.bytes());
+  return w.bytes();
 }
 
 std::string tensor_bytes(const Initializer& t) {
@@ -117,7 +76,7 @@ std::string tensor_bytes(const Initializer& t) {
   w.int_field(2, static_cast<int>(t.type));
   w.bytes_field(8, t.name);
   w.bytes_field(9, t.raw);
-  return w.str();
+  return w.bytes();
 }
 
 std::string graph_bytes(const Graph& g) {
@@ -128,7 +87,7 @@ std::string graph_bytes(const Graph& g) {
   for (const auto& t : g.initializers()) w.bytes_field(5, tensor_bytes(t));
   for (const auto& v : g.inputs()) w.bytes_field(11, value_info_bytes(v));
   for (const auto& v : g.outputs()) w.bytes_field(12, value_info_bytes(v));
-  return w.str();
+  return w.bytes();
 }
 
 std::int64_t element_count(const std::vector<std::int64_t>& dims) {
@@ -234,14 +193,14 @@ std::string serialize(const Graph& graph, const ModelInfo& info) {
   Writer opset;
   opset.bytes_field(1, "");
   opset.int_field(2, kOpsetVersion);
-  w.bytes_field(8, opset.str());
+  w.bytes_field(8, opset.bytes());
   for (const auto& [key, value] : info.metadata) {
     Writer entry;
     entry.bytes_field(1, key);
     entry.bytes_field(2, value);
-    w.bytes_field(14, entry.str());
+    w.bytes_field(14, entry.bytes());
   }
-  return w.str();
+  return w.bytes();
 }
 
 }  // namespace shoplens::onnx
