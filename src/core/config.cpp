@@ -10,6 +10,7 @@
 #include "shoplens/core/byte_size.h"
 #include "shoplens/core/enum_names.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/core/regular_file.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/strings.h"
@@ -21,61 +22,16 @@ using json = nlohmann::json;
 
 // ---- typed JSON readers: each names the path and the expected type on mismatch ----
 
+using JsonValueReader = JsonValue<ConfigError>;  // the project's one checked reader (json_fields.h)
+
 [[noreturn]] void type_error(const std::string& path, const char* expected, const json& value,
                              const std::string& source) {
-  throw ConfigError(source + ": " + path + ": expected " + expected + ", got " + std::string(value.type_name()) + " " +
-                    value.dump());
+  JsonValueReader::type_error(source, path, expected, value);
 }
 
-void read_value(const json& v, bool& out, const std::string& path, const std::string& source) {
-  if (!v.is_boolean()) type_error(path, "boolean", v, source);
-  out = v.get<bool>();
-}
-void read_value(const json& v, int& out, const std::string& path, const std::string& source) {
-  if (!v.is_number() || std::floor(v.get<double>()) != v.get<double>() || std::fabs(v.get<double>()) > 2e9)
-    type_error(path, "integer", v, source);
-  out = static_cast<int>(v.get<double>());
-}
-void read_value(const json& v, std::int64_t& out, const std::string& path, const std::string& source) {
-  if (v.is_number_integer()) {
-    out = v.get<std::int64_t>();
-    return;
-  }
-  if (!v.is_number() || std::floor(v.get<double>()) != v.get<double>()) type_error(path, "integer", v, source);
-  out = static_cast<std::int64_t>(v.get<double>());
-}
-void read_value(const json& v, double& out, const std::string& path, const std::string& source) {
-  if (!v.is_number()) type_error(path, "number", v, source);
-  out = v.get<double>();
-}
-void read_value(const json& v, std::string& out, const std::string& path, const std::string& source) {
-  if (!v.is_string()) type_error(path, "string", v, source);
-  out = v.get<std::string>();
-}
-void read_value(const json& v, std::vector<double>& out, const std::string& path, const std::string& source) {
-  if (!v.is_array()) type_error(path, "list of numbers", v, source);
-  out.clear();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_number()) type_error(path + "[" + std::to_string(i) + "]", "number", v[i], source);
-    out.push_back(v[i].get<double>());
-  }
-}
-void read_value(const json& v, std::vector<std::string>& out, const std::string& path, const std::string& source) {
-  if (!v.is_array()) type_error(path, "list of strings", v, source);
-  out.clear();
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string()) type_error(path + "[" + std::to_string(i) + "]", "string", v[i], source);
-    out.push_back(v[i].get<std::string>());
-  }
-}
-void read_value(const json& v, std::map<std::string, std::string>& out, const std::string& path,
-                const std::string& source) {
-  if (!v.is_object()) type_error(path, "object of strings", v, source);
-  out.clear();
-  for (auto it = v.begin(); it != v.end(); ++it) {
-    if (!it.value().is_string()) type_error(path + "." + it.key(), "string", it.value(), source);
-    out[it.key()] = it.value().get<std::string>();
-  }
+template <class T>
+void read_value(const json& v, T& out, const std::string& path, const std::string& source) {
+  JsonValueReader::read(v, out, path, source);
 }
 
 void read_value(const json& v, ByteSize& out, const std::string& path, const std::string& source) {
@@ -618,9 +574,7 @@ Config config_from_json(const nlohmann::json& doc, const std::string& source) {
     if (!sec.value().is_object()) type_error(sec.key(), "object", sec.value(), source);
     for (auto kv = sec.value().begin(); kv != sec.value().end(); ++kv) {
       const Field* f = find_field(sec.key(), kv.key());
-      if (!f)
-        throw ConfigError(source + ": unknown key '" + sec.key() + "." + kv.key() + "'" +
-                          did_you_mean(kv.key(), keys_of(sec.key())));
+      if (!f) JsonValueReader::unknown_key(source, sec.key() + "." + kv.key(), kv.key(), keys_of(sec.key()));
       f->set(config, kv.value(), source);
     }
   }
@@ -644,7 +598,7 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   if (std::find(sections.begin(), sections.end(), section) == sections.end())
     throw ConfigError(source + ": unknown section '" + section + "'" + did_you_mean(section, sections));
   const Field* f = find_field(section, key);
-  if (!f) throw ConfigError(source + ": unknown key '" + name + "'" + did_you_mean(key, keys_of(section)));
+  if (!f) JsonValueReader::unknown_key(source, name, key, keys_of(section));
 
   json value;
   if (f->is_string) {
