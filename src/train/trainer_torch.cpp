@@ -54,43 +54,44 @@ std::vector<std::uint32_t> balanced_epoch_order(const SampleSource& source, std:
     index = members[rng.uniform_int(static_cast<int>(members.size()))];
   }
   return order;
+}
 
-  struct Trainer::Impl {
-    Impl(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
-         std::shared_ptr<ProcessGroup> group, std::string segment)
-        : run(std::move(config), std::move(model), std::move(data), std::move(run_dir), std::move(group),
-              std::move(segment)) {}
+struct Trainer::Impl {
+  Impl(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
+       std::shared_ptr<ProcessGroup> group, std::string segment)
+      : run(std::move(config), std::move(model), std::move(data), std::move(run_dir), std::move(group),
+            std::move(segment)) {}
 
-    json fit() {
-      const auto wall_start = std::chrono::steady_clock::now();
-      loop.run();
-      if (!checkpoints.saved_current_step()) checkpoints.save(!has_samples(run.data.val));
-      if (!has_samples(run.data.val) && !run.state.best_step) run.state.best_step = run.state.step;
-      const json test_json = test_with_best_weights(run, evaluator, checkpoints);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-      json summary = summary_record(run, test_json, wall);
-      if (run.is_main()) write_file_atomic(run.run_dir / "summary.json", summary.dump(2) + "\n");
-      log_summary(run, summary, test_json);
-      return summary;
-    }
+  json fit() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    loop.run();
+    if (!checkpoints.saved_current_step()) checkpoints.save(!has_samples(run.data.val));
+    if (!has_samples(run.data.val) && !run.state.best_step) run.state.best_step = run.state.step;
+    const json test_json = test_with_best_weights(run, evaluator, checkpoints);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    json summary = summary_record(run, test_json, wall);
+    if (run.is_main()) write_file_atomic(run.run_dir / "summary.json", summary.dump(2) + "\n");
+    log_summary(run, summary, test_json);
+    return summary;
+  }
 
-    TrainerRun run;
-    Evaluator evaluator{run};
-    TrainerCheckpoints checkpoints{run};
-    TrainLoop loop{run, evaluator, checkpoints};
-  };
+  TrainerRun run;
+  Evaluator evaluator{run};
+  TrainerCheckpoints checkpoints{run};
+  TrainLoop loop{run, evaluator, checkpoints};
+};
 
-  Trainer::Trainer(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
-                   std::shared_ptr<ProcessGroup> group, std::string segment)
-      : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir),
-                                     std::move(group), std::move(segment))) {}
+Trainer::Trainer(Config config, std::shared_ptr<Classifier> model, TrainData data, fs::path run_dir,
+                 std::shared_ptr<ProcessGroup> group, std::string segment)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(model), std::move(data), std::move(run_dir),
+                                   std::move(group), std::move(segment))) {}
 
-  Trainer::~Trainer() = default;
+Trainer::~Trainer() = default;
 
-  void Trainer::resume(const Checkpoint& checkpoint) { impl_->checkpoints.resume(checkpoint); }
+void Trainer::resume(const Checkpoint& checkpoint) { impl_->checkpoints.resume(checkpoint); }
 
-  nlohmann::json Trainer::fit() { return impl_->fit(); }
+nlohmann::json Trainer::fit() { return impl_->fit(); }
 
-  void Trainer::set_after_step(std::function<void(std::int64_t)> hook) { impl_->run.after_step = std::move(hook); }
+void Trainer::set_after_step(std::function<void(std::int64_t)> hook) { impl_->run.after_step = std::move(hook); }
 
 }  // namespace shoplens
