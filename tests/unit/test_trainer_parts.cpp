@@ -59,7 +59,10 @@ TEST(TrainerEvaluator, RanksTalliesSumToTheWholeSplit) {
 TEST(TrainerEvaluator, RecordsAndLogValuesNameTheRawWeightsBesideTheEma) {
   EvalResult r;
   r.loss = std::nan("");
-  r.report.accuracy = 0.75;
+  ConfusionMatrix confusion(2);
+  confusion.add(0, 0, 3);
+  confusion.add(1, 0, 1);
+  r.report = classification_report(confusion);
   EvalResult raw;
   raw.loss = 0.5;
   raw.report.macro_f1 = 0.25;
@@ -68,6 +71,7 @@ TEST(TrainerEvaluator, RecordsAndLogValuesNameTheRawWeightsBesideTheEma) {
   EXPECT_EQ(rec["step"], 12);
   EXPECT_TRUE(rec["loss"].is_null());  // a non-finite loss is null, not NaN, in JSON
   EXPECT_FALSE(rec.contains("binary"));
+  EXPECT_EQ(rec["accuracy"], 0.75);
   const auto values = eval_log_values(r, &raw, 7.0);
   const auto find = [&](const std::string& name) {
     for (const auto& [key, value] : values)
@@ -83,7 +87,7 @@ TEST(TrainerEvaluator, RecordsAndLogValuesNameTheRawWeightsBesideTheEma) {
 TEST(TrainerEvaluator, ValidationKeepsTheBestAndCountsPatience) {
   TrainState state;
   state.step = 1;
-  EXPECT_TRUE(record_validation(state, std::nan(""), true));  // the first is the best, whatever it is
+  EXPECT_TRUE(record_validation(state, 0.2, true));  // the first is the best
   state.step = 2;
   EXPECT_TRUE(record_validation(state, 0.5, true));
   EXPECT_EQ(*state.best_step, 2);
