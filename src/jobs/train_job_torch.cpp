@@ -263,6 +263,43 @@ std::optional<Checkpoint> find_resume_checkpoint(const Config& config, const std
   return std::nullopt;
 }
 
+namespace {
+
+// `--resume auto` before the first checkpoint: the run directory's saved config.json (the one a
+// crashed first attempt wrote) is the base, as a checkpoint's would be; without it there is
+// nothing to resume, which is said plainly instead of asking for --shards.
+Config fresh_start_of_resumed_run(const Config& config, const ConfigOverBase& over) {
+  const fs::path saved = fs::path(config.run.dir) / "config.json";
+  if (fs::is_regular_file(saved)) {
+    nlohmann::json base = read_json_file(saved.string());
+    base.erase("_run");
+    spdlog::info("train: no checkpoint yet; starting afresh from the saved config {}", saved.string());
+    Config resolved = over(base);
+    if (resolved.run.dir.empty()) resolved.run.dir = config.run.dir;
+    return resolved;
+  }
+  if (config.data.shards.empty())
+    throw UsageError("train: --resume auto: nothing to resume in " + config.run.dir +
+                     " (no checkpoint and no config.json); start the run with --shards");
+  return config;
+}
+
+}  // namespace
+
+ResumeDecision decide_resume(const Config& config, std::string resume, const DistEnv& env, const ConfigOverBase& over) {
+  if (env.restart_count > 0 && resume.empty()) resume = "auto";
+  ResumeDecision decision{config, find_resume_checkpoint(config, resume)};
+  if (decision.checkpoint) {
+    // flashlight's rule: the saved config comes back, and this command line overrides it.
+    decision.config = over(decision.checkpoint->state.at("config"));
+    if (decision.config.run.dir.empty())
+      decision.config.run.dir = decision.checkpoint->path.parent_path().parent_path().string();
+  } else if (resume == "auto") {
+    decision.config = fresh_start_of_resumed_run(config, over);
+  }
+  return decision;
+}
+
 TrainData open_train_data(Config& config) {
   return is_text_dataset(config.data.shards) ? open_text_data(config) : open_image_data(config);
 }

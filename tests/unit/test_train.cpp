@@ -21,6 +21,7 @@
 #include "shoplens/train/trainer.h"
 #include "shoplens/batch/memory_probe.h"
 #include "model_test_util.h"
+#include "train_test_util.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -30,6 +31,10 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 using testing::make_batch;
+using testing::tiny_config;
+using testing::tiny_data;
+using testing::tiny_model;
+using testing::tiny_source;
 using testing::TinyLinear;
 
 TEST(Schedule, WarmupThenCosineToFloor) {
@@ -268,50 +273,6 @@ TEST(Checkpoint, StoreKeepsLastKAndBestAndSkipsCorrupt) {
 }
 
 // ---- the whole trainer on in-memory data ----
-
-std::shared_ptr<InMemoryImageSource> tiny_source(int n, int classes, int seed) {
-  auto src = std::make_shared<InMemoryImageSource>(classes);
-  for (int i = 0; i < n; ++i) {
-    const int label = (i * 7 + seed) % classes;
-    std::vector<std::uint8_t> px(12 * 12 * 3);
-    for (std::size_t k = 0; k < px.size(); ++k)
-      px[k] = static_cast<std::uint8_t>((k % 3 == static_cast<std::size_t>(label) ? 200 : 40) + (k * 13 + i * 5) % 30);
-    src->add(std::move(px), 12, 12, PayloadEncoding::kRaw, label);
-  }
-  return src;
-}
-
-Config tiny_config(const std::filesystem::path& run_dir) {
-  Config c;
-  c.run.dir = run_dir.string();
-  c.run.seed = 5;
-  c.augment.image_size = 16;
-  c.loader.batch_size = 4;
-  c.loader.workers = 2;
-  c.model.name = "small_cnn";
-  c.train.epochs = 3;
-  c.train.log_every_steps = 1;
-  c.train.keep_last = 100;
-  c.train.checkpoint_every_steps = 3;
-  c.train.deterministic = true;
-  c.train.tensorboard = false;
-  c.optim.lr = 0.01;
-  return c;
-}
-
-TrainData tiny_data() {
-  TrainData d;
-  d.train = tiny_source(24, 3, 0);
-  d.val = tiny_source(9, 3, 1);
-  d.test = tiny_source(9, 3, 2);
-  d.class_names = {"a", "b", "c"};
-  return d;
-}
-
-std::shared_ptr<Classifier> tiny_model(const Config& c) {
-  torch::manual_seed(static_cast<std::uint64_t>(c.run.seed));
-  return make_model(testing::spec(c.model.name, 3, c.augment.image_size));
-}
 
 std::vector<double> train_losses(const std::filesystem::path& run_dir) {
   std::vector<double> losses;

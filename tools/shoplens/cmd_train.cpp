@@ -16,8 +16,6 @@
 namespace shoplens::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 class TrainCommand : public Command {
  public:
   void setup(CLI::App& app) override {
@@ -48,21 +46,17 @@ class TrainCommand : public Command {
   int run() override {
     TrainJob job;
     job.env = dist_env_from_process();
-    // torchrun's contract: a restarted worker picks up from the latest checkpoint.
-    if (job.env.restart_count > 0 && resume_.empty()) resume_ = "auto";
     auto config = begin(options_);
     if (!config) return 0;
-    job.checkpoint = find_resume_checkpoint(*config, resume_);
-    if (job.checkpoint) {
-      // flashlight's rule: the saved config comes back, and this command line overrides it.
-      config = options_.resolve_over(job.checkpoint->state.at("config"));
+    ResumeDecision decision = decide_resume(*config, resume_, job.env,
+                                            [this](const nlohmann::json& base) { return options_.resolve_over(base); });
+    job.checkpoint = std::move(decision.checkpoint);
+    config = std::move(decision.config);
+    if (job.checkpoint) {  // the resumed config's logging and threads
       set_log_level(config->run.log_level);
       prefer_passive_openmp(gemm_bound_model(config->model.name), resolve_threads(config->run.threads),
                             config->model.name);  // a resumed model's name
       set_compute_threads(config->run.threads);
-      if (config->run.dir.empty()) config->run.dir = job.checkpoint->path.parent_path().parent_path().string();
-    } else if (resume_ == "auto") {
-      config = fresh_start_of_resumed_run(*config);
     }
     job.config = std::move(*config);
     job.program = running_program();
@@ -75,25 +69,6 @@ class TrainCommand : public Command {
   }
 
  private:
-  // `--resume auto` before the first checkpoint: the run directory's saved config.json (the one a
-  // crashed first attempt wrote) is the base, as a checkpoint's would be; without it there is
-  // nothing to resume, which is said plainly instead of asking for --shards.
-  Config fresh_start_of_resumed_run(const Config& config) {
-    const fs::path saved = fs::path(config.run.dir) / "config.json";
-    if (fs::is_regular_file(saved)) {
-      nlohmann::json base = read_json_file(saved.string());
-      base.erase("_run");
-      spdlog::info("train: no checkpoint yet; starting afresh from the saved config {}", saved.string());
-      Config resolved = options_.resolve_over(base);
-      if (resolved.run.dir.empty()) resolved.run.dir = config.run.dir;
-      return resolved;
-    }
-    if (config.data.shards.empty())
-      throw UsageError("train: --resume auto: nothing to resume in " + config.run.dir +
-                       " (no checkpoint and no config.json); start the run with --shards");
-    return config;
-  }
-
   ConfigOptions options_;
   std::string resume_;
 };

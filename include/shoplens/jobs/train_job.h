@@ -6,7 +6,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +41,20 @@ TrainJobResult run_train_job(TrainJob job);
 // "auto", the newest valid one in the run directory's checkpoints/ (none there: a fresh start, said
 // in the log). UsageError for "auto" without a run directory.
 std::optional<Checkpoint> find_resume_checkpoint(const Config& config, const std::string& resume);
+
+// The resume policy of a training job. `resume` is --resume ("" none, "auto", or a checkpoint
+// file); a restarted worker (env.restart_count > 0, torchrun's contract) resumes "auto" when none
+// is given. A checkpoint's saved config is the base that `over` lays the command line's settings
+// on (defaults < file < checkpoint's config < --set < flags), and the run directory defaults to
+// the checkpoint's; "auto" before the first checkpoint starts afresh from the run directory's
+// config.json when a first attempt wrote one. UsageError for "auto" with nothing to resume and
+// no --shards.
+struct ResumeDecision {
+  Config config;                         // resolved: the job's config
+  std::optional<Checkpoint> checkpoint;  // what the job resumes from
+};
+using ConfigOverBase = std::function<Config(const nlohmann::json& base)>;
+ResumeDecision decide_resume(const Config& config, std::string resume, const DistEnv& env, const ConfigOverBase& over);
 
 // The splits of a prepared dataset folder, image or text shards (a text dataset also fills
 // config.text with its shape). DataError when the train split is empty.
