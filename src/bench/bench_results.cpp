@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "shoplens/core/atomic_file.h"
 #include "shoplens/core/errors.h"
+#include "shoplens/core/json_fields.h"
 #include "shoplens/core/json_limits.h"
 #include "shoplens/core/json_lines.h"
 #include "shoplens/core/runtime.h"
@@ -29,51 +31,47 @@ using json = nlohmann::json;
 const std::vector<std::string> kTopKeys = {"format",   "format_version", "name",     "note",
                                            "defaults", "matrix",         "scenarios"};
 
-// How one key of a scenario object sets its field; `where` is the JSON path for messages.
-using KeySetter = std::function<void(BenchScenario&, const json&, const std::string& where)>;
+// Where a value sits: the file and its JSON path, as the project's one checked reader names them
+// ("b.json: scenarios[2].batch: expected ...").
+struct At {
+  std::string origin, path;
+  At operator/(const std::string& key) const { return {origin, path + "." + key}; }
+  std::string text() const { return origin + ": " + path; }
+};
 
-[[noreturn]] void key_error(const std::string& where, const std::string& what) {
-  throw ConfigError(where + ": " + what);
-}
+using Reader = JsonValue<ConfigError>;
 
-std::string text_value(const json& v, const std::string& where) {
-  if (!v.is_string()) key_error(where, "expected a string");
-  return v.get<std::string>();
-}
+// How one key of a scenario object sets its field.
+using KeySetter = std::function<void(BenchScenario&, const json&, const At&)>;
 
-int whole_number(const json& v, int lo, const std::string& where) {
-  if (!v.is_number_integer() || v.get<long>() < lo) key_error(where, fmt::format("expected a whole number >= {}", lo));
-  return static_cast<int>(v.get<long>());
+int whole_number(const json& v, int lo, const At& at) {
+  return static_cast<int>(Reader::integer(v, lo, std::numeric_limits<int>::max(), at.path, at.origin));
 }
 
 template <class C>
 KeySetter text_key(std::string C::*field) {
-  return [field](BenchScenario& s, const json& v, const std::string& where) { s.*field = text_value(v, where); };
+  return [field](BenchScenario& s, const json& v, const At& at) { Reader::read(v, s.*field, at.path, at.origin); };
 }
 
 template <class C>
 KeySetter choice_key(std::string C::*field, std::vector<std::string> allowed) {
-  return [field, allowed = std::move(allowed)](BenchScenario& s, const json& v, const std::string& where) {
-    const std::string value = text_value(v, where);
-    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-      key_error(where, "'" + value + "': expected one of " + join(allowed, ", "));
-    s.*field = value;
+  return [field, allowed = std::move(allowed)](BenchScenario& s, const json& v, const At& at) {
+    s.*field = Reader::choice(v, allowed, at.path, at.origin);
   };
 }
 
 template <class C>
 KeySetter count_key(int C::*field, int lo) {
-  return
-      [field, lo](BenchScenario& s, const json& v, const std::string& where) { s.*field = whole_number(v, lo, where); };
+  return [field, lo](BenchScenario& s, const json& v, const At& at) { s.*field = whole_number(v, lo, at); };
 }
 
-void set_batch(BenchScenario& s, const json& v, const std::string& where) {
+void set_batch(BenchScenario& s, const json& v, const At& at) {
   if (v.is_string()) {
-    if (v.get<std::string>() != "auto") key_error(where, "expected a whole number >= 1 or \"auto\"");
+    if (v.get<std::string>() != "auto") Reader::type_error(at.origin, at.path, "a whole number >= 1 or \"auto\"", v);
     s.batch_auto = true;
     s.batch = 0;
   } else {
-    s.batch = whole_number(v, 1, where);
+    s.batch = whole_number(v, 1, at);
     s.batch_auto = false;
   }
 }
@@ -94,10 +92,7 @@ const std::vector<std::pair<std::string, KeySetter>>& scenario_keys() {
       {"num_classes", count_key(&BenchScenario::num_classes, 2)},
       {"optimizer", choice_key(&BenchScenario::optimizer, {"adamw", "sgd"})},
       {"channels_last",
-       [](BenchScenario& s, const json& v, const std::string& where) {
-         if (!v.is_boolean()) key_error(where, "expected true or false");
-         s.channels_last = v.get<bool>();
-       }},
+       [](BenchScenario& s, const json& v, const At& at) { Reader::read(v, s.channels_last, at.path, at.origin); }},
       {"warmup_steps", count_key(&BenchScenario::warmup_steps, 0)},
       {"steps", count_key(&BenchScenario::steps, 1)},
       {"trials", count_key(&BenchScenario::trials, 1)},
@@ -105,26 +100,26 @@ const std::vector<std::pair<std::string, KeySetter>>& scenario_keys() {
       {"hardware", text_key(&BenchScenario::hardware)},
       {"recommend_scenario", text_key(&BenchScenario::recommend_scenario)},
       {"seed", [](BenchScenario& s, const json& v,
-                  const std::string& where) { s.seed = static_cast<std::uint64_t>(whole_number(v, 0, where)); }},
+                  const At& at) { s.seed = static_cast<std::uint64_t>(whole_number(v, 0, at)); }},
       {"seq_len", count_key(&BenchScenario::seq_len, 1)},
       {"vocab_size", count_key(&BenchScenario::vocab_size, 3)},
   };
   return keys;
 }
 
-void apply_key(BenchScenario& s, const std::string& key, const json& v, const std::string& where) {
+void apply_key(BenchScenario& s, const std::string& key, const json& v, const At& at) {
   const auto& keys = scenario_keys();
   for (const auto& [name, set] : keys)
-    if (name == key) return set(s, v, where);
+    if (name == key) return set(s, v, at);
   std::vector<std::string> names;
   names.reserve(keys.size());
   for (const auto& row : keys) names.push_back(row.first);
-  key_error(where, "unknown key '" + key + "'" + did_you_mean(key, names));
+  Reader::unknown_key(at.origin, at.path, key, names);
 }
 
-void apply_object(BenchScenario& s, const json& obj, const std::string& where) {
-  if (!obj.is_object()) throw ConfigError(where + ": expected an object");
-  for (const auto& [k, v] : obj.items()) apply_key(s, k, v, where + "." + k);
+void apply_object(BenchScenario& s, const json& obj, const At& at) {
+  if (!obj.is_object()) Reader::type_error(at.origin, at.path, "object", obj);
+  for (const auto& [k, v] : obj.items()) apply_key(s, k, v, at / k);
 }
 
 std::string cell_name(const BenchScenario& s) {
@@ -182,7 +177,8 @@ namespace {
 
 // The matrix's cross product: keys in alphabetical order (nlohmann::json's object order), each list
 // in the file's order; a scalar is a list of one. Names are generated.
-std::vector<BenchScenario> matrix_scenarios(const json& m, const BenchScenario& defaults, const std::string& where) {
+std::vector<BenchScenario> matrix_scenarios(const json& m, const BenchScenario& defaults, const At& at) {
+  const std::string where = at.text();
   if (!m.is_object() || m.empty()) throw ConfigError(where + ": expected an object of lists");
   std::vector<BenchScenario> cells{defaults};
   for (const auto& [k, v] : m.items()) {
@@ -194,7 +190,7 @@ std::vector<BenchScenario> matrix_scenarios(const json& m, const BenchScenario& 
     for (const auto& cell : cells)
       for (std::size_t i = 0; i < values.size(); ++i) {
         BenchScenario s = cell;
-        apply_key(s, k, values[i], fmt::format("{}.{}[{}]", where, k, i));
+        apply_key(s, k, values[i], At{at.origin, fmt::format("{}.{}[{}]", at.path, k, i)});
         next.push_back(s);
       }
     cells = std::move(next);
@@ -210,7 +206,7 @@ std::vector<BenchScenario> listed_scenarios(const json& list, const BenchScenari
   out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     BenchScenario s = defaults;
-    apply_object(s, list[i], fmt::format("{}: scenarios[{}]", origin, i));
+    apply_object(s, list[i], At{origin, fmt::format("scenarios[{}]", i)});
     if (s.name.empty()) s.name = cell_name(s);
     out.push_back(s);
   }
@@ -246,8 +242,8 @@ BenchConfig parse_bench_config(const json& doc, const std::string& origin) {
     config.name = doc["name"].get<std::string>();
   }
   BenchScenario defaults;
-  if (doc.contains("defaults")) apply_object(defaults, doc["defaults"], origin + ": defaults");
-  if (doc.contains("matrix")) config.scenarios = matrix_scenarios(doc["matrix"], defaults, origin + ": matrix");
+  if (doc.contains("defaults")) apply_object(defaults, doc["defaults"], At{origin, "defaults"});
+  if (doc.contains("matrix")) config.scenarios = matrix_scenarios(doc["matrix"], defaults, At{origin, "matrix"});
   if (doc.contains("scenarios")) {
     const auto listed = listed_scenarios(doc["scenarios"], defaults, origin);
     config.scenarios.insert(config.scenarios.end(), listed.begin(), listed.end());

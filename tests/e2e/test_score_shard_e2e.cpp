@@ -127,6 +127,24 @@ TEST_F(E2eScoreShard, ShardsUnderLaunchMergeToTheOneProcessPredictions) {
   EXPECT_EQ(testing::read_text(job / "predictions.csv"), single_predictions());
 }
 
+// torchrun itself (the torch2 build's venv has it): its RANK/WORLD_SIZE shard the input as
+// `shoplens launch`'s do. Skips where the test's Python is not a ShopLens venv.
+TEST_F(E2eScoreShard, ShardsUnderTorchrunMergeToTheOneProcessPredictions) {
+  if (!testing::python_is_the_venv()) GTEST_SKIP() << "no ShopLens venv (torchrun comes with its torch)";
+  const fs::path torchrun = fs::path(testing::python()).parent_path() / "torchrun";
+  if (!fs::exists(torchrun)) GTEST_SKIP() << torchrun.string() << " is missing";
+  const fs::path job = scratch() / "torchrun";
+  const auto r =
+      testing::run_shell(torchrun.string() + " --standalone --nproc-per-node 2 --no-python " + testing::shoplens_bin() +
+                         " score --weights " + model().string() + " --input " + manifest().string() + " --out " +
+                         job.string() + " --chunk-rows 4 -b 4 --workers 1 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(job / "shard-00001-of-00002" / "report.json")) << r.output;
+  const auto merged = run_shoplens("score-merge " + job.string());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_EQ(testing::read_text(job / "predictions.csv"), single_predictions());
+}
+
 TEST_F(E2eScoreShard, AShardGivenTwiceOrOfAnotherCountIsRefused) {
   const fs::path job = scratch() / "twice", other = scratch() / "twice-copy";
   for (const char* shard : {"0/2", "1/2"}) ASSERT_EQ(score(job, std::string("--shard ") + shard).exit_code, 0);
