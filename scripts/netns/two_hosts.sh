@@ -57,11 +57,22 @@ run_on() {
     env GLOO_SOCKET_IFNAME="$LINK" "$@"
 }
 
+# A node dies all at once. Killing its processes one by one would let a worker outlive its
+# launcher for a moment under load: the launcher's death sends the worker SIGTERM
+# (PR_SET_PDEATHSIG), and a worker that still runs turns that into an orderly, agreed stop of
+# the whole job. So everything is frozen first, then killed.
 kill_node() {
   local pids
   pids=$(ip netns pids "$(ns "$1" "$2")" 2>/dev/null || true)
+  [ -n "$pids" ] || return 0
   # shellcheck disable=SC2086  # one argument per pid
-  [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+  kill -STOP $pids 2>/dev/null || true
+  # A child forked between the listing and its parent's freeze is caught by the second listing.
+  pids=$(ip netns pids "$(ns "$1" "$2")" 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  kill -STOP $pids 2>/dev/null || true
+  # shellcheck disable=SC2086
+  kill -9 $pids 2>/dev/null || true
 }
 
 down() {

@@ -64,6 +64,50 @@ std::string hostname() {
   return buf;
 }
 
+// What makes rank `r`'s announcement incompatible with ours; empty when it fits.
+std::string disagreement(const Announcement& other, int r, int rank, int world_size, const GroupOptions& options) {
+  if (other.world_size != world_size)
+    return fmt::format("rank {} (pid {} on {}) was started with WORLD_SIZE {}, rank {} with {}", r, other.pid,
+                       other.host, other.world_size, rank, world_size);
+  if (other.fingerprint != options.fingerprint)
+    return fmt::format(
+        "rank {} (pid {} on {}) runs a different config (fingerprint {} vs {} on rank {}): every rank must train "
+        "the same job",
+        r, other.pid, other.host, other.fingerprint, options.fingerprint, rank);
+  return {};
+}
+
+std::string read_key(int rank) { return "abort-read/" + std::to_string(rank); }
+
+// Says this rank has read why the rendezvous was aborted (best effort: the store may be gone).
+void acknowledge_abort(c10d::Store& store, int rank) {
+  try {
+    store.set(read_key(rank), to_bytes("1"));
+  } catch (const std::exception&) {}
+}
+
+// Publishes why the rendezvous failed and throws. The store lives in rank 0's process: leaving at
+// once would take it away before a slower rank has read the reason, and that rank would fail
+// without naming it. So the publisher waits, a bounded moment, until every rank that announced
+// itself has read it.
+[[noreturn]] void abort_rendezvous(c10d::Store& store, int rank, int world_size, const std::string& problem) {
+  try {
+    store.set("abort", to_bytes(problem));
+    acknowledge_abort(store, rank);
+    const auto give_up = Clock::now() + std::chrono::seconds(5);
+    for (int r = 0; r <= world_size && Clock::now() < give_up;) {
+      const bool settled = r == rank || !store.check({"rank/" + std::to_string(r)}) || store.check({read_key(r)});
+      if (settled)
+        ++r;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // The store went away (rank 0 left first): the problem is still ours to report.
+  }
+  throw ConfigError("inconsistent distributed job: " + problem);
+}
+
 // Every rank announces itself, then waits for the others, checking what has arrived as it
 // waits: a disagreement is reported at once (and published, so the others stop too), a missing
 // rank when the timeout runs out, with the list of who is missing.
@@ -74,26 +118,18 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
   const auto deadline = Clock::now() + options.timeout;
   std::vector<std::optional<Announcement>> seen(world_size);
   for (;;) {
-    if (store.check({"abort"}))
-      throw ConfigError("distributed rendezvous aborted by another rank: " + to_string(store.get("abort")));
+    if (store.check({"abort"})) {
+      const std::string why = to_string(store.get("abort"));
+      acknowledge_abort(store, rank);
+      throw ConfigError("distributed rendezvous aborted by another rank: " + why);
+    }
     int present = 0;
     for (int r = 0; r < world_size; ++r) {
       if (!seen[r]) {
         if (!store.check({"rank/" + std::to_string(r)})) continue;
         const auto other = Announcement::decode(to_string(store.get("rank/" + std::to_string(r))));
-        std::string problem;
-        if (other.world_size != world_size)
-          problem = fmt::format("rank {} (pid {} on {}) was started with WORLD_SIZE {}, rank {} with {}", r, other.pid,
-                                other.host, other.world_size, rank, world_size);
-        else if (other.fingerprint != options.fingerprint)
-          problem = fmt::format(
-              "rank {} (pid {} on {}) runs a different config (fingerprint {} vs {} on rank {}): every rank "
-              "must train the same job",
-              r, other.pid, other.host, other.fingerprint, options.fingerprint, rank);
-        if (!problem.empty()) {
-          store.set("abort", to_bytes(problem));
-          throw ConfigError("inconsistent distributed job: " + problem);
-        }
+        const std::string problem = disagreement(other, r, rank, world_size, options);
+        if (!problem.empty()) abort_rendezvous(store, rank, world_size, problem);
         seen[r] = other;
       }
       present++;
@@ -101,11 +137,9 @@ std::vector<Announcement> rendezvous(c10d::Store& store, int rank, int world_siz
     // A rank beyond our world size joined: its WORLD_SIZE is larger than ours.
     if (store.check({"rank/" + std::to_string(world_size)})) {
       const auto other = Announcement::decode(to_string(store.get("rank/" + std::to_string(world_size))));
-      const std::string problem =
-          fmt::format("rank {} joined a job of WORLD_SIZE {} (it was started with WORLD_SIZE {})", world_size,
-                      world_size, other.world_size);
-      store.set("abort", to_bytes(problem));
-      throw ConfigError("inconsistent distributed job: " + problem);
+      abort_rendezvous(store, rank, world_size,
+                       fmt::format("rank {} joined a job of WORLD_SIZE {} (it was started with WORLD_SIZE {})",
+                                   world_size, world_size, other.world_size));
     }
     if (present == world_size) {
       std::vector<Announcement> members;
