@@ -151,14 +151,19 @@ struct TrainedModel {
   std::vector<std::string> classes;
   ModelSpec spec;
   std::shared_ptr<Classifier> model;
-  std::string weights;  // "ema" or "raw": which of the checkpoint's weights the model holds
+  bool ema = false;  // the model holds the checkpoint's EMA weights (else the raw ones)
 };
 
-CheckpointWeights checkpoint_weights(const std::string& choice) {
-  if (choice == "auto") return CheckpointWeights::kEmaIfPresent;
-  if (choice == "ema") return CheckpointWeights::kEma;
-  if (choice == "raw") return CheckpointWeights::kRaw;
-  throw UsageError("export: the weights must be auto, ema or raw (--ema auto, on or off), got '" + choice + "'");
+CheckpointWeights checkpoint_weights(ExportWeights choice) {
+  switch (choice) {
+    case ExportWeights::kEma:
+      return CheckpointWeights::kEma;
+    case ExportWeights::kRaw:
+      return CheckpointWeights::kRaw;
+    case ExportWeights::kAuto:
+      break;
+  }
+  return CheckpointWeights::kEmaIfPresent;
 }
 
 TrainedModel load_trained_model(const ExportOptions& o) {
@@ -173,15 +178,15 @@ TrainedModel load_trained_model(const ExportOptions& o) {
     throw DataError("export: " + t.checkpoint.string() + " lacks its config or classes: " + e.what());
   }
   t.spec = model_spec_from_config(t.config, static_cast<int>(t.classes.size()));
-  if (is_text_model(t.spec.name) && o.format == "folder")
+  if (is_text_model(t.spec.name) && o.format == ExportFormat::kFolder)
     throw UsageError("export: " + t.checkpoint.string() + " holds the text model " + t.spec.name +
                      "; the model folder packages image models only: use --format onnx or triton for text "
                      "(docs/DEPLOYING.md)");
   t.model = make_model(t.spec);
   try {
-    t.weights = restore_model_weights(*t.model, ckpt.tensors, checkpoint_weights(o.weights)) ? "ema" : "raw";
+    t.ema = restore_model_weights(*t.model, ckpt.tensors, checkpoint_weights(o.weights));
   } catch (const DataError& e) {
-    if (o.weights != "ema") throw;
+    if (o.weights != ExportWeights::kEma) throw;
     throw UsageError("export --ema on: " + t.checkpoint.string() + ": " + e.what());
   }
   return t;
@@ -261,7 +266,7 @@ json model_card(const ExportOptions& o, const TrainedModel& t, const at::Tensor&
       {"source",
        {{"run_dir", fs::absolute(o.run_dir).string()},
         {"checkpoint", fs::absolute(t.checkpoint).string()},
-        {"weights", t.weights}}},
+        {"weights", t.ema ? "ema" : "raw"}}},
       {"fingerprint",
        {{"config", Fingerprint().add(t.state.at("config").dump()).hex()},
         {"data", data_fingerprint(t.config)},
@@ -302,6 +307,16 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
   fs::remove_all(old, ec);
 }
 
+ExportResult result_of(const TrainedModel& t, ExportedArtifact artifact, const fs::path& out_dir) {
+  ExportResult result;
+  result.artifact = artifact;
+  result.out_dir = out_dir;
+  result.architecture = t.spec.name;
+  result.num_classes = t.classes.size();
+  result.ema_weights = t.ema;
+  return result;
+}
+
 // A text run as ONNX: MODEL_DIR/model.onnx alone (the model folder's card and loader are for images;
 // the ONNX metadata carries the vocabulary, fields and classes).
 ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const fs::path& staging) {
@@ -309,7 +324,9 @@ ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const 
   move_into_place(staging, out);
   spdlog::info("export: text model {} ({} classes) from {} -> {}/model.onnx", t.spec.name, t.classes.size(),
                t.checkpoint.string(), out.string());
-  return {out, json{{"onnx", "model.onnx"}}};
+  ExportResult result = result_of(t, ExportedArtifact::kTextOnnx, out);
+  result.onnx_file = out / "model.onnx";
+  return result;
 }
 
 // REPO/NAME is written beside the repository's models under a temporary name and renamed into
@@ -337,7 +354,10 @@ ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
     throw;
   }
   spdlog::info("export: Triton model {} ({}) -> {}", triton.name, t.spec.name, (repo / triton.name).string());
-  return {repo, json{{"triton", triton.name}}};
+  ExportResult result = result_of(t, ExportedArtifact::kTritonModel, repo);
+  result.triton_model = triton.name;
+  result.onnx_file = repo / triton.name / "1" / "model.onnx";
+  return result;
 }
 
 // The verified model folder (plus model.onnx with --format onnx) in `staging`, then into place.
@@ -347,19 +367,22 @@ ExportResult export_folder(const ExportOptions& o, const TrainedModel& trained, 
   json files = json::object();
   json variants = json::object();
   write_verified_weights(trained, o.variants, staging, reference, files, variants);
-  if (o.format == "onnx") {
+  if (o.format == ExportFormat::kOnnx) {
     write_file_atomic(staging / "model.onnx", onnx_model_bytes(onnx_graph(*trained.model), onnx_metadata(trained)));
     files["model.onnx"] = file_entry(staging / "model.onnx", "float32");
   }
   json card = model_card(o, trained, reference, files, variants);
-  if (o.format == "onnx")
+  if (o.format == ExportFormat::kOnnx)
     card["onnx"] = {
         {"file", "model.onnx"}, {"opset", onnx::kOpsetVersion}, {"inputs", {"images"}}, {"outputs", {"logits"}}};
   write_file_atomic(staging / "model_card.json", card.dump(2) + "\n");
   move_into_place(staging, out);
   spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
                card["architecture"]["parameters"].get<std::int64_t>(), trained.checkpoint.string(), out.string());
-  return {out, card};
+  ExportResult result = result_of(trained, ExportedArtifact::kModelFolder, out);
+  result.card_file = out / "model_card.json";
+  if (o.format == ExportFormat::kOnnx) result.onnx_file = out / "model.onnx";
+  return result;
 }
 
 }  // namespace
@@ -373,16 +396,15 @@ at::Tensor verification_input(int image_size) {
 
 ExportResult export_model(const ExportOptions& o) {
   if (o.out_dir.empty()) throw UsageError("export: --out MODEL_DIR is required");
-  if (o.format != "folder" && o.format != "onnx" && o.format != "triton")
-    throw UsageError("export: --format must be folder, onnx or triton, got '" + o.format + "'");
-  if (o.format != "triton") require_output_apart({"--out", o.out_dir}, export_inputs(o));
+  const bool triton = o.format == ExportFormat::kTriton;
+  if (!triton) require_output_apart({"--out", o.out_dir}, export_inputs(o));
   std::error_code ec;
-  if (o.format != "triton" && fs::exists(o.out_dir, ec) && !o.force)
+  if (!triton && fs::exists(o.out_dir, ec) && !o.force)
     throw UsageError("export: " + o.out_dir.string() +
                      " already exists; choose another --out or pass --force to replace it");
   for (const auto& v : o.variants) variant_dtype(v);
   const TrainedModel trained = load_trained_model(o);
-  if (o.format == "triton") return export_triton(o, trained);
+  if (triton) return export_triton(o, trained);
 
   const fs::path out = fs::absolute(o.out_dir);
   const fs::path staging = out.parent_path() / ("." + out.filename().string() + ".tmp-" + std::to_string(::getpid()));
@@ -466,11 +488,12 @@ LoadedModel load_exported_model(const fs::path& dir, const std::string& variant,
   return loaded;
 }
 
-LoadedModel verify_exported_model(const fs::path& dir) {
-  LoadedModel loaded = load_exported_model(dir, "fp32", true);
-  for (const auto& variant : parse_model_card(loaded.card, (dir / "model_card.json").string()).variants)
+ModelCard verify_exported_model(const fs::path& dir) {
+  const LoadedModel loaded = load_exported_model(dir, "fp32", true);
+  ModelCard card = parse_model_card(loaded.card, (dir / "model_card.json").string());
+  for (const auto& variant : card.variants)
     if (variant != "fp32") load_exported_model(dir, variant, true);
-  return loaded;
+  return card;
 }
 
 LoadedModel load_run_model(const fs::path& run_dir, const std::string& checkpoint) {

@@ -20,7 +20,7 @@ class ExportCommand : public Command {
                    "model folder to write (must not exist unless --force); with --format triton, the Triton model "
                    "repository that receives <name>/")
         ->required();
-    app.add_option("--format", o_.format,
+    app.add_option("--format", format_,
                    "folder (safetensors + card), onnx (the folder plus model.onnx; a text run: model.onnx only) or "
                    "triton (a Triton model repository)")
         ->check(CLI::IsMember({"folder", "onnx", "triton"}));
@@ -42,7 +42,8 @@ class ExportCommand : public Command {
                                  "export the checkpoint's EMA weights: auto (when the run kept them, train.ema_decay "
                                  "> 0), on, or off (the raw weights)")
                       ->check(CLI::IsMember({"auto", "on", "off"}));
-    add_old_spelling(app, "--weights", o_.weights, "--ema auto|on|off")->check(CLI::IsMember({"auto", "ema", "raw"}));
+    weights_option_ = add_old_spelling(app, "--weights", old_weights_, "--ema auto|on|off")
+                          ->check(CLI::IsMember({"auto", "ema", "raw"}));
     app.add_option("--variants", variants_, "reduced-precision copies of the weights: bf16, fp16 or bf16,fp16");
     app.add_flag("--force", o_.force, "replace an existing model folder (only once the new one is verified)");
     app.add_flag("--check", check_only_,
@@ -53,31 +54,43 @@ class ExportCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     if (check_only_) {
-      const auto loaded = verify_exported_model(o_.out_dir);
-      std::cout << o_.out_dir.string() << ": verified (" << loaded.card["architecture"]["name"].get<std::string>()
-                << ", " << loaded.class_names.size() << " classes)" << std::endl;
+      const ModelCard card = verify_exported_model(o_.out_dir);
+      std::cout << o_.out_dir.string() << ": verified (" << card.architecture << ", " << card.class_names.size()
+                << " classes)" << std::endl;
       return 0;
     }
     if (o_.run_dir.empty()) throw UsageError("export: --run RUN_DIR is required (or --check to verify --out)");
-    if (ema_option_->count() > 0) o_.weights = ema_ == "on" ? "ema" : ema_ == "off" ? "raw" : "auto";
+    o_.format = parse_enum(kExportFormatNames, format_, "--format");
+    if (weights_option_->count() > 0) o_.weights = parse_enum(kExportWeightsNames, old_weights_, "--weights");
+    if (ema_option_->count() > 0) o_.weights = parse_enum(kEmaFlagNames, ema_, "--ema");
     for (const auto& part : split(variants_, ','))
       if (!trim(part).empty()) o_.variants.emplace_back(trim(part));
-    const auto result = export_model(o_);
-    if (o_.format == "triton") {
-      std::cout << "triton repository: " << result.out_dir.string() << " (model "
-                << result.card["triton"].get<std::string>() << ")" << std::endl;
-    } else if (!result.card.contains("format")) {  // a text run: model.onnx only
-      std::cout << "onnx: " << (result.out_dir / "model.onnx").string() << std::endl;
-    } else {
-      std::cout << "model folder: " << result.out_dir.string() << "\n"
-                << "card: " << (result.out_dir / "model_card.json").string() << std::endl;
-      if (o_.format == "onnx") std::cout << "onnx: " << (result.out_dir / "model.onnx").string() << std::endl;
-    }
+    print_export(export_model(o_));
     return 0;
   }
 
  private:
+  static void print_export(const ExportResult& result) {
+    switch (result.artifact) {
+      case ExportedArtifact::kTritonModel:
+        std::cout << "triton repository: " << result.out_dir.string() << " (model " << result.triton_model << ")"
+                  << std::endl;
+        return;
+      case ExportedArtifact::kTextOnnx:
+        std::cout << "onnx: " << result.onnx_file.string() << std::endl;
+        return;
+      case ExportedArtifact::kModelFolder:
+        std::cout << "model folder: " << result.out_dir.string() << "\n"
+                  << "card: " << result.card_file.string() << std::endl;
+        if (!result.onnx_file.empty()) std::cout << "onnx: " << result.onnx_file.string() << std::endl;
+        return;
+    }
+  }
+
   ExportOptions o_;
+  std::string format_ = "folder";
+  std::string old_weights_ = "auto";
+  CLI::Option* weights_option_ = nullptr;
   std::string variants_;
   std::string ema_ = "auto";
   CLI::Option* ema_option_ = nullptr;

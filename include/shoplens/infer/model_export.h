@@ -24,11 +24,26 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/config.h"
+#include "shoplens/core/enum_names.h"
 #include "shoplens/infer/model_card.h"
 
 namespace shoplens {
 
 class Classifier;
+
+// folder: safetensors + card; onnx: the folder plus model.onnx (a text run: model.onnx only);
+// triton: a Triton model repository.
+enum class ExportFormat { kFolder, kOnnx, kTriton };
+inline constexpr EnumName<ExportFormat> kExportFormatNames[] = {
+    {ExportFormat::kFolder, "folder"}, {ExportFormat::kOnnx, "onnx"}, {ExportFormat::kTriton, "triton"}};
+
+// Which of the checkpoint's weights are exported: the EMA when the run kept one (auto), the EMA
+// (refused without one), or the raw weights. `--ema auto|on|off`, or the older `--weights`.
+enum class ExportWeights { kAuto, kEma, kRaw };
+inline constexpr EnumName<ExportWeights> kEmaFlagNames[] = {
+    {ExportWeights::kAuto, "auto"}, {ExportWeights::kEma, "on"}, {ExportWeights::kRaw, "off"}};
+inline constexpr EnumName<ExportWeights> kExportWeightsNames[] = {
+    {ExportWeights::kAuto, "auto"}, {ExportWeights::kEma, "ema"}, {ExportWeights::kRaw, "raw"}};
 
 struct ExportOptions {
   std::filesystem::path run_dir;
@@ -36,17 +51,27 @@ struct ExportOptions {
   std::string checkpoint = "best";    // best | last | a checkpoint file
   std::vector<std::string> variants;  // "bf16", "fp16"
   bool force = false;                 // replace an existing MODEL_DIR
-  std::string format = "folder";      // folder | onnx (folder + model.onnx) | triton (a Triton repository)
-  std::string triton_name;            // triton: the model's folder in the repository; empty: the architecture
-  int max_batch = 16;                 // triton: max_batch_size and the largest batch measured
-  double p95_target_ms = 50;          // triton: the latency budget that picks the preferred batch
-  int warmup_reps = 5;                // triton: timed passes per measured batch size
-  std::string weights = "auto";       // auto (EMA when the run kept one) | ema | raw
+  ExportFormat format = ExportFormat::kFolder;
+  std::string triton_name;    // triton: the model's folder in the repository; empty: the architecture
+  int max_batch = 16;         // triton: max_batch_size and the largest batch measured
+  double p95_target_ms = 50;  // triton: the latency budget that picks the preferred batch
+  int warmup_reps = 5;        // triton: timed passes per measured batch size
+  ExportWeights weights = ExportWeights::kAuto;
 };
 
+// What an export wrote. A model folder (with model.onnx for --format onnx), a text run's ONNX file
+// alone, or a model in a Triton repository.
+enum class ExportedArtifact { kModelFolder, kTextOnnx, kTritonModel };
+
 struct ExportResult {
-  std::filesystem::path out_dir;
-  nlohmann::json card;
+  ExportedArtifact artifact = ExportedArtifact::kModelFolder;
+  std::filesystem::path out_dir;    // the model folder, or the Triton repository
+  std::filesystem::path card_file;  // the model folder's model_card.json; empty for the others
+  std::filesystem::path onnx_file;  // the ONNX file written beside or instead of the card; empty when none
+  std::string triton_model;         // the model's folder in the Triton repository
+  std::string architecture;
+  std::size_t num_classes = 0;
+  bool ema_weights = false;  // the checkpoint's EMA weights were exported (else the raw ones)
 };
 
 ExportResult export_model(const ExportOptions& options);
@@ -71,9 +96,9 @@ LoadedModel load_exported_model(const std::filesystem::path& dir, const std::str
                                 bool verify = true);
 
 // `export --check`: load_exported_model with verification for the fp32 weights and for each
-// reduced-precision copy the card lists (model.onnx is covered by the checksums). Returns the fp32
-// model.
-LoadedModel verify_exported_model(const std::filesystem::path& dir);
+// reduced-precision copy the card lists (model.onnx is covered by the checksums). Returns the
+// checked card.
+ModelCard verify_exported_model(const std::filesystem::path& dir);
 
 // A training run's model (checkpoint "best", "last", or a checkpoint file of the run), with the
 // run's class names and evaluation transform. UsageError for a text model.
