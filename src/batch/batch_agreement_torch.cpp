@@ -31,13 +31,13 @@ json agree_on_found_batch(ProcessGroup& group, const json& found) {
   std::vector<json> plans;
   plans.reserve(answers.size());
   for (const auto& answer : answers) plans.push_back(json::parse(answer));
-  std::size_t chosen = 0;
-  json planned = json::array(), largest = json::array();
-  for (std::size_t r = 0; r < plans.size(); ++r) {
-    planned.push_back(planned_micro_batch(plans[r]));
-    largest.push_back(plans[r].at("micro_batch"));
-    if (planned_micro_batch(plans[r]) < planned_micro_batch(plans[chosen])) chosen = r;
-  }
+  std::vector<int> planned_batches;  // each plan checked and read once
+  planned_batches.reserve(plans.size());
+  for (const auto& plan : plans) planned_batches.push_back(planned_micro_batch(plan));
+  const auto chosen = static_cast<std::size_t>(std::min_element(planned_batches.begin(), planned_batches.end()) -
+                                               planned_batches.begin());
+  json planned(planned_batches), largest = json::array();
+  for (const auto& plan : plans) largest.push_back(plan.at("micro_batch"));
   json agreed = found;
   agreed["config_patch"] = plans[chosen].at("config_patch");
   agreed["micro_batch"] = plans[chosen].at("micro_batch");

@@ -33,41 +33,55 @@ std::string DistEnv::describe() const {
                      restart_count > 0 ? fmt::format(", restart {}", restart_count) : "");
 }
 
-DistEnv dist_env_from(const EnvLookup& lookup) {
-  DistEnv env;
+DistPlacement dist_placement_from(const EnvLookup& lookup) {
+  DistPlacement p;
   const bool torchrun = get(lookup, "RANK") || get(lookup, "WORLD_SIZE");
   const bool slurm = !torchrun && get(lookup, "SLURM_PROCID") && get(lookup, "SLURM_NTASKS");
   if (torchrun) {
     if (!get(lookup, "RANK") || !get(lookup, "WORLD_SIZE"))
       throw ConfigError("RANK and WORLD_SIZE must be set together (torchrun's environment contract)");
-    env.source = "torchrun";
-    env.rank = get_int(lookup, "RANK", 0, 0);
-    env.world_size = get_int(lookup, "WORLD_SIZE", 1, 1);
-    env.local_rank = get_int(lookup, "LOCAL_RANK", env.rank, 0);
-    env.local_world_size = get_int(lookup, "LOCAL_WORLD_SIZE", env.world_size, 1);
+    p.source = "torchrun";
+    p.rank = get_int(lookup, "RANK", 0, 0);
+    p.world_size = get_int(lookup, "WORLD_SIZE", 1, 1);
+    p.local_rank_given = get(lookup, "LOCAL_RANK").has_value();
+    p.local_rank = get_int(lookup, "LOCAL_RANK", p.rank, 0);
+    p.local_world_size = get_int(lookup, "LOCAL_WORLD_SIZE", p.world_size, 1);
   } else if (slurm) {
-    env.source = "slurm";
-    env.rank = get_int(lookup, "SLURM_PROCID", 0, 0);
-    env.world_size = get_int(lookup, "SLURM_NTASKS", 1, 1);
-    env.local_rank = get_int(lookup, "SLURM_LOCALID", 0, 0);
+    p.source = "slurm";
+    p.rank = get_int(lookup, "SLURM_PROCID", 0, 0);
+    p.world_size = get_int(lookup, "SLURM_NTASKS", 1, 1);
+    p.local_rank_given = get(lookup, "SLURM_LOCALID").has_value();
+    p.local_rank = get_int(lookup, "SLURM_LOCALID", 0, 0);
     // SLURM_NTASKS_PER_NODE can read "2(x3)"; the leading count is the tasks on this node.
-    env.local_world_size = env.world_size;
+    p.local_world_size = p.world_size;
     if (auto per_node = get(lookup, "SLURM_NTASKS_PER_NODE"))
-      env.local_world_size = std::max(1, std::atoi(per_node->c_str()));
-    env.restart_count = get_int(lookup, "SLURM_RESTART_COUNT", 0, 0);
+      p.local_world_size = std::max(1, std::atoi(per_node->c_str()));
   } else {
-    return env;
+    return p;
   }
-  if (env.rank >= env.world_size)
-    throw ConfigError(fmt::format("rank {} is outside a world of {} ({})", env.rank, env.world_size,
+  if (p.rank >= p.world_size)
+    throw ConfigError(fmt::format("rank {} is outside a world of {} ({})", p.rank, p.world_size,
                                   torchrun ? "RANK >= WORLD_SIZE" : "SLURM_PROCID >= SLURM_NTASKS"));
-  if (env.local_rank >= env.local_world_size)
+  if (p.local_rank >= p.local_world_size)
     throw ConfigError(
-        fmt::format("local rank {} is outside {} local processes ({})", env.local_rank, env.local_world_size,
+        fmt::format("local rank {} is outside {} local processes ({})", p.local_rank, p.local_world_size,
                     torchrun ? "LOCAL_RANK >= LOCAL_WORLD_SIZE" : "SLURM_LOCALID >= SLURM_NTASKS_PER_NODE"));
-  if (env.local_world_size > env.world_size)
-    throw ConfigError(fmt::format("LOCAL_WORLD_SIZE {} exceeds WORLD_SIZE {}", env.local_world_size, env.world_size));
-  if (torchrun) env.restart_count = get_int(lookup, "TORCHELASTIC_RESTART_COUNT", 0, 0);
+  if (p.local_world_size > p.world_size)
+    throw ConfigError(fmt::format("LOCAL_WORLD_SIZE {} exceeds WORLD_SIZE {}", p.local_world_size, p.world_size));
+  return p;
+}
+
+DistEnv dist_env_from(const EnvLookup& lookup) {
+  const DistPlacement p = dist_placement_from(lookup);
+  DistEnv env;
+  if (p.source == "none") return env;
+  env.source = p.source;
+  env.rank = p.rank;
+  env.world_size = p.world_size;
+  env.local_rank = p.local_rank;
+  env.local_world_size = p.local_world_size;
+  const bool slurm = p.source == "slurm";
+  env.restart_count = get_int(lookup, slurm ? "SLURM_RESTART_COUNT" : "TORCHELASTIC_RESTART_COUNT", 0, 0);
   if (auto use_agent = get(lookup, "TORCHELASTIC_USE_AGENT_STORE"))
     env.agent_hosts_store = *use_agent == "True" || *use_agent == "1";
   env.master_port = get_int(lookup, "MASTER_PORT", 29500, 1);

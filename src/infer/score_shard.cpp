@@ -50,20 +50,16 @@ ScoreShard from_flag(const std::string& text) {
   return checked(shard, "--shard's I", "its N");
 }
 
-std::optional<int> local_rank(const EnvLookup& lookup, const char* name) {
-  if (!env_value(lookup, name)) return std::nullopt;
-  return static_cast<int>(env_number(lookup, name, 0));
-}
-
-ScoreShard from_torchrun(const EnvLookup& lookup) {
-  if (!env_value(lookup, "RANK") || !env_value(lookup, "WORLD_SIZE"))
-    throw UsageError("score: RANK and WORLD_SIZE must be set together (torchrun's environment contract)");
+// torchrun, `shoplens launch` or srun tasks: the shard is the process's place in the job, read as
+// training reads it (dist_placement_from); the local rank, when the launcher gave one, picks the GPU.
+ScoreShard from_placement(const DistPlacement& placement) {
   ScoreShard shard;
-  shard.index = env_number(lookup, "RANK", 0);
-  shard.count = env_number(lookup, "WORLD_SIZE", 1);
-  shard.source = "RANK/WORLD_SIZE (torchrun or shoplens launch)";
-  shard.local_rank = local_rank(lookup, "LOCAL_RANK");
-  return checked(shard, "RANK", "WORLD_SIZE");
+  shard.index = static_cast<std::size_t>(placement.rank);
+  shard.count = static_cast<std::size_t>(placement.world_size);
+  shard.source = placement.source == "slurm" ? "SLURM_PROCID/SLURM_NTASKS (srun tasks)"
+                                             : "RANK/WORLD_SIZE (torchrun or shoplens launch)";
+  if (placement.local_rank_given) shard.local_rank = placement.local_rank;
+  return shard;
 }
 
 // Array ids run from SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP (--array=4-7 or
@@ -90,15 +86,6 @@ ScoreShard from_slurm_array(const EnvLookup& lookup) {
   shard.source = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (Slurm job array)";
   return checked(shard, "(SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP",
                  "SLURM_ARRAY_TASK_COUNT");
-}
-
-ScoreShard from_srun(const EnvLookup& lookup) {
-  ScoreShard shard;
-  shard.index = env_number(lookup, "SLURM_PROCID", 0);
-  shard.count = env_number(lookup, "SLURM_NTASKS", 1);
-  shard.source = "SLURM_PROCID/SLURM_NTASKS (srun tasks)";
-  shard.local_rank = local_rank(lookup, "SLURM_LOCALID");
-  return checked(shard, "SLURM_PROCID", "SLURM_NTASKS");
 }
 
 ScoreShard from_indexed_job(const ShardRequest& request, const EnvLookup& lookup) {
@@ -131,9 +118,10 @@ ScoreShard resolve_score_shard(const ShardRequest& request, const EnvLookup& loo
     if (request.shard_count > 0) throw UsageError("score: give --shard I/N or --shard-count N, not both");
     return from_flag(request.shard);
   }
-  if (env_value(lookup, "RANK") || env_value(lookup, "WORLD_SIZE")) return from_torchrun(lookup);
+  if (env_value(lookup, "RANK") || env_value(lookup, "WORLD_SIZE")) return from_placement(dist_placement_from(lookup));
   if (env_value(lookup, "SLURM_ARRAY_TASK_ID")) return from_slurm_array(lookup);
-  if (env_value(lookup, "SLURM_PROCID") && env_value(lookup, "SLURM_NTASKS")) return from_srun(lookup);
+  if (env_value(lookup, "SLURM_PROCID") && env_value(lookup, "SLURM_NTASKS"))
+    return from_placement(dist_placement_from(lookup));
   if (env_value(lookup, "JOB_COMPLETION_INDEX")) return from_indexed_job(request, lookup);
   if (request.shard_count > 0)
     throw UsageError("score: --shard-count goes with JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); use --shard I/N");

@@ -21,15 +21,20 @@
 
 namespace shoplens {
 
+std::ofstream testing::write_catalog_rows(const std::filesystem::path& dir, int rows) {
+  const auto paths = testing::catalog_image_paths(dir / "catalog");
+  std::ofstream out(dir / "rows.csv");
+  out << "id,path\n";
+  for (int row = 0; row < rows; ++row)
+    out << "img" << row << "," << (dir / "catalog" / paths.at(row % paths.size())).string() << "\n";
+  return out;
+}
+
 std::filesystem::path testing::score_shard_fixture() {
   return testing::shared_fixture("score-shard", [](const std::filesystem::path& dir) {
     const std::string failed = testing::make_exported_model(dir, 40, 13);
     if (!failed.empty()) return failed;
-    const auto paths = testing::catalog_image_paths(dir / "catalog");
-    std::ofstream out(dir / "rows.csv");
-    out << "id,path\n";
-    for (int row = 0; row < 40; ++row)
-      out << "img" << row << "," << (dir / "catalog" / paths.at(row % paths.size())).string() << "\n";
+    std::ofstream out = testing::write_catalog_rows(dir, 40);
     out << "missing," << (dir / "no_such_file.jpg").string() << "\nbroken,/dev/null\nnopath,\n";
     return std::string();
   });

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sanitizer.h"
+#include "score_shard_fixture.h"
 #include "scratch_suite.h"
 #include "shoplens/data/csv.h"
 #include "test_util.h"
@@ -46,11 +47,7 @@ class E2eScoreStream : public testing::ScratchSuite<E2eScoreStream> {
       const std::string failed = testing::make_exported_model(dir, 40, 11);
       if (!failed.empty()) return failed;
       // 40 rows of the catalog's images (repeated as needed), each with its own id.
-      const auto paths = testing::catalog_image_paths(dir / "catalog");
-      std::ofstream out(dir / "rows.csv");
-      out << "id,path\n";
-      for (int row = 0; row < 40; ++row)
-        out << "img" << row << "," << (dir / "catalog" / paths.at(row % paths.size())).string() << "\n";
+      testing::write_catalog_rows(dir, 40);
       return std::string();
     });
   }

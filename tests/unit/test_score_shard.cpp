@@ -49,12 +49,13 @@ TEST(ScoreShard, TorchrunAndLaunchGiveRankWorldSizeAndTheLocalGpu) {
   EXPECT_EQ(s.count, 4u);
   EXPECT_EQ(s.local_rank, 1);
   EXPECT_THAT(s.source, HasSubstr("RANK/WORLD_SIZE"));
-  EXPECT_THAT([] { resolve({{"RANK", "1"}}); }, ThrowsMessage<UsageError>(HasSubstr("WORLD_SIZE")));
+  // Read as training reads them (dist_placement_from): the same checks, the same ConfigError.
+  EXPECT_THAT([] { resolve({{"RANK", "1"}}); }, ThrowsMessage<ConfigError>(HasSubstr("WORLD_SIZE")));
   EXPECT_THAT(
       [] {
         resolve({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
       },
-      ThrowsMessage<UsageError>(AllOf(HasSubstr("RANK"), HasSubstr("WORLD_SIZE"))));
+      ThrowsMessage<ConfigError>(AllOf(HasSubstr("RANK"), HasSubstr("WORLD_SIZE"))));
 }
 
 TEST(ScoreShard, ASlurmArrayCountsFromItsFirstIdInItsSteps) {
@@ -122,7 +123,7 @@ TEST(ScoreShard, AnIndexedJobTakesItsCountFromTheFlagOrTheEnvironment) {
 TEST(ScoreShard, AMalformedShardNamesTheFlagOrVariable) {
   for (const std::string bad : {"3", "1/0", "4/4", "-1/4", "a/4", "1/4/2", "1/"})
     EXPECT_THAT([&] { resolve({}, {bad, 0}); }, ThrowsMessage<UsageError>(HasSubstr("--shard"))) << bad;
-  EXPECT_THAT([] { resolve({{"RANK", "x"}, {"WORLD_SIZE", "2"}}); }, ThrowsMessage<UsageError>(HasSubstr("RANK='x'")));
+  EXPECT_THAT([] { resolve({{"RANK", "x"}, {"WORLD_SIZE", "2"}}); }, ThrowsMessage<ConfigError>(HasSubstr("RANK='x'")));
   EXPECT_THAT([] { resolve({}, {"1/4", 4}); }, ThrowsMessage<UsageError>(HasSubstr("not both")));
 }
 

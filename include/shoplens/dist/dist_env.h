@@ -28,6 +28,19 @@ struct DistEnv {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
+// Where a process sits among its launcher's processes, read alone: the placement part of DistEnv
+// without the rendezvous (MASTER_ADDR, the port), for jobs whose processes never talk to each
+// other, such as sharded scoring. ConfigError naming the variable, as dist_env_from.
+struct DistPlacement {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  bool local_rank_given = false;  // LOCAL_RANK or SLURM_LOCALID was set
+  std::string source = "none";    // "torchrun", "slurm" or "none"
+};
+DistPlacement dist_placement_from(const EnvLookup& lookup);
+
 // The job's place from the environment; a single process when none of the variables is set.
 // ConfigError naming the variable when one is malformed or they contradict each other.
 DistEnv dist_env_from(const EnvLookup& lookup);
