@@ -19,8 +19,8 @@ ModelSpec synthetic_model_spec(const SyntheticJobOptions& o) {
     spec.vocab_size = o.text->vocab_size;
     for (double c : o.text->categorical_cardinalities) spec.categorical_cardinalities.push_back(static_cast<int>(c));
     spec.numeric_fields = o.text->numeric_fields;
-    spec.pooling = name_in(kTextPoolingNames, o.text->pooling);
-    spec.attention = name_in(kAttentionKernelNames, o.text->attention);
+    spec.pooling = o.text->pooling;
+    spec.attention = o.text->attention;
   } else {
     spec.vocab_size = o.vocab_size;
   }

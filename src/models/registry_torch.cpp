@@ -53,8 +53,8 @@ ModelSpec model_spec_from_config(const Config& config, int num_classes) {
   spec.max_length = config.text.max_length;
   for (double c : config.text.categorical_cardinalities) spec.categorical_cardinalities.push_back(static_cast<int>(c));
   spec.numeric_fields = config.text.numeric_fields;
-  spec.pooling = name_in(kTextPoolingNames, config.text.pooling);
-  spec.attention = name_in(kAttentionKernelNames, config.text.attention);
+  spec.pooling = config.text.pooling;
+  spec.attention = config.text.attention;
   return spec;
 }
 

@@ -181,11 +181,16 @@ class TextHead : public nn::Module {
 
 }  // namespace detail
 
-bool text_attention_uses_fused(const std::string& attention) {
-  if (attention == "fused") return true;
-  if (attention == "math") return false;
-  if (attention == "auto") return compat::kFusedAttentionIsDefault;
-  throw ConfigError("unknown attention '" + attention + "'; known: auto, fused, math");
+bool text_attention_uses_fused(AttentionKernel attention) {
+  switch (attention) {
+    case AttentionKernel::kFused:
+      return true;
+    case AttentionKernel::kMath:
+      return false;
+    case AttentionKernel::kAuto:
+      break;
+  }
+  return compat::kFusedAttentionIsDefault;
 }
 
 void validate_text_encoder_spec(const TextEncoderSpec& s) {
@@ -198,14 +203,12 @@ void validate_text_encoder_spec(const TextEncoderSpec& s) {
   if (!(s.mlp_ratio > 0) || static_cast<int>(std::lround(s.dim * s.mlp_ratio)) < 1)
     fail(fmt::format("mlp_ratio must be > 0, got {}", s.mlp_ratio));
   if (!(s.dropout >= 0.0 && s.dropout < 1.0)) fail(fmt::format("dropout must be in [0, 1), got {}", s.dropout));
-  if (s.pooling != "mean" && s.pooling != "cls") fail("unknown pooling '" + s.pooling + "'; known: mean, cls");
   for (size_t i = 0; i < s.categorical_cardinalities.size(); ++i)
     if (s.categorical_cardinalities[i] < 1)
       fail(fmt::format("categorical field {} has cardinality {}, must be >= 1", i, s.categorical_cardinalities[i]));
   if (s.numeric_fields < 0) fail(fmt::format("numeric_fields must be >= 0, got {}", s.numeric_fields));
   if (s.num_classes < 1) fail(fmt::format("num_classes must be >= 1, got {}", s.num_classes));
   if (s.meta_embed_dim < 1) fail(fmt::format("meta_embed_dim must be >= 1, got {}", s.meta_embed_dim));
-  text_attention_uses_fused(s.attention);
 }
 
 TextEncoderNet::TextEncoderNet(TextEncoderSpec spec) : spec_(std::move(spec)) {
@@ -292,8 +295,8 @@ at::Tensor attention_of(const at::Tensor& real) {
 }
 
 // One vector per row: the first real token's ("cls") or the mean of the real tokens'.
-at::Tensor pool(const std::string& pooling, const at::Tensor& x, const at::Tensor& real) {
-  if (pooling == "cls") {
+at::Tensor pool(TextPooling pooling, const at::Tensor& x, const at::Tensor& real) {
+  if (pooling == TextPooling::kCls) {
     // The first real token (position 0 with right padding); argmax returns the first maximum.
     auto index = real.to(torch::kInt).argmax(1);
     return x.index({torch::arange(x.size(0), index.options()), index});
@@ -347,10 +350,10 @@ std::string emit_attention_bias(detail::OnnxEmitter& e, const std::string& real)
 }
 
 // [B, L, D] -> [B, D]: the masked mean over real tokens, or the first real token (cls).
-std::string emit_pooling(detail::OnnxEmitter& e, const std::string& x, const std::string& real,
-                         const std::string& pooling, std::int64_t dim) {
+std::string emit_pooling(detail::OnnxEmitter& e, const std::string& x, const std::string& real, TextPooling pooling,
+                         std::int64_t dim) {
   auto& g = e.g;
-  if (pooling == "cls") {
+  if (pooling == TextPooling::kCls) {
     const auto index = g.node("ArgMax", {real}, {attr("axis", 1), attr("keepdims", 1)});  // first maximum: [B, 1]
     const auto index3 = g.node("Expand", {g.node("Unsqueeze", {index, g.int64s({2})}), g.int64s({1, 1, dim})});
     return g.node("Squeeze", {g.node("GatherElements", {x, index3}, {attr("axis", 1)}), g.int64s({1})});

@@ -106,7 +106,7 @@ void calibrate_batch_norm(Classifier& model, const at::Tensor& images) {
 // One case of check_onnx.py: the model's ONNX file and its LibTorch logits at batch 1 and 3.
 json export_case(const std::string& name, const std::string& pooling, const fs::path& dir) {
   ModelSpec spec = testing::spec(name, 5, kImageSize);
-  if (!pooling.empty()) spec.pooling = pooling;
+  if (!pooling.empty()) spec.pooling = parse_enum(kTextPoolingNames, pooling, "text.pooling");
   torch::manual_seed(7);
   auto model = make_model(spec);
   model->eval();

@@ -25,10 +25,10 @@ TextEncoderSpec small_spec(const std::string& attention = "math", const std::str
   s.dim = 32;
   s.depth = 2;
   s.heads = 4;
-  s.pooling = pooling;
+  s.pooling = parse_enum(kTextPoolingNames, pooling, "text.pooling");
   s.categorical_cardinalities = {3, 5};
   s.numeric_fields = 2;
-  s.attention = attention;
+  s.attention = parse_enum(kAttentionKernelNames, attention, "text.attention");
   return s;
 }
 
@@ -156,8 +156,7 @@ TEST(TextEncoder, FusedAndMathAgree) {
     }
   }
   // auto is the explicit path on LibTorch 1.x (see text_attention_uses_fused).
-  EXPECT_EQ(text_attention_uses_fused("auto"), TORCH_VERSION_MAJOR >= 2);
-  EXPECT_THROW(text_attention_uses_fused("flash"), ConfigError);
+  EXPECT_EQ(text_attention_uses_fused(AttentionKernel::kAuto), TORCH_VERSION_MAJOR >= 2);
 }
 
 TEST(TextEncoder, DropoutOnlyInTraining) {
@@ -262,12 +261,9 @@ TEST(TextEncoder, BadInputsAndSpecs) {
   auto s = small_spec();
   s.heads = 5;  // 32 is not a multiple of 5
   EXPECT_THROW(TextEncoderNet{s}, ConfigError);
-  s = small_spec();
-  s.pooling = "max";
-  EXPECT_THROW(TextEncoderNet{s}, ConfigError);
-  s = small_spec();
-  s.attention = "flash";
-  EXPECT_THROW(TextEncoderNet{s}, ConfigError);
+  // Pooling and attention are enums: a wrong name is refused where it is read.
+  EXPECT_THROW(small_spec("math", "max"), ConfigError);
+  EXPECT_THROW(small_spec("flash"), ConfigError);
   s = small_spec();
   s.categorical_cardinalities = {3, 0};
   EXPECT_THROW(TextEncoderNet{s}, ConfigError);
@@ -381,7 +377,7 @@ TEST(TextEncoder, DISABLED_ForwardBackwardTiming) {
     for (const std::string attention : {"fused", "math"}) {
       torch::manual_seed(8);
       TextEncoderSpec s;  // dim 128, depth 2, heads 4, vocab 8192, max_length 512
-      s.attention = attention;
+      s.attention = parse_enum(kAttentionKernelNames, attention, "text.attention");
       s.categorical_cardinalities = {8, 8, 8};
       s.numeric_fields = 2;
       nets.push_back(std::make_shared<TextEncoderNet>(s));

@@ -32,8 +32,8 @@ struct ModelSpec {
   std::vector<int>
       categorical_cardinalities;  // vocabulary size per categorical metadata field (code 0 = missing on top)
   int numeric_fields = 0;
-  std::string pooling = "mean";
-  std::string attention = "auto";
+  TextPooling pooling = TextPooling::kMean;
+  AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 class Classifier : public torch::nn::Module {

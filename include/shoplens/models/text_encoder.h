@@ -28,6 +28,8 @@
 
 #include <torch/nn/module.h>
 
+#include "shoplens/models/model_options.h"
+
 namespace torch::nn {
 class LayerNormImpl;
 }  // namespace torch::nn
@@ -46,21 +48,20 @@ struct TextEncoderSpec {
   int heads = 4;  // dim must be a multiple of heads
   double mlp_ratio = 4;
   double dropout = 0.0;                        // attention-output and MLP dropout (and in the head), training only
-  std::string pooling = "mean";                // mean (masked mean over real tokens) | cls (first real token)
+  TextPooling pooling = TextPooling::kMean;    // masked mean over real tokens, or the first real token
   std::vector<int> categorical_cardinalities;  // one per categorical metadata field, code 0 = missing
   int numeric_fields = 0;                      // numeric metadata, NaN = missing
   int num_classes = 2;
-  std::string attention = "auto";  // auto | fused | math, see text_attention_uses_fused()
-  int meta_embed_dim = 16;         // width of each categorical field's embedding
+  AttentionKernel attention = AttentionKernel::kAuto;  // see text_attention_uses_fused()
+  int meta_embed_dim = 16;                             // width of each categorical field's embedding
 };
 
-// Whether `attention` (auto | fused | math) runs LibTorch's scaled-dot-product-attention entry
+// Whether `attention` runs LibTorch's scaled-dot-product-attention entry
 // point rather than the explicit softmax(QK^T / sqrt(d) + mask) V. On LibTorch 1.13 `auto` is the
 // explicit path: 1.13's at::_scaled_dot_product_attention only reaches a fused kernel (flash, CUDA,
 // fp16/bf16) with no mask and no input requiring grad; otherwise, and always on CPU, it runs the
 // same composite math. From LibTorch 2.0 `auto` is the public at::scaled_dot_product_attention.
-// ConfigError for another name.
-bool text_attention_uses_fused(const std::string& attention);
+bool text_attention_uses_fused(AttentionKernel attention);
 
 // ConfigError naming the field for an invalid spec (also thrown by the constructor).
 void validate_text_encoder_spec(const TextEncoderSpec& spec);

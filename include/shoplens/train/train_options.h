@@ -15,6 +15,15 @@ enum class OptimizerKind { kAdamW, kSgd };
 inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {{OptimizerKind::kAdamW, "adamw"},
                                                                   {OptimizerKind::kSgd, "sgd"}};
 
+// How the optimizer steps (docs/TRAINING.md): fused = one kernel per group (LibTorch 2.x),
+// foreach = multi-tensor ops, reference = LibTorch's own per-parameter loop; auto = fused where
+// the build and device have it, else foreach. All keep LibTorch's state layout (checkpoints).
+enum class OptimizerImpl { kAuto, kFused, kForeach, kReference };
+inline constexpr EnumName<OptimizerImpl> kOptimizerImplNames[] = {{OptimizerImpl::kAuto, "auto"},
+                                                                  {OptimizerImpl::kFused, "fused"},
+                                                                  {OptimizerImpl::kForeach, "foreach"},
+                                                                  {OptimizerImpl::kReference, "reference"}};
+
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::kAdamW;
   double lr = 1e-3;                       // for the global batch (after any scaling)
@@ -25,6 +34,7 @@ struct OptimConfig {
   double eps = 1e-8;                      // adamw
   double backbone_lr_scale = 1.0;         // backbone lr = lr x this (head keeps lr)
   double clip_grad_norm = 0.0;            // 0 disables
+  OptimizerImpl implementation = OptimizerImpl::kAuto;
 };
 
 // one_cycle: cosine rise over pct_start of the steps, then cosine fall.
@@ -63,6 +73,13 @@ inline constexpr EnumName<ValidationMetric> kValidationMetricNames[] = {
     {ValidationMetric::kPrAuc, "pr_auc"}};
 inline const char* metric_name(ValidationMetric metric) { return name_in(kValidationMetricNames, metric, "macro_f1"); }
 
+// Whether the training step is captured once into a CUDA graph and replayed (docs/TRAINING.md):
+// auto captures where the run allows it and says why not once otherwise; on refuses a run that
+// cannot be captured (ConfigError with the reason); off always runs the step eagerly.
+enum class CudaGraphMode { kAuto, kOn, kOff };
+inline constexpr EnumName<CudaGraphMode> kCudaGraphModeNames[] = {
+    {CudaGraphMode::kAuto, "auto"}, {CudaGraphMode::kOn, "on"}, {CudaGraphMode::kOff, "off"}};
+
 struct TrainConfig {
   int epochs = 10;
   std::int64_t max_steps = 0;              // 0 = epochs decide
@@ -89,6 +106,7 @@ struct TrainConfig {
   ByteSize memory_budget;      // caps the device allocator (unset: no cap)
   bool oom_recovery = true;    // on OOM: halve the micro-batch, double accumulation, retry
   double threshold = 0.5;      // two classes: predict class 1 when its probability >= this
+  CudaGraphMode cuda_graph = CudaGraphMode::kAuto;
 };
 
 }  // namespace shoplens
