@@ -188,6 +188,109 @@ TEST(TrainStep, NonFiniteLossSkipsTheStepAndLeavesWeights) {
   EXPECT_TRUE(torch::equal(before, model.fc->weight));
 }
 
+// ---- host reads: the step's device->host copies go through one counted door ----
+
+// A plain SGD step (no momentum, no decay) that skips itself on the device when found_inf is set:
+// the kind of optimizer step DeviceSkipStep stands for (fused AdamW/SGD's found_inf).
+DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
+  return [&model, lr](const at::Tensor& found_inf) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.parameters())
+      if (p.grad().defined()) p.sub_(torch::where(found_inf, torch::zeros_like(p.grad()), p.grad()) * lr);
+  };
+}
+
+TEST(TrainStep, DeferredStepReadsOnlyItsOutcomeAndMatchesTheEagerStep) {
+  torch::manual_seed(3);
+  auto images = torch::randn({4, 3, 4, 4});
+  auto labels = torch::tensor({0, 1, 2, 0}, torch::kLong);
+  auto run = [&](bool defer, double clip) {
+    torch::manual_seed(5);
+    TinyLinear model(3, 4);
+    OptimizerSetup optim(model, OptimConfig{});
+    TrainStepOptions options;
+    options.defer_host_reads = defer;
+    options.clip_grad_norm = clip;
+    TrainStep step(model, optim.optimizer(), options);
+    double loss = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto r = step.run({make_batch(images, labels)});
+      EXPECT_TRUE(r.applied);
+      EXPECT_EQ(r.loss_read, !defer);
+      loss = r.loss_value.item<double>();  // the test's read, not the step's
+    }
+    return std::make_tuple(loss, model.fc->weight.clone(), step.host_reads().total(),
+                           step.host_reads().count(HostRead::kOutcome));
+  };
+  for (const double clip : {0.0, 0.01}) {
+    const auto [eager_loss, eager_w, eager_reads, eager_outcomes] = run(false, clip);
+    const auto [loss, w, reads, outcomes] = run(true, clip);
+    EXPECT_NEAR(loss, eager_loss, 1e-6);
+    EXPECT_TRUE(torch::allclose(w, eager_w, 1e-5, 1e-6));
+    EXPECT_EQ(eager_reads, clip > 0 ? 6 : 3);  // the loss, and clip_grad_norm_'s double
+    EXPECT_EQ(eager_outcomes, 0);
+    EXPECT_EQ(reads, 3);  // one small copy of the outcome per step, whatever is on
+    EXPECT_EQ(outcomes, 3);
+  }
+}
+
+TEST(TrainStep, DeferredNonFiniteLossIsStillSkippedAndNamed) {
+  torch::manual_seed(2);
+  TinyLinear model(3, 2);
+  OptimizerSetup optim(model, OptimConfig{});
+  TrainStepOptions options;
+  options.defer_host_reads = true;
+  TrainStep step(model, optim.optimizer(), options);
+  auto before = model.fc->weight.clone();
+  auto images = torch::full({2, 3, 2, 2}, std::numeric_limits<float>::quiet_NaN());
+  const auto r = step.run({make_batch(images, torch::tensor({0, 1}, torch::kLong))});
+  EXPECT_TRUE(r.outcome_read);
+  EXPECT_FALSE(r.applied);
+  EXPECT_TRUE(r.non_finite);
+  EXPECT_TRUE(r.loss_non_finite);
+  EXPECT_TRUE(r.found_inf.item<bool>());
+  EXPECT_TRUE(torch::equal(before, model.fc->weight));
+  EXPECT_EQ(step.host_reads().total(), 1);
+}
+
+TEST(TrainStep, WithADeviceSkipAStepReadsNothingAndStillSkipsNonFiniteLosses) {
+  torch::manual_seed(2);
+  TinyLinear model(3, 2);
+  OptimizerSetup optim(model, OptimConfig{});
+  TrainStepOptions options;
+  options.defer_host_reads = true;
+  options.clip_grad_norm = 1.0;
+  options.device_skip = sgd_skipping_on_device(model, 0.1);
+  TrainStep step(model, optim.optimizer(), options);
+  ASSERT_TRUE(step.reads_nothing());
+  const auto labels = torch::tensor({0, 1}, torch::kLong);
+  auto before = model.fc->weight.clone();
+  auto r = step.run({make_batch(torch::full({2, 3, 2, 2}, std::numeric_limits<float>::quiet_NaN()), labels)});
+  EXPECT_FALSE(r.outcome_read);
+  EXPECT_TRUE(r.found_inf.item<bool>());
+  EXPECT_TRUE(torch::equal(before, model.fc->weight));  // skipped on the device
+  r = step.run({make_batch(torch::randn({2, 3, 2, 2}), labels)});
+  EXPECT_FALSE(r.found_inf.item<bool>());
+  EXPECT_FALSE(torch::equal(before, model.fc->weight));  // applied
+  EXPECT_GT(r.grad_norm_value.item<double>(), 0.0);
+  EXPECT_EQ(step.host_reads().total(), 0);
+}
+
+TEST(TrainStep, ClipOnTheDeviceMatchesClipGradNorm) {
+  torch::manual_seed(4);
+  TinyLinear a(3, 2), b(3, 2);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+    auto g = torch::randn_like(a.parameters()[i]) * 3;
+    a.parameters()[i].mutable_grad() = g.clone();
+    b.parameters()[i].mutable_grad() = g.clone();
+  }
+  const double reference = torch::nn::utils::clip_grad_norm_(a.parameters(), 0.5);
+  const auto norm = clip_grad_norm_on_device(b.parameters(), 0.5);
+  EXPECT_NEAR(norm.item<double>(), reference, 1e-4);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i)
+    EXPECT_TRUE(torch::allclose(a.parameters()[i].grad(), b.parameters()[i].grad(), 1e-5, 1e-7));
+}
+
 TEST(Optimizer, NoDecayOnBiasesNormsAndTokens) {
   EXPECT_TRUE(exempt_from_weight_decay("layer1.0.bn1.weight", 1));
   EXPECT_TRUE(exempt_from_weight_decay("fc.bias", 1));

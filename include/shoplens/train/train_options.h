@@ -63,6 +63,13 @@ inline constexpr EnumName<ValidationMetric> kValidationMetricNames[] = {
     {ValidationMetric::kPrAuc, "pr_auc"}};
 inline const char* metric_name(ValidationMetric metric) { return name_in(kValidationMetricNames, metric, "macro_f1"); }
 
+// Whether the training step is captured once into a CUDA graph and replayed (docs/TRAINING.md):
+// auto captures where the run allows it and says why not once otherwise; on refuses a run that
+// cannot be captured (ConfigError with the reason); off always runs the step eagerly.
+enum class CudaGraphMode { kAuto, kOn, kOff };
+inline constexpr EnumName<CudaGraphMode> kCudaGraphModeNames[] = {
+    {CudaGraphMode::kAuto, "auto"}, {CudaGraphMode::kOn, "on"}, {CudaGraphMode::kOff, "off"}};
+
 struct TrainConfig {
   int epochs = 10;
   std::int64_t max_steps = 0;              // 0 = epochs decide
@@ -89,6 +96,7 @@ struct TrainConfig {
   ByteSize memory_budget;      // caps the device allocator (unset: no cap)
   bool oom_recovery = true;    // on OOM: halve the micro-batch, double accumulation, retry
   double threshold = 0.5;      // two classes: predict class 1 when its probability >= this
+  CudaGraphMode cuda_graph = CudaGraphMode::kAuto;
 };
 
 }  // namespace shoplens
