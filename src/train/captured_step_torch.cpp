@@ -93,8 +93,8 @@ struct CapturedStep::Impl {
     const auto to = batch_tensors(input), from = batch_tensors(batch);
     for (std::size_t i = 0; i < to.size(); ++i) {
       if (to[i].defined() != from[i].defined() || (to[i].defined() && to[i].sizes() != from[i].sizes()))
-        throw Error("cuda graph: a batch of shapes " + shape_text(from) + " in a step captured for " +
-                    shape_text(to) + " (train.cuda_graph=off runs such steps eagerly)");
+        throw Error("cuda graph: a batch of shapes " + shape_text(from) + " in a step captured for " + shape_text(to) +
+                    " (train.cuda_graph=off runs such steps eagerly)");
       if (to[i].defined()) to[i].copy_(from[i], /*non_blocking=*/true);
     }
     input.mixed = batch.mixed;

@@ -226,11 +226,10 @@ at::Tensor add_to_device_tally(const at::Tensor& tally, const StepResult& r, std
                              ? torch::where(found, torch::full({}, std::nan(""), tally.options()),
                                             r.grad_norm_value.to(tally.device(), torch::kDouble).reshape({}))
                              : torch::full({}, -1.0, tally.options());
-  return torch::stack({tally[kLossSum] + torch::where(found, zero, loss), tally[kApplied] + (1 - bad),
-                       tally[kSkipped] + bad, bad_run, torch::maximum(tally[kWorstRun], bad_run),
-                       torch::where(found, tally[kLastLoss], loss),
-                       torch::where(found, tally[kLastStep], torch::full({}, static_cast<double>(step), tally.options())),
-                       grad_norm});
+  return torch::stack(
+      {tally[kLossSum] + torch::where(found, zero, loss), tally[kApplied] + (1 - bad), tally[kSkipped] + bad, bad_run,
+       torch::maximum(tally[kWorstRun], bad_run), torch::where(found, tally[kLastLoss], loss),
+       torch::where(found, tally[kLastStep], torch::full({}, static_cast<double>(step), tally.options())), grad_norm});
 }
 
 // Divergence bookkeeping and the periodic line of the metric log. A deferred step's loss goes to

@@ -248,7 +248,7 @@ void TrainStep::apply_or_skip(StepResult& result, const std::vector<at::Tensor>&
   if (!found_inf && options_.clip_grad_norm > 0) {
     // The norm is computed anyway: a non-finite one skips the step instead of poisoning weights.
     result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters, options_.clip_grad_norm);  // skips undefined grads
-    reads_.note(HostRead::kGradNorm);                                                              // its result is a double
+    reads_.note(HostRead::kGradNorm);  // its result is a double
     found_inf = !std::isfinite(result.grad_norm);
   }
   if (!found_inf) {

@@ -69,8 +69,7 @@ TEST(CudaGraphDecision, FactsOfAConfiguredRun) {
   config.augment.mix_prob = 1.0;  // every batch mixed: one shape
   EXPECT_TRUE(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).capture);
   config.augment.mix_prob = 0.5;
-  EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).reason,
-              HasSubstr("mix_prob"));
+  EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).reason, HasSubstr("mix_prob"));
   Config defaults;  // out-of-memory recovery is on by default
   EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(defaults, true, false, false, true, 2)).reason,
               HasSubstr("oom_recovery"));

@@ -280,8 +280,8 @@ DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
 
 Config quiet_config(const std::filesystem::path& dir) {
   Config config = tiny_config(dir);
-  config.train.epochs = 2;             // 12 steps of 4 images
-  config.train.log_every_steps = 5;    // log at 5, 10 and 12 (the last)
+  config.train.epochs = 2;           // 12 steps of 4 images
+  config.train.log_every_steps = 5;  // log at 5, 10 and 12 (the last)
   config.train.checkpoint_every_steps = 0;
   return config;
 }
@@ -293,8 +293,8 @@ TEST(TrainLoopHostReads, OneOutcomeReadPerQuietStepAndTheLossAtLogSteps) {
   TrainerCheckpoints checkpoints(*run);
   TrainLoop(*run, evaluator, checkpoints).run();
   EXPECT_EQ(run->state.step, 12);
-  EXPECT_EQ(run->quiet_steps, 9);        // all but the log steps 5, 10 and 12
-  EXPECT_EQ(run->quiet_step_reads, 9);   // the reference optimizer: the outcome, one small copy each
+  EXPECT_EQ(run->quiet_steps, 9);       // all but the log steps 5, 10 and 12
+  EXPECT_EQ(run->quiet_step_reads, 9);  // the reference optimizer: the outcome, one small copy each
   const auto& reads = run->step_runner->host_reads();
   EXPECT_EQ(reads.count(HostRead::kLoss), 0);
   EXPECT_EQ(reads.count(HostRead::kTally), 4);  // log steps 5, 10 and 12, and the end of epoch 1 (step 6)
@@ -327,8 +327,7 @@ TEST(TrainLoopHostReads, ADeviceSkippingOptimizerStillStopsADivergedRunAtItsNext
   run->step_runner->set_device_skip(sgd_skipping_on_device(*run->model, 1e30));
   Evaluator evaluator(*run);
   TrainerCheckpoints checkpoints(*run);
-  EXPECT_THAT([&] { TrainLoop(*run, evaluator, checkpoints).run(); },
-              ThrowsMessage<Error>(HasSubstr("diverged")));
+  EXPECT_THAT([&] { TrainLoop(*run, evaluator, checkpoints).run(); }, ThrowsMessage<Error>(HasSubstr("diverged")));
   // Found at a read of the tally: a log step (5, 10) or the end of an epoch (6, 12).
   EXPECT_THAT(run->state.step, ::testing::AnyOf(5, 6, 10, 12));
   EXPECT_GE(run->state.bad_steps, 2);

@@ -14,16 +14,16 @@ struct Config;
 // The facts of a run that decide it, gathered from the configuration and the run's setup.
 struct CudaGraphFacts {
   bool cuda = false;
-  int torch_major = 2;             // the LibTorch the binary was built against
-  bool text_model = false;         // padded length follows each batch's longest text
-  bool token_budget = false;       // loader.token_budget cuts micro-batches by tokens
-  bool mix_some_batches = false;   // mixup/cutmix on some batches only (mix_prob < 1): two shapes of targets
-  bool oom_recovery = false;       // an out-of-memory retry halves the micro-batch
-  bool distributed = false;        // a process group: the step's outcome is agreed on the host
-  bool fp16 = false;               // the loss scale and its overflow check live on the host
-  bool ema = false;                // the EMA update follows each step's outcome, read on the host
-  bool freeze_plan = false;        // stages unfreeze during training: the trained parameters change
-  bool device_skip = false;        // the optimizer skips a non-finite step on the device
+  int torch_major = 2;            // the LibTorch the binary was built against
+  bool text_model = false;        // padded length follows each batch's longest text
+  bool token_budget = false;      // loader.token_budget cuts micro-batches by tokens
+  bool mix_some_batches = false;  // mixup/cutmix on some batches only (mix_prob < 1): two shapes of targets
+  bool oom_recovery = false;      // an out-of-memory retry halves the micro-batch
+  bool distributed = false;       // a process group: the step's outcome is agreed on the host
+  bool fp16 = false;              // the loss scale and its overflow check live on the host
+  bool ema = false;               // the EMA update follows each step's outcome, read on the host
+  bool freeze_plan = false;       // stages unfreeze during training: the trained parameters change
+  bool device_skip = false;       // the optimizer skips a non-finite step on the device
 };
 
 struct CudaGraphDecision {

@@ -34,7 +34,7 @@ enum class HostRead { kLoss, kOutcome, kGradNorm, kLossScaleCheck, kTally, kCoun
 class HostReads {
  public:
   double scalar(const at::Tensor& t, HostRead why);
-  at::Tensor to_host(const at::Tensor& t, HostRead why);  // a CPU copy (contiguous)
+  at::Tensor to_host(const at::Tensor& t, HostRead why);         // a CPU copy (contiguous)
   void note(HostRead why) { ++counts_[static_cast<int>(why)]; }  // a read made inside another API
   std::int64_t total() const;
   std::int64_t count(HostRead why) const { return counts_[static_cast<int>(why)]; }
