@@ -18,16 +18,8 @@ namespace shoplens {
 namespace {
 
 using testing::make_batch;
+using testing::sgd_skipping_on_device;
 using testing::TinyLinear;
-
-// Plain SGD that skips a non-finite step on the device (the DeviceSkipStep the capture needs).
-DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
-  return [&model, lr](const at::Tensor& found_inf) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model.parameters())
-      if (p.grad().defined()) p.sub_(torch::where(found_inf, torch::zeros_like(p.grad()), p.grad()) * lr);
-  };
-}
 
 TrainStepOptions bf16_options(Classifier& model) {
   TrainStepOptions options;

@@ -35,6 +35,7 @@ using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
 using testing::tiny_source;
+using testing::sgd_skipping_on_device;
 using testing::TinyLinear;
 
 TEST(Schedule, WarmupThenCosineToFloor) {
@@ -189,16 +190,6 @@ TEST(TrainStep, NonFiniteLossSkipsTheStepAndLeavesWeights) {
 }
 
 // ---- host reads: the step's device->host copies go through one counted door ----
-
-// A plain SGD step (no momentum, no decay) that skips itself on the device when found_inf is set:
-// the kind of optimizer step DeviceSkipStep stands for (fused AdamW/SGD's found_inf).
-DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
-  return [&model, lr](const at::Tensor& found_inf) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model.parameters())
-      if (p.grad().defined()) p.sub_(torch::where(found_inf, torch::zeros_like(p.grad()), p.grad()) * lr);
-  };
-}
 
 TEST(TrainStep, DeferredStepReadsOnlyItsOutcomeAndMatchesTheEagerStep) {
   torch::manual_seed(3);

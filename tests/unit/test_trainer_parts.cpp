@@ -24,6 +24,7 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
+using testing::sgd_skipping_on_device;
 using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
@@ -268,15 +269,6 @@ TEST(TrainerLoop, EarlyStoppingEndsTheRun) {
 }
 
 // ---- host reads of the loop: the loss stays on the device between log steps ----
-
-// An SGD step (no momentum) that skips a non-finite step on the device (DeviceSkipStep).
-DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
-  return [&model, lr](const at::Tensor& found_inf) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model.parameters())
-      if (p.grad().defined()) p.sub_(torch::where(found_inf, torch::zeros_like(p.grad()), p.grad()) * lr);
-  };
-}
 
 Config quiet_config(const std::filesystem::path& dir) {
   Config config = tiny_config(dir);
