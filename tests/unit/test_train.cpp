@@ -31,11 +31,11 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 using testing::make_batch;
+using testing::sgd_skipping_on_device;
 using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
 using testing::tiny_source;
-using testing::sgd_skipping_on_device;
 using testing::TinyLinear;
 
 TEST(Schedule, WarmupThenCosineToFloor) {

@@ -23,8 +23,8 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
-using ::testing::ThrowsMessage;
 using testing::sgd_skipping_on_device;
+using ::testing::ThrowsMessage;
 using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
