@@ -12,6 +12,7 @@
 #include "shoplens/models/classifier.h"
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/train_state.h"
+#include "shoplens/train/train_step.h"
 
 namespace shoplens::testing {
 
@@ -51,6 +52,16 @@ inline Batch make_batch(const at::Tensor& images, const at::Tensor& labels) {
   b.images = images;
   b.labels = labels;
   return b;
+}
+
+// A plain SGD step (no momentum, no decay) that skips itself on the device when found_inf is set:
+// the kind of optimizer step TrainStepOptions::device_skip stands for (fused AdamW/SGD's found_inf).
+inline DeviceSkipStep sgd_skipping_on_device(Classifier& model, double lr) {
+  return [&model, lr](const at::Tensor& found_inf) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.parameters())
+      if (p.grad().defined()) p.sub_(torch::where(found_inf, torch::zeros_like(p.grad()), p.grad()) * lr);
+  };
 }
 
 // a and b equal within 1e-5 of b's largest magnitude (parameters of runs that must agree).

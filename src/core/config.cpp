@@ -414,6 +414,10 @@ void add_train_fields(std::vector<Field>& f) {
         "on out-of-memory: halve the micro-batch, double accumulation (same global batch), retry the step");
   s.add(&TrainConfig::threshold, "threshold",
         "two-class tasks: predict class 1 when its probability is at least this (F1, confusion)", in_range(0.0, 1.0));
+  s.add_choice(&TrainConfig::cuda_graph, "cuda_graph",
+               "capture the step into a CUDA graph and replay it: auto (where the run allows it, else eager "
+               "with the reason logged once) | on (refuse a run that cannot be captured) | off",
+               kCudaGraphModeNames);
 }
 
 void add_find_batch_fields(std::vector<Field>& f) {

@@ -51,22 +51,26 @@ LossScaler::LossScaler(LossScalerOptions options) : options_(options), scale_(op
 at::Tensor LossScaler::scale_loss(const at::Tensor& loss) const { return options_.enabled ? loss * scale_ : loss; }
 
 bool LossScaler::unscale_and_check(const std::vector<at::Tensor>& grads) const {
+  const auto found_inf = unscale_found_inf(grads);
+  return found_inf.defined() && found_inf.item<float>() != 0.0f;
+}
+
+at::Tensor LossScaler::unscale_found_inf(const std::vector<at::Tensor>& grads) const {
   std::vector<at::Tensor> defined;
   for (const auto& g : grads)
     if (g.defined()) defined.push_back(g);
-  if (defined.empty()) return false;
+  if (defined.empty()) return {};
   const double inv_scale = options_.enabled ? 1.0 / scale_ : 1.0;
+  auto found_inf = at::zeros({1}, defined.front().options().dtype(at::kFloat));
   if (defined.front().is_cuda()) {
     // One fused kernel over all gradients: unscales and records any inf/NaN on the device.
-    auto found_inf = at::zeros({1}, defined.front().options().dtype(at::kFloat));
     auto inv = at::full({1}, inv_scale, defined.front().options().dtype(at::kFloat));
     at::_amp_foreach_non_finite_check_and_unscale_(defined, found_inf, inv);
-    return found_inf.item<float>() != 0.0f;
+    return found_inf;
   }
-  bool found_inf = false;
   for (auto& g : defined) {
     if (inv_scale != 1.0) g.mul_(inv_scale);
-    if (!found_inf && !g.isfinite().all().item<bool>()) found_inf = true;
+    found_inf.add_(g.isfinite().logical_not().any().to(at::kFloat));  // no read: the sum stays on the device
   }
   return found_inf;
 }

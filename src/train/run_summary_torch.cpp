@@ -64,6 +64,20 @@ json best_record(const TrainerRun& run) {
           {"checkpoint", run.store->best_path().string()}};
 }
 
+// Device-to-host reads of this process's training steps and loop (HostReads): the steps that
+// neither logged, evaluated nor checkpointed should show none (docs/TRAINING.md).
+json host_reads_record(const TrainerRun& run) {
+  auto& reads = run.step_runner->host_reads();
+  return {{"total", reads.total()},
+          {"loss", reads.count(HostRead::kLoss)},
+          {"outcome", reads.count(HostRead::kOutcome)},
+          {"grad_norm", reads.count(HostRead::kGradNorm)},
+          {"loss_scale_check", reads.count(HostRead::kLossScaleCheck)},
+          {"tally", reads.count(HostRead::kTally)},
+          {"quiet_steps", run.quiet_steps},
+          {"reads_in_quiet_steps", run.quiet_step_reads}};
+}
+
 json dist_record(const TrainerRun& run) {
   const auto& st = run.reducer->stats();
   return {{"backend", run.group->backend()},
@@ -99,6 +113,7 @@ json summary_record(const TrainerRun& run, const json& test_json, double wall) {
       {"input_wait_seconds_this_process", run.input_wait_seconds},
       {"images_per_second", state.train_seconds > 0 ? state.images_trained / state.train_seconds : 0.0},
       {"skipped_steps", run.step_runner->scaler().skipped_steps()},
+      {"host_reads", host_reads_record(run)},
       {"weights_evaluated", run.ema ? "ema" : "raw"},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"program_resident_bytes", run.program.resident},

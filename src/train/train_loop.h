@@ -34,6 +34,18 @@ std::int64_t micro_batches_to_skip(std::int64_t epoch_samples, std::int64_t glob
 // several ranks).
 std::string epoch_rate_text(const TrainInterval& epoch, double seconds, bool text, int world);
 
+// The per-step values a deferred step leaves on the device (TrainStepOptions::defer_host_reads),
+// summed there and read in one copy at log steps, evaluations, checkpoints and epoch ends.
+// Elements (float64): loss sum over applied steps, applied steps, skipped steps, the current run of
+// consecutive non-finite losses, the longest such run since the last read, the last finite loss
+// and its step, the last grad norm (-1: not computed).
+enum DeviceTallySlot { kLossSum, kApplied, kSkipped, kBadRun, kWorstRun, kLastLoss, kLastStep, kGradNorm, kSlots };
+// Adds step `step`'s result (read or not) to `tally` (kSlots elements on the step's device) on
+// the device; a step whose outcome was read on the host leaves the runs of bad steps to the host.
+at::Tensor add_to_device_tally(const at::Tensor& tally, const StepResult& r, std::int64_t step);
+// A fresh tally on `device` that continues a run of `bad_steps` non-finite steps.
+at::Tensor empty_device_tally(const at::Device& device, int bad_steps);
+
 class TrainLoop {
  public:
   TrainLoop(TrainerRun& run, Evaluator& evaluator, TrainerCheckpoints& checkpoints)
@@ -50,7 +62,10 @@ class TrainLoop {
   StepResult train_step(const std::vector<Batch>& micro, bool sync_buffers);
   StepResult run_step(const std::vector<Batch>& micro);
   void account_step(const StepResult& r);
-  void log_interval(const StepResult& r);
+  void log_interval(double grad_norm);
+  // Reads the device tally into the host tallies and the state; true when it read anything.
+  bool read_device_tally();
+  bool flush_due() const;
   bool after_step_checks();
   bool finish_epoch();
   void log_epoch();
@@ -62,6 +77,8 @@ class TrainLoop {
   TrainerCheckpoints& checkpoints_;
   TrainInterval interval_;
   TrainInterval epoch_tally_;  // the same sums over the current epoch, for its closing log line
+  at::Tensor device_tally_;    // deferred reads not yet read (undefined: none)
+  double last_grad_norm_ = -1;
 };
 
 }  // namespace shoplens

@@ -71,6 +71,9 @@ bool TrainLoop::begin() {
   state.global_batch = run_.global_batch;
   state.world_size = run_.world;
   run_.broadcast_model(/*buffers_only=*/false);
+  // The EMA updates after applied steps only: it needs each step's outcome on the host.
+  if (run_.ema && run_.step_runner->reads_nothing())
+    throw Error("train: train.ema_decay needs each step's outcome on the host; the optimizer skips on the device");
   // A fresh run's average starts from the weights every rank now shares; a resumed one has its own.
   if (run_.ema && state.step == 0) *run_.ema = WeightsEma(*run_.model, config.train.ema_decay);
   if (config.dist.ledger)
@@ -128,9 +131,12 @@ void TrainLoop::train_epochs(bool sync_buffers) {
       const double fetch_seconds = seconds_since(fetch_start);
       state.train_seconds += fetch_seconds;
       run_.input_wait_seconds += fetch_seconds;
+      const std::int64_t reads_before = run_.step_runner->host_reads().total();
       const StepResult r = train_step(micro, sync_buffers);
       account_step(r);
+      const bool quiet = !log_step_due(state.step, train.log_every_steps, run_.total_steps) && !flush_due();
       stop = after_step_checks();
+      if (quiet) run_.count_quiet_step(run_.step_runner->host_reads().total() - reads_before);
     }
     // The epoch is over when every micro-batch of it was consumed (a stop can land exactly there).
     if (skip + static_cast<std::int64_t>(run_.train_loader->stats().batches) >= run_.micro_batches_per_epoch)
@@ -202,31 +208,103 @@ StepResult TrainLoop::run_step(const std::vector<Batch>& micro) {
   }
 }
 
-// Divergence bookkeeping and the periodic line of the metric log.
-void TrainLoop::account_step(const StepResult& r) {
-  auto& state = run_.state;
-  const bool bad_loss = !std::isfinite(r.loss);
-  if (!r.applied) {
-    // Under fp16 an overflow in the gradients is routine (the scaler backs off); a non-finite
-    // loss, or any non-finite step without scaling, counts toward divergence.
-    if (bad_loss || !run_.step_runner->scaler().enabled()) state.bad_steps++;
-    spdlog::debug("train: step {} skipped (non-finite {})", state.step, bad_loss ? "loss" : "gradients");
-    if (state.bad_steps >= run_.config.train.max_bad_steps) diverged();
-  } else {
-    state.bad_steps = 0;
-    state.last_finite_loss = r.loss;
-    state.last_finite_step = state.step;
-    for (auto* tally : {&interval_, &epoch_tally_}) {
-      tally->loss += r.loss;
-      tally->steps++;
-    }
-  }
-  interval_.images += r.samples;
-  epoch_tally_.images += r.samples;
-  if (log_step_due(state.step, run_.config.train.log_every_steps, run_.total_steps)) log_interval(r);
+at::Tensor empty_device_tally(const at::Device& device, int bad_steps) {
+  auto tally = torch::zeros({kSlots}, torch::TensorOptions().device(device).dtype(torch::kDouble));
+  tally[kBadRun].fill_(bad_steps);
+  tally[kLastLoss].fill_(std::nan(""));
+  tally[kGradNorm].fill_(-1.0);
+  return tally;
 }
 
-void TrainLoop::log_interval(const StepResult& r) {
+at::Tensor add_to_device_tally(const at::Tensor& tally, const StepResult& r, std::int64_t step) {
+  const auto found = r.found_inf.to(tally.device()).reshape({});
+  const auto bad = found.to(torch::kDouble);
+  const auto loss = r.loss_value.to(tally.device(), torch::kDouble).reshape({});
+  const auto zero = torch::zeros({}, tally.options());
+  const auto bad_run = (tally[kBadRun] + 1) * bad;
+  const auto grad_norm = r.grad_norm_value.defined()
+                             ? torch::where(found, torch::full({}, std::nan(""), tally.options()),
+                                            r.grad_norm_value.to(tally.device(), torch::kDouble).reshape({}))
+                             : torch::full({}, -1.0, tally.options());
+  return torch::stack(
+      {tally[kLossSum] + torch::where(found, zero, loss), tally[kApplied] + (1 - bad), tally[kSkipped] + bad, bad_run,
+       torch::maximum(tally[kWorstRun], bad_run), torch::where(found, tally[kLastLoss], loss),
+       torch::where(found, tally[kLastStep], torch::full({}, static_cast<double>(step), tally.options())), grad_norm});
+}
+
+// Divergence bookkeeping and the periodic line of the metric log. A deferred step's loss goes to
+// the device tally; its outcome is the host's when it was read, else the tally's too.
+void TrainLoop::account_step(const StepResult& r) {
+  auto& state = run_.state;
+  if (!r.loss_read)
+    device_tally_ = add_to_device_tally(
+        device_tally_.defined() ? device_tally_ : empty_device_tally(r.loss_value.device(), state.bad_steps), r,
+        state.step);
+  if (r.outcome_read && !r.applied) {
+    // Under fp16 an overflow in the gradients is routine (the scaler backs off); a non-finite
+    // loss, or any non-finite step without scaling, counts toward divergence.
+    if (r.loss_non_finite || !run_.step_runner->scaler().enabled()) state.bad_steps++;
+    spdlog::debug("train: step {} skipped (non-finite {})", state.step, r.loss_non_finite ? "loss" : "gradients");
+    if (state.bad_steps >= run_.config.train.max_bad_steps) {
+      read_device_tally();  // the last finite loss, for the diagnostic
+      diverged();
+    }
+  } else if (r.outcome_read) {
+    state.bad_steps = 0;
+    state.last_finite_step = state.step;
+    if (r.loss_read) {
+      state.last_finite_loss = r.loss;
+      for (auto* tally : {&interval_, &epoch_tally_}) {
+        tally->loss += r.loss;
+        tally->steps++;
+      }
+    }
+  }
+  if (r.loss_read) last_grad_norm_ = r.grad_norm;
+  interval_.images += r.samples;
+  epoch_tally_.images += r.samples;
+  if (log_step_due(state.step, run_.config.train.log_every_steps, run_.total_steps)) {
+    read_device_tally();
+    log_interval(last_grad_norm_);
+  }
+}
+
+// One copy of the device tally. A run whose optimizer skips on the device learns here of its
+// skipped steps and of a run of max_bad_steps non-finite losses (docs/TRAINING.md).
+bool TrainLoop::read_device_tally() {
+  if (!device_tally_.defined()) return false;
+  auto& state = run_.state;
+  const auto host = run_.step_runner->host_reads().to_host(device_tally_, HostRead::kTally);
+  device_tally_ = at::Tensor();
+  const auto* v = host.data_ptr<double>();
+  for (auto* tally : {&interval_, &epoch_tally_}) {
+    tally->loss += v[kLossSum];
+    tally->steps += static_cast<std::int64_t>(v[kApplied]);
+  }
+  if (v[kApplied] > 0) state.last_finite_loss = v[kLastLoss];
+  last_grad_norm_ = v[kGradNorm];
+  if (run_.step_runner->reads_nothing()) {
+    if (v[kApplied] > 0) state.last_finite_step = static_cast<std::int64_t>(v[kLastStep]);
+    run_.step_runner->scaler().count_skipped(static_cast<std::int64_t>(v[kSkipped]));
+    state.bad_steps = static_cast<int>(v[kBadRun]);
+    if (v[kWorstRun] >= run_.config.train.max_bad_steps) {
+      state.bad_steps = static_cast<int>(v[kWorstRun]);
+      diverged();
+    }
+  }
+  return true;
+}
+
+// Whether this step evaluates, checkpoints or stops: the state must hold the tally's values.
+bool TrainLoop::flush_due() const {
+  const auto& train = run_.config.train;
+  const std::int64_t step = run_.state.step;
+  return run_.should_stop() || step >= run_.total_steps ||
+         (train.eval_every_steps > 0 && step % train.eval_every_steps == 0) ||
+         (train.checkpoint_every_steps > 0 && step % train.checkpoint_every_steps == 0);
+}
+
+void TrainLoop::log_interval(double grad_norm) {
   const double secs = seconds_since(interval_.start);
   const double mean_loss = interval_.mean_loss();
   const auto& scaler = run_.step_runner->scaler();
@@ -243,7 +321,7 @@ void TrainLoop::log_interval(const StepResult& r) {
     values.emplace_back("oom_retries", static_cast<double>(run_.state.oom_retries));
     values.emplace_back("micro_batch", static_cast<double>(run_.effective_micro_batch()));
   }
-  if (r.grad_norm >= 0) values.emplace_back("grad_norm", r.grad_norm);
+  if (grad_norm >= 0) values.emplace_back("grad_norm", grad_norm);
   if (run_.log) run_.log->record(run_.state.step, run_.epoch_progress(), "train", values);
   if (run_.progress)
     run_.progress->set_suffix(fmt::format("loss (last {}) {}  lr {:.3g}", count_of(interval_.steps, "step"),
@@ -255,6 +333,7 @@ void TrainLoop::log_interval(const StepResult& r) {
 bool TrainLoop::after_step_checks() {
   const auto& train = run_.config.train;
   const std::int64_t step = run_.state.step;
+  if (flush_due()) read_device_tally();
   if (run_.should_stop()) checkpoints_.stop_for_interrupt();
   const bool eval_now = train.eval_every_steps > 0 && step % train.eval_every_steps == 0;
   bool best = false;
@@ -274,6 +353,7 @@ bool TrainLoop::after_step_checks() {
 // Counts the epoch; evaluates and checkpoints when evaluation is per epoch. Returns whether
 // early stopping ends training here.
 bool TrainLoop::finish_epoch() {
+  read_device_tally();
   run_.state.epoch++;
   run_.state.epoch_samples = 0;
   log_epoch();

@@ -57,11 +57,42 @@ void drain_failed_backward(bool cuda) {
   }
 }
 
+double HostReads::scalar(const at::Tensor& t, HostRead why) {
+  note(why);
+  return t.item<double>();
+}
+
+at::Tensor HostReads::to_host(const at::Tensor& t, HostRead why) {
+  note(why);
+  return t.to(torch::kCPU).contiguous();
+}
+
+std::int64_t HostReads::total() const {
+  std::int64_t sum = 0;
+  for (const auto n : counts_) sum += n;
+  return sum;
+}
+
+at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(torch::kFloat));
+  auto total = torch::stack(norms).norm(2);
+  // The same coefficient as clip_grad_norm_, clamped instead of branched on: no host read.
+  const auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (auto& g : grads) g.detach().mul_(coef.to(g.scalar_type()));
+  return total;
+}
+
 namespace {
 
 // What the forward and backward passes of one step left behind on this rank.
 struct LocalPasses {
-  at::Tensor loss_sum;  // stays on the device: one host sync per step, not per micro-batch
+  at::Tensor loss_sum;  // stays on the device: at most one host read per step, not per micro-batch
   bool oom = false;
   std::string oom_message;
 };
@@ -124,6 +155,10 @@ bool agree_on_outcome(ProcessGroup& group, StepResult& result, double local_loss
 
 }  // namespace
 
+bool TrainStep::defers_reads() const { return options_.defer_host_reads && options_.group == nullptr; }
+
+bool TrainStep::reads_nothing() const { return defers_reads() && options_.device_skip && !scaler_.enabled(); }
+
 StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   StepResult result;
   for (const auto& b : micro_batches) result.samples += b.size();
@@ -137,10 +172,15 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
   // The other ranks are in (or on their way to) the same collectives: a rank that failed still
   // takes part, so nobody waits for a peer that will never come.
   if (options_.reducer) options_.reducer->finish();
-  const double local_loss = passes.loss_sum.defined() && !passes.oom ? passes.loss_sum.item<double>() : 0.0;
+  result.stop_requested = interrupt_requested();
+  if (defers_reads() && !passes.oom) {
+    apply_or_skip_deferred(result, parameters, passes.loss_sum);
+    return result;
+  }
+  const double local_loss =
+      passes.loss_sum.defined() && !passes.oom ? reads_.scalar(passes.loss_sum, HostRead::kLoss) : 0.0;
   const std::int64_t local_samples = result.samples;
   result.loss = local_loss;
-  result.stop_requested = interrupt_requested();
   const bool any_oom = options_.group ? agree_on_outcome(*options_.group, result, local_loss, passes.oom) : passes.oom;
   if (any_oom) {
     drop_gradients(parameters);
@@ -148,8 +188,49 @@ StepResult TrainStep::run(const std::vector<Batch>& micro_batches) {
                                             std::to_string(local_samples) + " samples: " + passes.oom_message
                                       : "another rank ran out of memory in this step; every rank retries it smaller");
   }
+  result.loss_non_finite = !std::isfinite(result.loss);
+  result.loss_value = torch::tensor(result.loss, torch::kDouble);
   apply_or_skip(result, parameters);
   return result;
+}
+
+// The deferred step: the loss, the scaler's overflow check and the clipped norm stay on the
+// device. The outcome is one read of a three-element flag tensor, or none when the optimizer skips
+// on the device. Out of memory never gets here (a single-process step throws before).
+void TrainStep::apply_or_skip_deferred(StepResult& result, const std::vector<at::Tensor>& parameters,
+                                       const at::Tensor& loss_sum) {
+  result.loss_read = false;
+  result.loss = std::nan("");
+  result.loss_value = loss_sum.detach().to(torch::kDouble).reshape({});
+  const auto loss_bad = result.loss_value.isfinite().logical_not();
+  auto found_inf = loss_bad;
+  if (scaler_.enabled()) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : parameters) grads.push_back(p.grad());
+    const auto overflow = scaler_.unscale_found_inf(grads);
+    if (overflow.defined()) found_inf = found_inf.logical_or(overflow.reshape({}) != 0);
+  }
+  if (options_.clip_grad_norm > 0) {
+    result.grad_norm_value = clip_grad_norm_on_device(parameters, options_.clip_grad_norm);
+    found_inf = found_inf.logical_or(result.grad_norm_value.isfinite().logical_not());
+  }
+  result.found_inf = found_inf;
+  if (reads_nothing()) {
+    result.outcome_read = false;
+    options_.device_skip(found_inf);
+    return;
+  }
+  const auto flags = reads_.to_host(torch::stack({loss_bad, found_inf}), HostRead::kOutcome);
+  result.loss_non_finite = flags[0].item<bool>();
+  const bool skip = flags[1].item<bool>();
+  if (!skip) {
+    optimizer_.step();
+    result.applied = true;
+  } else {
+    result.non_finite = true;
+    drop_gradients(parameters);
+  }
+  scaler_.update(skip);
 }
 
 // Without loss scaling a finite loss is taken to mean finite gradients: checking every gradient
@@ -162,10 +243,12 @@ void TrainStep::apply_or_skip(StepResult& result, const std::vector<at::Tensor>&
     grads.reserve(parameters.size());
     for (const auto& p : parameters) grads.push_back(p.grad());
     found_inf = scaler_.unscale_and_check(grads);
+    reads_.note(HostRead::kLossScaleCheck);
   }
   if (!found_inf && options_.clip_grad_norm > 0) {
     // The norm is computed anyway: a non-finite one skips the step instead of poisoning weights.
     result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters, options_.clip_grad_norm);  // skips undefined grads
+    reads_.note(HostRead::kGradNorm);  // its result is a double
     found_inf = !std::isfinite(result.grad_norm);
   }
   if (!found_inf) {

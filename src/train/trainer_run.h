@@ -83,6 +83,14 @@ struct TrainerRun {
 
   bool is_main() const { return rank == 0; }
   // The stop decision every rank takes at the same point: local without a group.
+  // Steps that neither log, evaluate, checkpoint nor stop, and the host reads they made (the step's
+  // own included): 0 per step unless the outcome of a step must be read (docs/TRAINING.md).
+  std::int64_t quiet_steps = 0, quiet_step_reads = 0;
+  void decide_cuda_graph() const;
+  void count_quiet_step(std::int64_t reads) {
+    ++quiet_steps;
+    quiet_step_reads += reads;
+  }
   bool should_stop() const { return group ? stop_agreed : interrupt_requested(); }
   double epoch_progress() const { return static_cast<double>(state.step) / std::max<std::int64_t>(1, steps_per_epoch); }
   int effective_micro_batch() const { return state.micro_split > 0 ? state.micro_split : config.loader.batch_size; }

@@ -10,6 +10,7 @@
 #include "shoplens/core/runtime.h"
 #include "shoplens/data/loader.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/train/cuda_graph.h"
 #include "shoplens/train/metrics.h"
 
 namespace shoplens {
@@ -97,8 +98,19 @@ void TrainerRun::setup_step() {
     step_options.class_weights = torch::tensor(weights, torch::kFloat);
   }
   step_options.group = group.get();
+  step_options.defer_host_reads = true;  // the loop reads the loss at its log steps (single process)
   step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
   if (config.train.ema_decay > 0) ema = std::make_unique<WeightsEma>(*model, config.train.ema_decay);
+  decide_cuda_graph();
+}
+
+// train.cuda_graph: on refuses a run that cannot be captured; auto says once, on CUDA, why not.
+void TrainerRun::decide_cuda_graph() const {
+  const auto facts = cuda_graph_facts(config, cuda, model->is_text(), group != nullptr, step_runner->reads_nothing(),
+                                      TORCH_VERSION_MAJOR);
+  const auto decision = resolve_cuda_graph(config.train.cuda_graph, facts);
+  if (!decision.capture && cuda && config.train.cuda_graph == CudaGraphMode::kAuto && rank == 0)
+    spdlog::info("train: eager steps (train.cuda_graph=auto): {}", decision.reason);
 }
 
 // The program's own footprint (libraries, code), so that the summary can report the job's

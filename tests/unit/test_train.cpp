@@ -31,6 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
 using testing::make_batch;
+using testing::sgd_skipping_on_device;
 using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
@@ -186,6 +187,90 @@ TEST(TrainStep, NonFiniteLossSkipsTheStepAndLeavesWeights) {
   EXPECT_FALSE(r.applied);
   EXPECT_TRUE(r.non_finite);
   EXPECT_TRUE(torch::equal(before, model.fc->weight));
+}
+
+// ---- host reads: the step's device->host copies go through one counted door ----
+
+TEST(TrainStep, DeferredStepReadsOnlyItsOutcomeAndMatchesTheEagerStep) {
+  torch::manual_seed(3);
+  auto images = torch::randn({4, 3, 4, 4});
+  auto labels = torch::tensor({0, 1, 2, 0}, torch::kLong);
+  auto run = [&](bool defer, double clip) {
+    torch::manual_seed(5);
+    TinyLinear model(3, 4);
+    OptimizerSetup optim(model, OptimConfig{});
+    TrainStepOptions options;
+    options.defer_host_reads = defer;
+    options.clip_grad_norm = clip;
+    TrainStep step(model, optim.optimizer(), options);
+    double loss = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto r = step.run({make_batch(images, labels)});
+      EXPECT_TRUE(r.applied);
+      EXPECT_EQ(r.loss_read, !defer);
+      loss = r.loss_value.item<double>();  // the test's read, not the step's
+    }
+    return std::make_tuple(loss, model.fc->weight.clone(), step.host_reads().total(),
+                           step.host_reads().count(HostRead::kOutcome));
+  };
+  for (const double clip : {0.0, 0.01}) {
+    const auto [eager_loss, eager_w, eager_reads, eager_outcomes] = run(false, clip);
+    const auto [loss, w, reads, outcomes] = run(true, clip);
+    EXPECT_NEAR(loss, eager_loss, 1e-6);
+    EXPECT_TRUE(torch::allclose(w, eager_w, 1e-5, 1e-6));
+    EXPECT_EQ(eager_reads, clip > 0 ? 6 : 3);  // the loss, and clip_grad_norm_'s double
+    EXPECT_EQ(eager_outcomes, 0);
+    EXPECT_EQ(reads, 3);  // one small copy of the outcome per step, whatever is on
+    EXPECT_EQ(outcomes, 3);
+  }
+}
+
+// A deferred step still skips a non-finite loss exactly: with LibTorch's optimizer after one read
+// of its outcome, with an optimizer step that skips on the device after none.
+TEST(TrainStep, DeferredStepsStillSkipNonFiniteLossesReadingTheOutcomeOrNothing) {
+  for (const bool device_skip : {false, true}) {
+    torch::manual_seed(2);
+    TinyLinear model(3, 2);
+    OptimizerSetup optim(model, OptimConfig{});
+    TrainStepOptions options;
+    options.defer_host_reads = true;
+    options.clip_grad_norm = device_skip ? 1.0 : 0.0;
+    if (device_skip) options.device_skip = sgd_skipping_on_device(model, 0.1);
+    TrainStep step(model, optim.optimizer(), options);
+    EXPECT_EQ(step.reads_nothing(), device_skip);
+    const auto labels = torch::tensor({0, 1}, torch::kLong);
+    auto before = model.fc->weight.clone();
+    auto r = step.run({make_batch(torch::full({2, 3, 2, 2}, std::numeric_limits<float>::quiet_NaN()), labels)});
+    EXPECT_EQ(r.outcome_read, !device_skip);
+    EXPECT_EQ(r.non_finite, !device_skip);  // known on the host only when read
+    EXPECT_EQ(r.loss_non_finite, !device_skip);
+    EXPECT_FALSE(r.applied);
+    EXPECT_TRUE(r.found_inf.item<bool>());
+    EXPECT_TRUE(torch::equal(before, model.fc->weight));  // skipped
+    r = step.run({make_batch(torch::randn({2, 3, 2, 2}), labels)});
+    EXPECT_FALSE(r.found_inf.item<bool>());
+    EXPECT_EQ(r.applied, !device_skip);
+    EXPECT_FALSE(torch::equal(before, model.fc->weight));  // applied
+    if (device_skip) {
+      EXPECT_GT(r.grad_norm_value.item<double>(), 0.0);
+    }
+    EXPECT_EQ(step.host_reads().total(), device_skip ? 0 : 2);
+  }
+}
+
+TEST(TrainStep, ClipOnTheDeviceMatchesClipGradNorm) {
+  torch::manual_seed(4);
+  TinyLinear a(3, 2), b(3, 2);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+    auto g = torch::randn_like(a.parameters()[i]) * 3;
+    a.parameters()[i].mutable_grad() = g.clone();
+    b.parameters()[i].mutable_grad() = g.clone();
+  }
+  const double reference = torch::nn::utils::clip_grad_norm_(a.parameters(), 0.5);
+  const auto norm = clip_grad_norm_on_device(b.parameters(), 0.5);
+  EXPECT_NEAR(norm.item<double>(), reference, 1e-4);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i)
+    EXPECT_TRUE(torch::allclose(a.parameters()[i].grad(), b.parameters()[i].grad(), 1e-5, 1e-7));
 }
 
 TEST(Optimizer, NoDecayOnBiasesNormsAndTokens) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "shoplens/core/errors.h"
+#include "shoplens/models/classifier.h"
 #include "test_util.h"
 #include "train/run_summary.h"
 #include "train/train_loop.h"
@@ -22,6 +23,8 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using testing::sgd_skipping_on_device;
+using ::testing::ThrowsMessage;
 using testing::tiny_config;
 using testing::tiny_data;
 using testing::tiny_model;
@@ -263,6 +266,88 @@ TEST(TrainerLoop, EarlyStoppingEndsTheRun) {
   EXPECT_LT(run->state.step, 30);
   EXPECT_EQ(run->state.evals_without_improvement, 1);
   EXPECT_EQ(run->state.history.size(), static_cast<std::size_t>(run->state.step));
+}
+
+// ---- host reads of the loop: the loss stays on the device between log steps ----
+
+Config quiet_config(const std::filesystem::path& dir) {
+  Config config = tiny_config(dir);
+  config.train.epochs = 2;           // 12 steps of 4 images
+  config.train.log_every_steps = 5;  // log at 5, 10 and 12 (the last)
+  config.train.checkpoint_every_steps = 0;
+  return config;
+}
+
+TEST(TrainLoopHostReads, OneOutcomeReadPerQuietStepAndTheLossAtLogSteps) {
+  testing::ScratchDir dir("loop-reads");
+  auto run = tiny_run(dir.path(), quiet_config(dir.path()));
+  Evaluator evaluator(*run);
+  TrainerCheckpoints checkpoints(*run);
+  TrainLoop(*run, evaluator, checkpoints).run();
+  EXPECT_EQ(run->state.step, 12);
+  EXPECT_EQ(run->quiet_steps, 9);       // all but the log steps 5, 10 and 12
+  EXPECT_EQ(run->quiet_step_reads, 9);  // the reference optimizer: the outcome, one small copy each
+  const auto& reads = run->step_runner->host_reads();
+  EXPECT_EQ(reads.count(HostRead::kLoss), 0);
+  EXPECT_EQ(reads.count(HostRead::kTally), 4);  // log steps 5, 10 and 12, and the end of epoch 1 (step 6)
+  EXPECT_TRUE(std::isfinite(run->state.last_finite_loss));
+  EXPECT_EQ(run->state.last_finite_step, 12);
+  const json summary = summary_record(*run, json(nullptr), 1.0);
+  EXPECT_EQ(summary["host_reads"]["reads_in_quiet_steps"], 9);
+}
+
+TEST(TrainLoopHostReads, ADeviceSkippingOptimizerLeavesQuietStepsWithoutReads) {
+  testing::ScratchDir dir("loop-no-reads");
+  auto run = tiny_run(dir.path(), quiet_config(dir.path()));
+  run->step_runner->set_device_skip(sgd_skipping_on_device(*run->model, 0.01));
+  Evaluator evaluator(*run);
+  TrainerCheckpoints checkpoints(*run);
+  TrainLoop(*run, evaluator, checkpoints).run();
+  EXPECT_EQ(run->quiet_steps, 9);
+  EXPECT_EQ(run->quiet_step_reads, 0);
+  EXPECT_EQ(run->step_runner->host_reads().total(), run->step_runner->host_reads().count(HostRead::kTally));
+  EXPECT_TRUE(std::isfinite(run->state.last_finite_loss));
+  EXPECT_EQ(run->state.last_finite_step, 12);
+  EXPECT_EQ(run->state.bad_steps, 0);
+}
+
+TEST(TrainLoopHostReads, ADeviceSkippingOptimizerStillStopsADivergedRunAtItsNextRead) {
+  testing::ScratchDir dir("loop-diverge");
+  Config config = quiet_config(dir.path());
+  config.train.max_bad_steps = 2;
+  auto run = tiny_run(dir.path(), config);
+  run->step_runner->set_device_skip(sgd_skipping_on_device(*run->model, 1e30));
+  Evaluator evaluator(*run);
+  TrainerCheckpoints checkpoints(*run);
+  EXPECT_THAT([&] { TrainLoop(*run, evaluator, checkpoints).run(); }, ThrowsMessage<Error>(HasSubstr("diverged")));
+  // Found at a read of the tally: a log step (5, 10) or the end of an epoch (6, 12).
+  EXPECT_THAT(run->state.step, ::testing::AnyOf(5, 6, 10, 12));
+  EXPECT_GE(run->state.bad_steps, 2);
+  EXPECT_GE(run->step_runner->scaler().skipped_steps(), 2);
+}
+
+TEST(TrainLoopHostReads, TheDeviceTallyCountsRunsOfNonFiniteSteps) {
+  auto tally = empty_device_tally(torch::kCPU, 1);  // a resumed run one bad step in
+  auto step = [&](double loss, std::int64_t n) {
+    StepResult r;
+    r.loss_value = torch::tensor(loss, torch::kDouble);
+    r.found_inf = torch::tensor(!std::isfinite(loss));
+    tally = add_to_device_tally(tally, r, n);
+  };
+  step(std::nan(""), 1);
+  step(INFINITY, 2);
+  step(0.5, 3);
+  step(std::nan(""), 4);
+  step(0.25, 5);
+  const auto v = tally.contiguous();
+  EXPECT_DOUBLE_EQ(v[kLossSum].item<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(v[kApplied].item<double>(), 2);
+  EXPECT_DOUBLE_EQ(v[kSkipped].item<double>(), 3);
+  EXPECT_DOUBLE_EQ(v[kBadRun].item<double>(), 0);
+  EXPECT_DOUBLE_EQ(v[kWorstRun].item<double>(), 3);  // the resumed one and steps 1, 2
+  EXPECT_DOUBLE_EQ(v[kLastLoss].item<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(v[kLastStep].item<double>(), 5);
+  EXPECT_DOUBLE_EQ(v[kGradNorm].item<double>(), -1);
 }
 
 }  // namespace

@@ -53,10 +53,15 @@ class LossScaler {
   // Divides every defined gradient by the scale in place; returns true when any is inf or NaN.
   // When disabled, only checks for non-finite gradients.
   bool unscale_and_check(const std::vector<at::Tensor>& grads) const;
+  // The same without reading the result: a one-element float device tensor, non-zero when any
+  // gradient is inf or NaN (undefined when there is no gradient).
+  at::Tensor unscale_found_inf(const std::vector<at::Tensor>& grads) const;
   // After a step: an overflow halves the scale (the step must be skipped); `growth_interval`
   // clean steps in a row double it.
   void update(bool found_inf);
   std::int64_t skipped_steps() const { return skipped_steps_; }
+  // Steps skipped on the device (found_inf), counted when the trainer reads its tally.
+  void count_skipped(std::int64_t steps) { skipped_steps_ += steps; }
 
   nlohmann::json state() const;
   void load_state(const nlohmann::json& state);
