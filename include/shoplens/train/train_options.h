@@ -15,6 +15,15 @@ enum class OptimizerKind { kAdamW, kSgd };
 inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {{OptimizerKind::kAdamW, "adamw"},
                                                                   {OptimizerKind::kSgd, "sgd"}};
 
+// How the optimizer steps (docs/TRAINING.md): fused = one kernel per group (LibTorch 2.x),
+// foreach = multi-tensor ops, reference = LibTorch's own per-parameter loop; auto = fused where
+// the build and device have it, else foreach. All keep LibTorch's state layout (checkpoints).
+enum class OptimizerImpl { kAuto, kFused, kForeach, kReference };
+inline constexpr EnumName<OptimizerImpl> kOptimizerImplNames[] = {{OptimizerImpl::kAuto, "auto"},
+                                                                  {OptimizerImpl::kFused, "fused"},
+                                                                  {OptimizerImpl::kForeach, "foreach"},
+                                                                  {OptimizerImpl::kReference, "reference"}};
+
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::kAdamW;
   double lr = 1e-3;                       // for the global batch (after any scaling)
@@ -25,6 +34,7 @@ struct OptimConfig {
   double eps = 1e-8;                      // adamw
   double backbone_lr_scale = 1.0;         // backbone lr = lr x this (head keeps lr)
   double clip_grad_norm = 0.0;            // 0 disables
+  OptimizerImpl implementation = OptimizerImpl::kAuto;
 };
 
 // one_cycle: cosine rise over pct_start of the steps, then cosine fall.
