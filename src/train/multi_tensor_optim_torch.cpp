@@ -84,7 +84,8 @@ void adamw_fused(Bucket& b, const AdamWOptions& o, std::int64_t step) {
 #if SHOPLENS_FUSED_OPTIM
   // The kernel reads the (already incremented) step from a tensor on the bucket's device; the
   // bucket shares one step count, so one tensor serves every parameter.
-  const auto step_tensor = at::full({}, static_cast<double>(step), at::TensorOptions().dtype(at::kFloat).device(b.device));
+  const auto step_tensor =
+      at::full({}, static_cast<double>(step), at::TensorOptions().dtype(at::kFloat).device(b.device));
   const std::vector<at::Tensor> steps(b.params.size(), step_tensor);
   const auto [beta1, beta2] = o.betas();
   at::_fused_adamw_(b.params, b.grads, b.first, b.second, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,

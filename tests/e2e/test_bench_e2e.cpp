@@ -403,7 +403,8 @@ TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
 // --optimizer-impl picks the step train's optim.implementation would run, and the record says
 // which one stepped (auto resolved), so one GPU session can A/B them.
 TEST(E2eBenchTrain, OptimizerImplementationIsChosenAndRecorded) {
-  const std::string base = "bench-train --model small_cnn --image-size 16 -b 2 --warmup-steps 0 --steps 1 --format json";
+  const std::string base =
+      "bench-train --model small_cnn --image-size 16 -b 2 --warmup-steps 0 --steps 1 --format json";
   for (const char* impl : {"reference", "foreach"}) {
     auto r = run_shoplens(base + " --optimizer sgd --optimizer-impl " + impl);
     ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -20,7 +20,7 @@ struct SyntheticWorkload {
       name_in(kOptimizerKindNames, OptimConfig{}.name);  // train's default: one default for every verb
   std::string optimizer_impl =
       name_in(kOptimizerImplNames, OptimConfig{}.implementation);  // auto | fused | foreach | reference
-  std::string precision = "fp32";                        // fp32 | bf16 | fp16 (CUDA)
+  std::string precision = "fp32";                                  // fp32 | bf16 | fp16 (CUDA)
   // Text models (text_*): synthetic sequences of seq_len tokens, every one real (the worst case),
   // ids in [2, vocab_size); on shards, seq_len is text.max_length (longer examples are truncated)
   // and the vocabulary is the dataset's.
