@@ -13,31 +13,32 @@
 #include <torch/optim/sgd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shoplens {
 
 enum class StepKernel { kForeach, kFused };
 
-class MultiTensorAdamW : public torch::optim::AdamW {
+// `Base` (torch::optim::AdamW or SGD) with its step() replaced; everything else is Base's own.
+template <class Base, class Options>
+class MultiTensorOptimizer : public Base {
  public:
-  MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults,
-                   StepKernel kernel);
-  torch::Tensor step(LossClosure closure = nullptr) override;
+  MultiTensorOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups, Options defaults, StepKernel kernel)
+      : Base(std::move(groups), std::move(defaults)), kernel_(kernel) {}
+  torch::Tensor step(typename Base::LossClosure closure = nullptr) override;
 
  private:
   StepKernel kernel_;
 };
 
-class MultiTensorSgd : public torch::optim::SGD {
- public:
-  MultiTensorSgd(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::SGDOptions defaults,
-                 StepKernel kernel);
-  torch::Tensor step(LossClosure closure = nullptr) override;
+using MultiTensorAdamW = MultiTensorOptimizer<torch::optim::AdamW, torch::optim::AdamWOptions>;
+using MultiTensorSgd = MultiTensorOptimizer<torch::optim::SGD, torch::optim::SGDOptions>;
 
- private:
-  StepKernel kernel_;
-};
+template <>
+torch::Tensor MultiTensorAdamW::step(LossClosure closure);
+template <>
+torch::Tensor MultiTensorSgd::step(LossClosure closure);
 
 // Whether this LibTorch build has fused AdamW/SGD kernels for tensors of `dtype` on `device`;
 // when not, `why` says why (for the error that names optim.implementation).

@@ -162,10 +162,7 @@ bool fused_optimizer_available(const c10::Device& device, c10::ScalarType dtype,
 #endif
 }
 
-MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, AdamWOptions defaults,
-                                   StepKernel kernel)
-    : AdamW(std::move(groups), std::move(defaults)), kernel_(kernel) {}
-
+template <>
 torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   return run_step(closure, [&] {
     for (auto& group : param_groups_) {
@@ -200,10 +197,7 @@ torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
   });
 }
 
-MultiTensorSgd::MultiTensorSgd(std::vector<torch::optim::OptimizerParamGroup> groups, SGDOptions defaults,
-                               StepKernel kernel)
-    : SGD(std::move(groups), std::move(defaults)), kernel_(kernel) {}
-
+template <>
 torch::Tensor MultiTensorSgd::step(LossClosure closure) {
   return run_step(closure, [&] {
     for (auto& group : param_groups_) {
