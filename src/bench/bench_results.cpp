@@ -315,6 +315,7 @@ const std::vector<std::string>& recorder_record_keys() {
                                                 "batch_source",
                                                 "data",
                                                 "optimizer",
+                                                "optimizer_impl",
                                                 "channels_last",
                                                 "device_name",
                                                 "noise",
