@@ -91,6 +91,7 @@ const std::vector<std::pair<std::string, KeySetter>>& scenario_keys() {
       {"image_size", count_key(&BenchScenario::image_size, 8)},
       {"num_classes", count_key(&BenchScenario::num_classes, 2)},
       {"optimizer", choice_key(&BenchScenario::optimizer, {"adamw", "sgd"})},
+      {"optimizer_impl", choice_key(&BenchScenario::optimizer_impl, optimizer_impl_names())},
       {"channels_last",
        [](BenchScenario& s, const json& v, const At& at) { Reader::read(v, s.channels_last, at.path, at.origin); }},
       {"warmup_steps", count_key(&BenchScenario::warmup_steps, 0)},
@@ -314,6 +315,7 @@ const std::vector<std::string>& recorder_record_keys() {
                                                 "batch_source",
                                                 "data",
                                                 "optimizer",
+                                                "optimizer_impl",
                                                 "channels_last",
                                                 "device_name",
                                                 "noise",
@@ -386,6 +388,7 @@ void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary
   j["image_size"] = sc.image_size;
   j["num_classes"] = sc.num_classes;
   j["optimizer"] = sc.optimizer;
+  j["optimizer_impl"] = sc.optimizer_impl;
   j["channels_last"] = sc.channels_last;
   j["threads"] = r.threads;
   j["trials"] = sc.trials;

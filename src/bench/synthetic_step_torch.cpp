@@ -39,6 +39,7 @@ SyntheticJob::SyntheticJob(const SyntheticJobOptions& o,
   model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
   OptimConfig optim_config;
   optim_config.name = parse_enum(kOptimizerKindNames, o.optimizer, "optimizer");
+  optim_config.implementation = parse_enum(kOptimizerImplNames, o.optimizer_impl, "optimizer implementation");
   optim = std::make_unique<OptimizerSetup>(*model, optim_config);
   TrainStepOptions step_options;
   step_options.precision = parse_precision(o.precision);

@@ -18,6 +18,7 @@
 #include "shoplens/dist/gradient_reducer.h"
 #include "shoplens/dist/process_group.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
 
 namespace shoplens {
@@ -99,6 +100,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   result.peak_rss_bytes = peak_rss_bytes();
   result.environment = host_environment();
   result.device = cuda ? "cuda" : "cpu";
+  result.optimizer_impl = name_in(kOptimizerImplNames, job->optim->implementation());
   return result;
 }
 
@@ -119,6 +121,7 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
       {"precision", o.precision},
       {"channels_last", o.channels_last ? "true" : "false"},
       {"optimizer", o.optimizer},
+      {"optimizer_impl", r.optimizer_impl},
       {"threads", std::to_string(r.threads)},
       {"warmup_steps", std::to_string(o.warmup_steps)},
       {"steps", std::to_string(o.steps)},

@@ -348,6 +348,10 @@ void add_optim_fields(std::vector<Field>& f) {
   s.add(&OptimConfig::eps, "eps", "adamw epsilon", in_range(1e-12, 1.0));
   s.add(&OptimConfig::backbone_lr_scale, "backbone_lr_scale", "backbone learning rate as a fraction of the head's",
         in_range(0.0, 10.0));
+  s.add_choice(&OptimConfig::implementation, "implementation",
+               "auto | fused | foreach | reference: how the step runs (auto: fused where LibTorch 2.x and the "
+               "device have it, else foreach; reference: LibTorch's per-parameter loop)",
+               kOptimizerImplNames);
   s.add(&OptimConfig::clip_grad_norm, "clip_grad_norm", "max global gradient norm (0: off)", in_range(0.0, 1e9));
 }
 

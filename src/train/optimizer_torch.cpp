@@ -1,11 +1,44 @@
 #include "shoplens/train/optimizer.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "multi_tensor_optim.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/models/classifier.h"
 
 namespace shoplens {
+namespace {
+
+// auto: fused where this LibTorch build and the parameters' device and dtype have the kernels,
+// else foreach. An explicit fused choice that cannot run is refused, naming the key and why.
+OptimizerImpl resolve_implementation(OptimizerImpl wanted, const std::vector<std::vector<at::Tensor>>& params) {
+  if (wanted != OptimizerImpl::kAuto && wanted != OptimizerImpl::kFused) return wanted;
+  std::string why;
+  for (const auto& group : params)
+    for (const auto& p : group)
+      if (!fused_optimizer_available(p.device(), p.scalar_type(), &why)) {
+        if (wanted == OptimizerImpl::kAuto) return OptimizerImpl::kForeach;
+        throw ConfigError("optim.implementation=fused cannot run: " + why + "; choose auto, foreach or reference");
+      }
+  return OptimizerImpl::kFused;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kind, OptimizerImpl impl,
+                                                        std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                        double lr) {
+  const StepKernel kernel = impl == OptimizerImpl::kFused ? StepKernel::kFused : StepKernel::kForeach;
+  if (kind == OptimizerKind::kAdamW) {
+    torch::optim::AdamWOptions defaults(lr);
+    if (impl == OptimizerImpl::kReference) return std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
+    return std::make_unique<MultiTensorAdamW>(std::move(groups), defaults, kernel);
+  }
+  torch::optim::SGDOptions defaults(lr);
+  if (impl == OptimizerImpl::kReference) return std::make_unique<torch::optim::SGD>(std::move(groups), defaults);
+  return std::make_unique<MultiTensorSgd>(std::move(groups), defaults, kernel);
+}
+
+}  // namespace
 
 bool exempt_from_weight_decay(const std::string& name, long dims) {
   if (dims <= 1) return true;  // biases and norm scales
@@ -52,10 +85,14 @@ OptimizerSetup::OptimizerSetup(Classifier& model, const OptimConfig& config) {
   }
   groups_ = std::move(kept);
   if (torch_groups.empty()) throw ConfigError("model '" + model.spec().name + "' has no parameters to train");
-  if (config.name == OptimizerKind::kAdamW)
-    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(torch_groups), torch::optim::AdamWOptions(config.lr));
-  else
-    optimizer_ = std::make_unique<torch::optim::SGD>(std::move(torch_groups), torch::optim::SGDOptions(config.lr));
+  kind_ = config.name;
+  implementation_ = resolve_implementation(config.implementation, params);
+  optimizer_ = make_optimizer(kind_, implementation_, std::move(torch_groups), config.lr);
+}
+
+std::string OptimizerSetup::description() const {
+  return fmt::format("{}, {} step over {} parameter group{}", name_in(kOptimizerKindNames, kind_),
+                     name_in(kOptimizerImplNames, implementation_), groups_.size(), groups_.size() == 1 ? "" : "s");
 }
 
 OptimizerSetup::~OptimizerSetup() = default;

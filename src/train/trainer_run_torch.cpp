@@ -92,6 +92,7 @@ void TrainerRun::setup_train_loader() {
 // The optimizer, the step (precision, class weights, the group) and the weights' EMA.
 void TrainerRun::setup_step() {
   optim = std::make_unique<OptimizerSetup>(*model, config.optim);
+  if (is_main()) spdlog::info("train: optimizer {}", optim->description());  // which implementation steps
   TrainStepOptions step_options = step_options_from_config(config, precision, cuda);
   if (config.train.class_balance == ClassBalance::kWeightedLoss) {
     auto weights = inverse_frequency_weights(class_counts(*data.train));

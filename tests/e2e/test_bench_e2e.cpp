@@ -400,5 +400,24 @@ TEST(E2eBenchText, BenchTrainStepsATextModelAtTheGivenLength) {
   EXPECT_EQ(image.output.find("tokens_per_second"), std::string::npos) << image.output;
 }
 
+// --optimizer-impl picks the step train's optim.implementation would run, and the record says
+// which one stepped (auto resolved), so one GPU session can A/B them.
+TEST(E2eBenchTrain, OptimizerImplementationIsChosenAndRecorded) {
+  const std::string base =
+      "bench-train --model small_cnn --image-size 16 -b 2 --warmup-steps 0 --steps 1 --format json";
+  for (const char* impl : {"reference", "foreach"}) {
+    auto r = run_shoplens(base + " --optimizer sgd --optimizer-impl " + impl);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(json::parse(r.output.substr(r.output.find('{')))["optimizer_impl"], impl) << r.output;
+  }
+  auto automatic = run_shoplens(base);
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.output;
+  const std::string resolved = json::parse(automatic.output.substr(automatic.output.find('{')))["optimizer_impl"];
+  EXPECT_TRUE(resolved == "fused" || resolved == "foreach") << automatic.output;
+  auto bad = run_shoplens(base + " --optimizer-impl turbo");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--optimizer-impl"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace shoplens

@@ -60,6 +60,12 @@ TEST(BenchDefaults, EveryBenchmarkUsesTrainsDefaultOptimizer) {
   EXPECT_FALSE(train_default.empty());
 }
 
+// bench-train steps with train's optimizer implementation unless told otherwise (--optimizer-impl).
+TEST(BenchDefaults, BenchTrainUsesTrainsDefaultOptimizerImplementation) {
+  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, name_in(kOptimizerImplNames, Config{}.optim.implementation));
+  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, "auto");
+}
+
 TEST(BenchPercentile, InterpolatesBetweenClosestRanks) {
   const std::vector<double> v = {5, 1, 4, 2, 3};  // unsorted on purpose
   EXPECT_DOUBLE_EQ(percentile(v, 0.5), 3);

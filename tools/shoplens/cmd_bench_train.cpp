@@ -31,6 +31,10 @@ class BenchTrainCommand : public Command {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
     app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+    app.add_option("--optimizer-impl", o_.optimizer_impl,
+                   "the optimizer step: auto (fused where LibTorch and the device have it, else foreach), fused, "
+                   "foreach or reference (LibTorch's per-parameter loop), as train's optim.implementation")
+        ->check(CLI::IsMember(optimizer_impl_names()));
     app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(thread_count());
     app.add_option("--warmup-steps", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
     add_old_spelling(app, "--warmup", o_.warmup_steps, "--warmup-steps")->check(non_negative());

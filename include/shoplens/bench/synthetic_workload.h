@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "shoplens/core/config.h"
 
@@ -17,12 +18,21 @@ struct SyntheticWorkload {
   bool channels_last = false;
   std::string optimizer =
       name_in(kOptimizerKindNames, OptimConfig{}.name);  // train's default: one default for every verb
-  std::string precision = "fp32";                        // fp32 | bf16 | fp16 (CUDA)
+  std::string optimizer_impl =
+      name_in(kOptimizerImplNames, OptimConfig{}.implementation);  // auto | fused | foreach | reference
+  std::string precision = "fp32";                                  // fp32 | bf16 | fp16 (CUDA)
   // Text models (text_*): synthetic sequences of seq_len tokens, every one real (the worst case),
   // ids in [2, vocab_size); on shards, seq_len is text.max_length (longer examples are truncated)
   // and the vocabulary is the dataset's.
   int vocab_size = 8192;
   int seq_len = 256;
 };
+
+// The values optimizer_impl takes: train's optim.implementation choices.
+inline std::vector<std::string> optimizer_impl_names() {
+  std::vector<std::string> names;
+  for (const auto& row : kOptimizerImplNames) names.emplace_back(row.name);
+  return names;
+}
 
 }  // namespace shoplens

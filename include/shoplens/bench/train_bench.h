@@ -41,6 +41,7 @@ struct TrainBenchResult {
   std::uint64_t peak_rss_bytes = 0;
   BenchEnvironment environment;  // host_environment()
   std::string device;            // "cuda" or "cpu": where the steps ran
+  std::string optimizer_impl;    // the optimizer implementation that stepped (auto resolved)
 };
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);

@@ -1,6 +1,8 @@
 // The optimizer of a run: AdamW or SGD over four parameter groups (backbone/head x decay/no
 // decay). Norm weights, biases and ViT's cls_token/pos_embed never get weight decay; the
-// backbone's learning rate is lr x backbone_lr_scale (discriminative fine-tuning).
+// backbone's learning rate is lr x backbone_lr_scale (discriminative fine-tuning). The step runs
+// as optim.implementation says: fused, foreach (multi-tensor) or LibTorch's reference loop, all with
+// LibTorch's state layout, so checkpoints move freely between them.
 #pragma once
 
 #include <memory>
@@ -33,10 +35,16 @@ class OptimizerSetup {
   // Sets every group's learning rate to its base x factor (the schedule's value for this step).
   void set_lr_factor(double factor);
   double head_lr() const;  // the current head learning rate, for logs
+  // The implementation that steps (auto resolved) and a phrase for the run log, e.g.
+  // "adamw, fused step over 4 parameter groups".
+  OptimizerImpl implementation() const { return implementation_; }
+  std::string description() const;
 
  private:
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<ParamGroupInfo> groups_;
+  OptimizerKind kind_ = OptimizerKind::kAdamW;
+  OptimizerImpl implementation_ = OptimizerImpl::kReference;
 };
 
 // True for parameters that must not be decayed (biases, norm weights, ViT tokens).
