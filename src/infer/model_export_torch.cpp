@@ -307,16 +307,6 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
   fs::remove_all(old, ec);
 }
 
-ExportResult result_of(const TrainedModel& t, ExportedArtifact artifact, const fs::path& out_dir) {
-  ExportResult result;
-  result.artifact = artifact;
-  result.out_dir = out_dir;
-  result.architecture = t.spec.name;
-  result.num_classes = t.classes.size();
-  result.ema_weights = t.ema;
-  return result;
-}
-
 // A text run as ONNX: MODEL_DIR/model.onnx alone (the model folder's card and loader are for images;
 // the ONNX metadata carries the vocabulary, fields and classes).
 ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const fs::path& staging) {
@@ -324,7 +314,7 @@ ExportResult export_text_onnx(const TrainedModel& t, const fs::path& out, const 
   move_into_place(staging, out);
   spdlog::info("export: text model {} ({} classes) from {} -> {}/model.onnx", t.spec.name, t.classes.size(),
                t.checkpoint.string(), out.string());
-  ExportResult result = result_of(t, ExportedArtifact::kTextOnnx, out);
+  ExportResult result{ExportedArtifact::kTextOnnx, out};
   result.onnx_file = out / "model.onnx";
   return result;
 }
@@ -354,7 +344,7 @@ ExportResult export_triton(const ExportOptions& o, const TrainedModel& t) {
     throw;
   }
   spdlog::info("export: Triton model {} ({}) -> {}", triton.name, t.spec.name, (repo / triton.name).string());
-  ExportResult result = result_of(t, ExportedArtifact::kTritonModel, repo);
+  ExportResult result{ExportedArtifact::kTritonModel, repo};
   result.triton_model = triton.name;
   result.onnx_file = repo / triton.name / "1" / "model.onnx";
   return result;
@@ -379,7 +369,7 @@ ExportResult export_folder(const ExportOptions& o, const TrainedModel& trained, 
   move_into_place(staging, out);
   spdlog::info("export: {} ({} classes, {} parameters) from {} -> {}", trained.spec.name, trained.classes.size(),
                card["architecture"]["parameters"].get<std::int64_t>(), trained.checkpoint.string(), out.string());
-  ExportResult result = result_of(trained, ExportedArtifact::kModelFolder, out);
+  ExportResult result{ExportedArtifact::kModelFolder, out};
   result.card_file = out / "model_card.json";
   if (o.format == ExportFormat::kOnnx) result.onnx_file = out / "model.onnx";
   return result;

@@ -69,9 +69,6 @@ struct ExportResult {
   std::filesystem::path card_file;  // the model folder's model_card.json; empty for the others
   std::filesystem::path onnx_file;  // the ONNX file written beside or instead of the card; empty when none
   std::string triton_model;         // the model's folder in the Triton repository
-  std::string architecture;
-  std::size_t num_classes = 0;
-  bool ema_weights = false;  // the checkpoint's EMA weights were exported (else the raw ones)
 };
 
 ExportResult export_model(const ExportOptions& options);
