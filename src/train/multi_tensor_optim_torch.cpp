@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 #include <type_traits>
+#include <unordered_map>
+#include <vector>
 #include <utility>
 
 // The fused AdamW/SGD kernels have CPU and CUDA implementations from LibTorch 2.4 on.
@@ -80,18 +82,22 @@ void adamw_foreach(Bucket& b, const AdamWOptions& o, std::int64_t step) {
   at::_foreach_addcdiv_(b.params, b.first, denom, -(lr / bias_correction1));
 }
 
-void adamw_fused(Bucket& b, const AdamWOptions& o, std::int64_t step) {
+// The fused kernel reads each parameter's step count from a float tensor on its device. A step
+// that `found_inf` skips leaves the count as it was, like the parameters and moments.
+void adamw_fused(Bucket& b, const AdamWOptions& o, std::vector<at::Tensor>& steps, const at::Tensor& found_inf) {
 #if SHOPLENS_FUSED_OPTIM
-  // The kernel reads the (already incremented) step from a tensor on the bucket's device; the
-  // bucket shares one step count, so one tensor serves every parameter.
-  const auto step_tensor =
-      at::full({}, static_cast<double>(step), at::TensorOptions().dtype(at::kFloat).device(b.device));
-  const std::vector<at::Tensor> steps(b.params.size(), step_tensor);
+  if (found_inf.defined()) {
+    const auto taken = 1 - found_inf;
+    at::_foreach_add_(steps, std::vector<at::Tensor>(steps.size(), taken));
+  } else {
+    at::_foreach_add_(steps, 1);
+  }
   const auto [beta1, beta2] = o.betas();
+  const c10::optional<at::Tensor> inf = found_inf.defined() ? c10::optional<at::Tensor>(found_inf) : c10::nullopt;
   at::_fused_adamw_(b.params, b.grads, b.first, b.second, /*max_exp_avg_sqs=*/{}, steps, o.lr(), beta1, beta2,
-                    o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+                    o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, inf);
 #else
-  (void)b, (void)o, (void)step;
+  (void)b, (void)o, (void)steps, (void)found_inf;
   TORCH_CHECK(false, "this LibTorch build has no fused AdamW kernel");
 #endif
 }
@@ -115,32 +121,28 @@ void sgd_foreach(Bucket& b, const SGDOptions& o, bool first_step) {
   at::_foreach_add_(b.params, d_p, -o.lr());
 }
 
-void sgd_fused(Bucket& b, const SGDOptions& o, bool first_step) {
+void sgd_fused(Bucket& b, const SGDOptions& o, bool first_step, const at::Tensor& found_inf) {
 #if SHOPLENS_FUSED_OPTIM
-  if (first_step) {  // the kernel writes the first buffer (the gradient, after weight decay)
+  // On its first step the kernel writes the buffer (the gradient after weight decay) into whatever
+  // it is given. A first step that may be skipped starts from zeros and runs as a later step
+  // instead: without dampening, 0 x momentum + gradient is that same first buffer, and a skip
+  // leaves zeros, not garbage.
+  const bool may_skip = found_inf.defined();
+  TORCH_CHECK(!(may_skip && first_step && o.dampening() != 0), "a fused SGD step that may skip needs dampening 0");
+  if (first_step) {
     for (std::size_t i = 0; i < b.params.size(); ++i) {
-      b.first.push_back(at::empty_like(b.params[i], at::MemoryFormat::Preserve));
+      b.first.push_back(may_skip ? at::zeros_like(b.params[i], at::MemoryFormat::Preserve)
+                                 : at::empty_like(b.params[i], at::MemoryFormat::Preserve));
       b.sgd_new_states[i]->momentum_buffer(b.first.back());
     }
   }
+  const c10::optional<at::Tensor> inf = may_skip ? c10::optional<at::Tensor>(found_inf) : c10::nullopt;
   at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                  /*maximize=*/false, first_step);
+                  /*maximize=*/false, first_step && !may_skip, /*grad_scale=*/c10::nullopt, inf);
 #else
-  (void)b, (void)o, (void)first_step;
+  (void)b, (void)o, (void)first_step, (void)found_inf;
   TORCH_CHECK(false, "this LibTorch build has no fused SGD kernel");
 #endif
-}
-
-template <class Fn>
-torch::Tensor run_step(const torch::optim::Optimizer::LossClosure& closure, Fn&& update) {
-  torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
-  update();
-  return loss;
 }
 
 }  // namespace
@@ -162,69 +164,120 @@ bool fused_optimizer_available(const c10::Device& device, c10::ScalarType dtype,
 #endif
 }
 
+namespace {
+
+// A bucket's per-parameter step counts on the device, made from the host state's count (`b.tag`,
+// before this step) the first time a parameter steps or after a load.
+std::vector<at::Tensor> device_step_counts(std::unordered_map<const c10::TensorImpl*, at::Tensor>& counts,
+                                           const Bucket& b) {
+  std::vector<at::Tensor> steps;
+  for (const auto& p : b.params) {
+    auto& count = counts[p.unsafeGetTensorImpl()];
+    if (!count.defined())
+      count = at::full({}, static_cast<double>(b.tag), at::TensorOptions().dtype(at::kFloat).device(b.device));
+    steps.push_back(count);
+  }
+  return steps;
+}
+
+void check_may_skip(const at::Tensor& found_inf, const char* optimizer) {
+  TORCH_CHECK(!found_inf.defined(), optimizer, ": only the fused kernels skip a step on the device");
+}
+
+}  // namespace
+
 template <>
-torch::Tensor MultiTensorAdamW::step(LossClosure closure) {
-  return run_step(closure, [&] {
-    for (auto& group : param_groups_) {
-      auto& o = static_cast<AdamWOptions&>(group.options());
-      TORCH_CHECK(!o.amsgrad(), "the multi-tensor AdamW has no amsgrad (optim.implementation=reference has)");
-      std::vector<Bucket> buckets;
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        const auto& grad = checked_grad(p, "AdamW");
-        const auto key = state_key(state_, p);
-        if (state_.find(key) == state_.end()) {
-          auto fresh = std::make_unique<AdamWParamState>();
-          fresh->step(0);
-          fresh->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-          fresh->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-          state_[key] = std::move(fresh);
-        }
-        auto& s = static_cast<AdamWParamState&>(*state_[key]);
-        Bucket& b = bucket_for(buckets, p, s.step());
-        b.params.push_back(p);
-        b.grads.push_back(grad);
-        b.first.push_back(s.exp_avg());
-        b.second.push_back(s.exp_avg_sq());
-        b.adam_states.push_back(&s);
+void MultiTensorAdamW::update(const at::Tensor& found_inf) {
+  for (auto& group : param_groups_) {
+    auto& o = static_cast<AdamWOptions&>(group.options());
+    TORCH_CHECK(!o.amsgrad(), "the multi-tensor AdamW has no amsgrad (optim.implementation=reference has)");
+    std::vector<Bucket> buckets;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = checked_grad(p, "AdamW");
+      const auto key = state_key(state_, p);
+      if (state_.find(key) == state_.end()) {
+        auto fresh = std::make_unique<AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+        state_[key] = std::move(fresh);
       }
-      for (auto& b : buckets) {
-        const std::int64_t step = b.tag + 1;
-        for (auto* s : b.adam_states) s->step(step);
-        use_fused(kernel_, b) ? adamw_fused(b, o, step) : adamw_foreach(b, o, step);
+      auto& s = static_cast<AdamWParamState&>(*state_[key]);
+      Bucket& b = bucket_for(buckets, p, s.step());
+      b.params.push_back(p);
+      b.grads.push_back(grad);
+      b.first.push_back(s.exp_avg());
+      b.second.push_back(s.exp_avg_sq());
+      b.adam_states.push_back(&s);
+    }
+    for (auto& b : buckets) {
+      const std::int64_t step = b.tag + 1;
+      for (auto* s : b.adam_states) s->step(step);  // the fused path's true count is on the device
+      if (use_fused(kernel_, b)) {
+        auto steps = device_step_counts(device_steps_, b);
+        adamw_fused(b, o, steps, found_inf);
+      } else {
+        check_may_skip(found_inf, "AdamW");
+        adamw_foreach(b, o, step);
       }
     }
-  });
+  }
+}
+
+// One read of every fused step count, on save only: the checkpoint holds the steps taken.
+template <>
+void MultiTensorAdamW::copy_device_steps_to_state() const {
+  std::vector<at::Tensor> counts;
+  std::vector<AdamWParamState*> states;
+  for (const auto& group : param_groups_)
+    for (const auto& p : group.params()) {
+      const auto count = device_steps_.find(p.unsafeGetTensorImpl());
+      const auto state = state_.find(state_key(state_, p));
+      if (count == device_steps_.end() || state == state_.end()) continue;
+      counts.push_back(count->second);
+      states.push_back(static_cast<AdamWParamState*>(state->second.get()));
+    }
+  if (counts.empty()) return;
+  const auto host = at::stack(counts).to(at::kCPU, at::kDouble);
+  const auto* values = host.data_ptr<double>();
+  for (std::size_t i = 0; i < states.size(); ++i) states[i]->step(static_cast<std::int64_t>(std::llround(values[i])));
 }
 
 template <>
-torch::Tensor MultiTensorSgd::step(LossClosure closure) {
-  return run_step(closure, [&] {
-    for (auto& group : param_groups_) {
-      auto& o = static_cast<SGDOptions&>(group.options());
-      const bool momentum = o.momentum() != 0;
-      std::vector<Bucket> buckets;
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        const auto& grad = checked_grad(p, "SGD");
-        const auto key = state_key(state_, p);
-        const auto found = momentum ? state_.find(key) : state_.end();
-        const bool has_buffer = found != state_.end();
-        Bucket& b = bucket_for(buckets, p, has_buffer ? 1 : 0);
-        b.params.push_back(p);
-        b.grads.push_back(grad);
-        if (has_buffer) b.first.push_back(static_cast<SGDParamState&>(*found->second).momentum_buffer());
-        if (momentum && !has_buffer) {
-          state_[key] = std::make_unique<SGDParamState>();
-          b.sgd_new_states.push_back(static_cast<SGDParamState*>(state_[key].get()));
-        }
-      }
-      for (auto& b : buckets) {
-        const bool first_step = momentum && b.tag == 0;
-        use_fused(kernel_, b) ? sgd_fused(b, o, first_step) : sgd_foreach(b, o, first_step);
+void MultiTensorSgd::update(const at::Tensor& found_inf) {
+  for (auto& group : param_groups_) {
+    auto& o = static_cast<SGDOptions&>(group.options());
+    const bool momentum = o.momentum() != 0;
+    std::vector<Bucket> buckets;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = checked_grad(p, "SGD");
+      const auto key = state_key(state_, p);
+      const auto found = momentum ? state_.find(key) : state_.end();
+      const bool has_buffer = found != state_.end();
+      Bucket& b = bucket_for(buckets, p, has_buffer ? 1 : 0);
+      b.params.push_back(p);
+      b.grads.push_back(grad);
+      if (has_buffer) b.first.push_back(static_cast<SGDParamState&>(*found->second).momentum_buffer());
+      if (momentum && !has_buffer) {
+        state_[key] = std::make_unique<SGDParamState>();
+        b.sgd_new_states.push_back(static_cast<SGDParamState*>(state_[key].get()));
       }
     }
-  });
+    for (auto& b : buckets) {
+      const bool first_step = momentum && b.tag == 0;
+      if (use_fused(kernel_, b)) {
+        sgd_fused(b, o, first_step, found_inf);
+      } else {
+        check_may_skip(found_inf, "SGD");
+        sgd_foreach(b, o, first_step);
+      }
+    }
+  }
 }
+
+template <>
+void MultiTensorSgd::copy_device_steps_to_state() const {}  // SGD keeps no step count
 
 }  // namespace shoplens

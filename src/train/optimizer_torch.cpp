@@ -97,6 +97,15 @@ std::string OptimizerSetup::description() const {
 
 OptimizerSetup::~OptimizerSetup() = default;
 
+std::function<void(const at::Tensor&)> OptimizerSetup::device_skip_step() {
+  if (implementation_ != OptimizerImpl::kFused) return {};
+  if (auto* adamw = dynamic_cast<MultiTensorAdamW*>(optimizer_.get()))
+    return [adamw](const at::Tensor& found_inf) { adamw->step_unless(found_inf); };
+  auto* sgd = dynamic_cast<MultiTensorSgd*>(optimizer_.get());
+  if (sgd == nullptr) return {};
+  return [sgd](const at::Tensor& found_inf) { sgd->step_unless(found_inf); };
+}
+
 void OptimizerSetup::set_lr_factor(double factor) {
   auto& torch_groups = optimizer_->param_groups();
   for (std::size_t g = 0; g < torch_groups.size(); ++g) torch_groups[g].options().set_lr(groups_[g].base_lr * factor);

@@ -8,6 +8,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <limits>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "shoplens/train/checkpoint.h"
 #include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_state.h"
+#include "shoplens/train/train_step.h"
 #include "test_util.h"
 
 namespace shoplens {
@@ -57,15 +61,36 @@ std::shared_ptr<Stack> seeded_stack() {
 // Steps [from, to) of a scripted run: seeded gradients; stem1.bias frozen (never a gradient);
 // stem2.weight without one every third step (its step count falls behind its group's); the
 // learning rate changing every step.
+void seed_gradients(Stack& model, int step) {
+  torch::manual_seed(1000 + step);
+  for (auto& item : model.named_parameters()) {
+    const bool none = item.key() == "stem1.bias" || (item.key() == "stem2.weight" && step % 3 == 0);
+    item.value().mutable_grad() = none ? at::Tensor() : torch::randn_like(item.value()) * (1 + step % 4);
+  }
+}
+
 void train_steps(Stack& model, OptimizerSetup& optim, int from, int to) {
   for (int step = from; step < to; ++step) {
-    torch::manual_seed(1000 + step);
-    for (auto& item : model.named_parameters()) {
-      const bool none = item.key() == "stem1.bias" || (item.key() == "stem2.weight" && step % 3 == 0);
-      item.value().mutable_grad() = none ? at::Tensor() : torch::randn_like(item.value()) * (1 + step % 4);
-    }
+    seed_gradients(model, step);
     optim.set_lr_factor(1.0 - step / 40.0);
     optim.optimizer().step();
+  }
+}
+
+// The same steps through the step that skips itself on the device; before each step in `skipped`,
+// a step of non-finite gradients with found_inf set, which must leave no trace.
+void train_steps_skipping(Stack& model, OptimizerSetup& optim, int from, int to, const std::set<int>& skipped) {
+  const auto step_unless = optim.device_skip_step();
+  ASSERT_TRUE(step_unless) << "no device-skipping step under " << optim.description();
+  for (int step = from; step < to; ++step) {
+    if (skipped.count(step) > 0) {
+      for (auto& item : model.named_parameters())
+        item.value().mutable_grad() = torch::full_like(item.value(), std::numeric_limits<float>::quiet_NaN());
+      step_unless(torch::ones({}, torch::kBool));
+    }
+    seed_gradients(model, step);
+    optim.set_lr_factor(1.0 - step / 40.0);
+    step_unless(torch::zeros({}, torch::kBool));
   }
 }
 
@@ -202,6 +227,61 @@ TEST(OptimizerImpl, CheckpointsResumeUnderAnotherImplementation) {
     for (auto writer : impls)
       for (auto reader : impls)
         if (writer != reader) expect_resumes(c.config, writer, reader);
+  }
+}
+
+// Fused steps skipped on the device (found_inf set, non-finite gradients) leave no trace: not in
+// the weights, the moments or SGD's first momentum buffers, and not in AdamW's step counts, which
+// the checkpoint carries to LibTorch's own loop, which then ends where 20 plain steps end.
+TEST(OptimizerImpl, FusedStepsSkippedOnTheDeviceLeaveNoTrace) {
+  if (!kFusedBuild) GTEST_SKIP() << "LibTorch " TORCH_VERSION " has no fused optimizer kernels (2.4 and later have)";
+  for (const auto& c : optimizer_cases()) {
+    auto ref_model = seeded_stack();
+    OptimizerSetup ref(*ref_model, with_impl(c.config, OptimizerImpl::kReference));
+    train_steps(*ref_model, ref, 0, 20);
+
+    auto model = seeded_stack();
+    std::stringstream saved;
+    {
+      OptimizerSetup fused(*model, with_impl(c.config, OptimizerImpl::kFused));
+      train_steps_skipping(*model, fused, 0, 10, {0, 4, 9});  // the first step makes SGD's buffers
+      torch::serialize::OutputArchive archive;
+      fused.optimizer().save(archive);
+      archive.save_to(saved);
+    }
+    OptimizerSetup resumed(*model, with_impl(c.config, OptimizerImpl::kReference));
+    torch::serialize::InputArchive archive;
+    archive.load_from(saved);
+    resumed.optimizer().load(archive);
+    train_steps(*model, resumed, 10, 20);
+    expect_same_weights(*model, *ref_model, 1e-5, c.name + " with skipped fused steps");
+  }
+}
+
+// The trainer's step with the fused optimizer's device skip reads nothing back, and a non-finite
+// loss still leaves the weights untouched.
+TEST(OptimizerImpl, AFusedTrainingStepReadsNothingAndStillSkipsANonFiniteLoss) {
+  if (!kFusedBuild) GTEST_SKIP() << "LibTorch " TORCH_VERSION " has no fused optimizer kernels (2.4 and later have)";
+  for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
+    torch::manual_seed(2);
+    testing::TinyLinear model(3, 2);
+    OptimConfig config;
+    config.name = kind;
+    EXPECT_FALSE(OptimizerSetup(model, with_impl(config, OptimizerImpl::kForeach)).device_skip_step());
+    OptimizerSetup optim(model, with_impl(config, OptimizerImpl::kFused));
+    TrainStepOptions options;
+    options.defer_host_reads = true;
+    options.device_skip = optim.device_skip_step();
+    TrainStep step(model, optim.optimizer(), options);
+    ASSERT_TRUE(step.reads_nothing());
+    const auto labels = torch::tensor({0, 1}, torch::kLong);
+    const auto before = model.fc->weight.clone();
+    step.run({testing::make_batch(torch::full({2, 3, 2, 2}, std::numeric_limits<float>::quiet_NaN()), labels)});
+    EXPECT_TRUE(torch::equal(before, model.fc->weight)) << "the non-finite step was applied";
+    step.run({testing::make_batch(torch::randn({2, 3, 2, 2}), labels)});
+    EXPECT_TRUE(torch::isfinite(model.fc->weight).all().item<bool>());
+    EXPECT_FALSE(torch::equal(before, model.fc->weight)) << "the finite step was not applied";
+    EXPECT_EQ(step.host_reads().total(), 0);
   }
 }
 

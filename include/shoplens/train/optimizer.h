@@ -5,12 +5,16 @@
 // LibTorch's state layout, so checkpoints move freely between them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "shoplens/core/config.h"
 
+namespace at {
+class Tensor;
+}
 namespace torch::optim {
 class Optimizer;
 }
@@ -39,6 +43,9 @@ class OptimizerSetup {
   // "adamw, fused step over 4 parameter groups".
   OptimizerImpl implementation() const { return implementation_; }
   std::string description() const;
+  // The optimizer step left undone on the device where `found_inf` is set, so that nothing is
+  // read back to decide it (TrainStepOptions::device_skip). Empty unless the fused kernels step.
+  std::function<void(const at::Tensor& found_inf)> device_skip_step();
 
  private:
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
