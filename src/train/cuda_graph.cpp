@@ -15,6 +15,7 @@ CudaGraphFacts cuda_graph_facts(const Config& config, bool cuda, bool text_model
   f.torch_major = torch_major;
   f.text_model = text_model;
   f.token_budget = config.loader.token_budget > 0;
+  f.accumulation = config.train.accumulation_steps > 1;
   const bool mixing = config.augment.mixup_alpha > 0 || config.augment.cutmix_alpha > 0;
   f.mix_some_batches = mixing && config.augment.mix_prob < 1.0;
   f.oom_recovery = config.train.oom_recovery;
@@ -32,6 +33,7 @@ CudaGraphDecision cuda_graph_decision(const CudaGraphFacts& f) {
       {f.torch_major < 2, "LibTorch 1.13 has no graph-safe optimizer step or capture-safe allocator (LibTorch 2.x)"},
       {f.text_model, "a text model's batches change shape with their longest text (length buckets)"},
       {f.token_budget, "loader.token_budget cuts micro-batches of varying size"},
+      {f.accumulation, "train.accumulation_steps > 1 runs several micro-batches per step (a graph holds one)"},
       {f.mix_some_batches, "augment.mix_prob < 1 mixes some batches only (soft and hard targets alternate)"},
       {f.oom_recovery, "train.oom_recovery may halve the micro-batch after running out of memory (set it false)"},
       {f.distributed, "data-parallel steps agree on their outcome on the host"},

@@ -78,6 +78,14 @@ json host_reads_record(const TrainerRun& run) {
           {"reads_in_quiet_steps", run.quiet_step_reads}};
 }
 
+// train.cuda_graph: whether the steps were replayed from a graph, and why not.
+json cuda_graph_record(const TrainerRun& run) {
+  const bool captured = run.captured_step && run.captured_step->captured();
+  return {{"captured", captured},
+          {"reason", captured ? json(nullptr)
+                              : json(run.captured_step ? "the run ended before the capture" : run.cuda_graph_refusal)}};
+}
+
 json dist_record(const TrainerRun& run) {
   const auto& st = run.reducer->stats();
   return {{"backend", run.group->backend()},
@@ -114,6 +122,7 @@ json summary_record(const TrainerRun& run, const json& test_json, double wall) {
       {"images_per_second", state.train_seconds > 0 ? state.images_trained / state.train_seconds : 0.0},
       {"skipped_steps", run.step_runner->scaler().skipped_steps()},
       {"host_reads", host_reads_record(run)},
+      {"cuda_graph", cuda_graph_record(run)},
       {"weights_evaluated", run.ema ? "ema" : "raw"},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"program_resident_bytes", run.program.resident},

@@ -184,7 +184,8 @@ StepResult TrainLoop::run_step(const std::vector<Batch>& micro) {
   for (;;) {
     try {
       const auto pieces = cut_micro_batches(micro, state.micro_split, run_.config.loader.token_budget);
-      StepResult r = run_.step_runner->run(pieces);
+      // A captured run has one micro-batch per step (cuda_graph_decision refuses accumulation).
+      StepResult r = run_.captured_step ? run_.captured_step->run(pieces.at(0)) : run_.step_runner->run(pieces);
       for (const auto& piece : pieces) {
         run_.padded_tokens += piece.padded_tokens();
         run_.real_tokens += piece.real_tokens();

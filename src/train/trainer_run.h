@@ -20,6 +20,7 @@
 #include "shoplens/dist/gradient_reducer.h"
 #include "shoplens/dist/ledger.h"
 #include "shoplens/dist/process_group.h"
+#include "shoplens/train/captured_step.h"
 #include "shoplens/train/ema.h"
 #include "shoplens/train/metric_log.h"
 #include "shoplens/train/optimizer.h"
@@ -49,6 +50,10 @@ struct TrainerRun {
   std::unique_ptr<Loader> train_loader;
   std::unique_ptr<OptimizerSetup> optim;
   std::unique_ptr<TrainStep> step_runner;
+  // train.cuda_graph: the step replayed from a CUDA graph when the run can be captured (then every
+  // step goes through it), and why not when it cannot.
+  std::unique_ptr<CapturedStep> captured_step;
+  std::string cuda_graph_refusal;
   std::unique_ptr<CheckpointStore> store;
   std::unique_ptr<MetricLog> log;   // rank 0 only
   std::unique_ptr<WeightsEma> ema;  // train.ema_decay > 0
@@ -86,7 +91,7 @@ struct TrainerRun {
   // Steps that neither log, evaluate, checkpoint nor stop, and the host reads they made (the step's
   // own included): 0 per step unless the outcome of a step must be read (docs/TRAINING.md).
   std::int64_t quiet_steps = 0, quiet_step_reads = 0;
-  void decide_cuda_graph() const;
+  void decide_cuda_graph();
   void count_quiet_step(std::int64_t reads) {
     ++quiet_steps;
     quiet_step_reads += reads;

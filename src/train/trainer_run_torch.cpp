@@ -111,13 +111,20 @@ void TrainerRun::setup_step() {
   decide_cuda_graph();
 }
 
-// train.cuda_graph: on refuses a run that cannot be captured; auto says once, on CUDA, why not.
-void TrainerRun::decide_cuda_graph() const {
+// train.cuda_graph: on refuses a run that cannot be captured; auto captures a run that can and
+// says once, on CUDA, why it does not otherwise.
+void TrainerRun::decide_cuda_graph() {
   const auto facts = cuda_graph_facts(config, cuda, model->is_text(), group != nullptr, step_runner->reads_nothing(),
                                       TORCH_VERSION_MAJOR);
   const auto decision = resolve_cuda_graph(config.train.cuda_graph, facts);
-  if (!decision.capture && cuda && config.train.cuda_graph == CudaGraphMode::kAuto && rank == 0)
+  cuda_graph_refusal = decision.reason;
+  if (decision.capture) {
+    captured_step = std::make_unique<CapturedStep>(*model, step_runner->options(), kCapturedStepWarmup);
+    if (is_main())
+      spdlog::info("train: steps replayed from a CUDA graph after {} eager warm-up steps", kCapturedStepWarmup);
+  } else if (cuda && config.train.cuda_graph == CudaGraphMode::kAuto && is_main()) {
     spdlog::info("train: eager steps (train.cuda_graph=auto): {}", decision.reason);
+  }
 }
 
 // The program's own footprint (libraries, code), so that the summary can report the job's

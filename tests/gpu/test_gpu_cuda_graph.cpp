@@ -5,14 +5,20 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model_test_util.h"
 #include "shoplens/core/errors.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/train/captured_step.h"
 #include "shoplens/train/train_step.h"
+#include "shoplens/train/trainer.h"
+#include "test_util.h"
+#include "train_test_util.h"
 
 namespace shoplens {
 namespace {
@@ -82,6 +88,35 @@ TEST(GpuCudaGraph, CapturedStepTrainsTheEagerStepsWeights) {
   EXPECT_TRUE(torch::allclose(a, b, 2e-2, 2e-3)) << (a - b).abs().max().item<double>();
   // A batch of another shape is refused, not replayed on the wrong buffers.
   EXPECT_THROW(captured.run(make_batch(torch::randn({8, 3, 8, 8}), torch::zeros({8}, torch::kLong))), Error);
+}
+
+// The trainer with train.cuda_graph=on: its steps are replayed from a graph (the summary says so),
+// a quiet step reads nothing, and it ends on the weights of the same run with eager steps.
+TEST(GpuCudaGraph, TheTrainerReplaysItsStepsAndEndsWhereTheEagerRunEnds) {
+  if (!cuda_graphs_compiled()) GTEST_SKIP() << "this build cannot capture (LibTorch 2.x with CUDA)";
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  testing::ScratchDir dir("gpu-cuda-graph-trainer");
+  auto train = [&](CudaGraphMode mode, const char* name) {
+    Config config = testing::tiny_config(dir / name);
+    config.train.device = DeviceChoice::kCuda;
+    config.train.precision = Precision::kBf16;
+    config.train.oom_recovery = false;  // a retry would change the captured shape
+    config.train.cuda_graph = mode;
+    config.train.log_every_steps = 6;
+    config.train.checkpoint_every_steps = 0;
+    config.train.deterministic = false;
+    auto model = testing::tiny_model(config);
+    const auto summary = Trainer(config, model, testing::tiny_data(), dir / name).fit();
+    return std::make_pair(summary, flat_parameters(*model));
+  };
+  const auto [graph_summary, graph_weights] = train(CudaGraphMode::kOn, "graph");
+  const auto [eager_summary, eager_weights] = train(CudaGraphMode::kOff, "eager");
+  EXPECT_TRUE(graph_summary.at("cuda_graph").at("captured").get<bool>()) << graph_summary.dump();
+  EXPECT_FALSE(eager_summary.at("cuda_graph").at("captured").get<bool>());
+  EXPECT_GT(graph_summary.at("host_reads").at("quiet_steps").get<int>(), 0);
+  EXPECT_EQ(graph_summary.at("host_reads").at("reads_in_quiet_steps").get<int>(), 0);
+  EXPECT_TRUE(torch::allclose(graph_weights, eager_weights, 2e-2, 2e-3))
+      << (graph_weights - eager_weights).abs().max().item<double>();
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ TEST(CudaGraphDecision, CapturesOnlyWhatKeepsItsShapesAndNeverReadsTheHost) {
       {[](CudaGraphFacts& f) { f.torch_major = 1; }, "LibTorch 1.13"},
       {[](CudaGraphFacts& f) { f.text_model = true; }, "length buckets"},
       {[](CudaGraphFacts& f) { f.token_budget = true; }, "loader.token_budget"},
+      {[](CudaGraphFacts& f) { f.accumulation = true; }, "train.accumulation_steps"},
       {[](CudaGraphFacts& f) { f.mix_some_batches = true; }, "augment.mix_prob"},
       {[](CudaGraphFacts& f) { f.oom_recovery = true; }, "train.oom_recovery"},
       {[](CudaGraphFacts& f) { f.distributed = true; }, "data-parallel"},
@@ -70,6 +71,10 @@ TEST(CudaGraphDecision, FactsOfAConfiguredRun) {
   EXPECT_TRUE(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).capture);
   config.augment.mix_prob = 0.5;
   EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).reason, HasSubstr("mix_prob"));
+  config.augment.mix_prob = 1.0;
+  config.train.accumulation_steps = 2;
+  EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(config, true, false, false, true, 2)).reason,
+              HasSubstr("accumulation_steps"));
   Config defaults;  // out-of-memory recovery is on by default
   EXPECT_THAT(cuda_graph_decision(cuda_graph_facts(defaults, true, false, false, true, 2)).reason,
               HasSubstr("oom_recovery"));

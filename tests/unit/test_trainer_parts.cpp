@@ -294,6 +294,8 @@ TEST(TrainLoopHostReads, OneOutcomeReadPerQuietStepAndTheLossAtLogSteps) {
   EXPECT_EQ(run->state.last_finite_step, 12);
   const json summary = summary_record(*run, json(nullptr), 1.0);
   EXPECT_EQ(summary["host_reads"]["reads_in_quiet_steps"], 9);
+  EXPECT_EQ(summary["cuda_graph"]["captured"], false);
+  EXPECT_THAT(summary["cuda_graph"]["reason"].get<std::string>(), HasSubstr("not on CUDA"));
 }
 
 TEST(TrainLoopHostReads, ADeviceSkippingOptimizerLeavesQuietStepsWithoutReads) {

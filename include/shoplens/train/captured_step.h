@@ -17,12 +17,15 @@ class Classifier;
 // Whether this binary can capture a step (LibTorch 2.x with CUDA).
 bool cuda_graphs_compiled();
 
+// Eager steps before the capture: cuDNN picks its algorithms and the allocator settles.
+inline constexpr int kCapturedStepWarmup = 3;
+
 class CapturedStep {
  public:
   // `options` must be CUDA, not fp16, with device_skip set; Error otherwise or when this binary
   // cannot capture. The first `warmup_steps` steps run eagerly on a side stream (cuDNN and the
   // allocator settle), the next one captures the passes, and every later one replays them.
-  CapturedStep(Classifier& model, TrainStepOptions options, int warmup_steps = 3);
+  CapturedStep(Classifier& model, TrainStepOptions options, int warmup_steps = kCapturedStepWarmup);
   ~CapturedStep();
   CapturedStep(const CapturedStep&) = delete;
   CapturedStep& operator=(const CapturedStep&) = delete;

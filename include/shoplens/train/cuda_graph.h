@@ -17,6 +17,7 @@ struct CudaGraphFacts {
   int torch_major = 2;            // the LibTorch the binary was built against
   bool text_model = false;        // padded length follows each batch's longest text
   bool token_budget = false;      // loader.token_budget cuts micro-batches by tokens
+  bool accumulation = false;      // train.accumulation_steps > 1: several micro-batches per step
   bool mix_some_batches = false;  // mixup/cutmix on some batches only (mix_prob < 1): two shapes of targets
   bool oom_recovery = false;      // an out-of-memory retry halves the micro-batch
   bool distributed = false;       // a process group: the step's outcome is agreed on the host
