@@ -134,6 +134,9 @@ struct CapturedStep::Impl {
 CapturedStep::CapturedStep(Classifier& model, TrainStepOptions options, int warmup_steps) {
   if (!options.cuda || options.precision == Precision::kFp16 || !options.device_skip)
     throw Error("CapturedStep: needs CUDA, fp32 or bf16, and an optimizer step that skips on the device");
+  // What the passes read and no batch changes lives on the card before the capture: a copy from
+  // the host inside it cannot be captured.
+  if (options.class_weights.defined()) options.class_weights = options.class_weights.to(torch::kCUDA, torch::kFloat);
   impl_ = std::make_unique<Impl>(model, std::move(options), std::max(1, warmup_steps));
 }
 
