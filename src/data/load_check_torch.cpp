@@ -25,7 +25,7 @@ struct EpochReader {
 
   // One epoch: every sample at most once (a duplicate is an error), the labels counted, the first
   // batch's images written as a preview when asked.
-  nlohmann::json read(int epoch) {
+  LoadEpoch read(int epoch) {
     Loader& loader = *opened.loader;
     loader.start_epoch(epoch);
     std::set<std::uint64_t> seen;
@@ -46,18 +46,19 @@ struct EpochReader {
     return record(epoch, opened.source->size() - seen.size());
   }
 
-  nlohmann::json record(int epoch, std::uint64_t unseen) const {
+  LoadEpoch record(int epoch, std::uint64_t unseen) const {
     const auto& st = opened.loader->stats();
-    nlohmann::json r = {{"epoch", epoch},
-                        {"batches", st.batches},
-                        {"samples", st.samples},
-                        {"seconds", st.seconds},
-                        {"samples_per_second", st.samples_per_second()},
-                        {"wait_seconds", st.wait_seconds},
-                        {"not_delivered", unseen}};
+    LoadEpoch r;
+    r.epoch = epoch;
+    r.batches = static_cast<std::int64_t>(st.batches);
+    r.samples = static_cast<std::int64_t>(st.samples);
+    r.seconds = st.seconds;
+    r.samples_per_second = st.samples_per_second();
+    r.wait_seconds = st.wait_seconds;
+    r.not_delivered = unseen;
     if (opened.text) {
-      r["padding_fraction"] = st.padding_fraction();
-      r["real_tokens"] = st.real_tokens;
+      r.padding_fraction = st.padding_fraction();
+      r.real_tokens = static_cast<std::int64_t>(st.real_tokens);
       spdlog::info("load: epoch {}: {:.1f}% of the token slots are padding", epoch, 100.0 * st.padding_fraction());
     }
     spdlog::info(
@@ -82,26 +83,49 @@ void log_start(const Config& config, const OpenedSplit& opened, const std::strin
 
 }  // namespace
 
-nlohmann::json run_load_check(const Config& config, const LoadCheckOptions& options) {
+nlohmann::json LoadReport::to_json() const {
+  nlohmann::json epoch_records = nlohmann::json::array();
+  for (const auto& e : epochs) {
+    nlohmann::json r = {{"epoch", e.epoch},
+                        {"batches", e.batches},
+                        {"samples", e.samples},
+                        {"seconds", e.seconds},
+                        {"samples_per_second", e.samples_per_second},
+                        {"wait_seconds", e.wait_seconds},
+                        {"not_delivered", e.not_delivered}};
+    if (e.padding_fraction) r["padding_fraction"] = *e.padding_fraction;
+    if (e.real_tokens) r["real_tokens"] = *e.real_tokens;
+    epoch_records.push_back(std::move(r));
+  }
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [name, count] : labels_delivered) labels[name] = count;
+  return {{"shards", shards},
+          {"split", split_name(split)},
+          {"samples_in_split", samples_in_split},
+          {"epochs", epoch_records},
+          {"labels_delivered", labels},
+          {"workers", workers},
+          {"kind", text ? "text" : "image"}};
+}
+
+LoadReport run_load_check(const Config& config, const LoadCheckOptions& options) {
   if (config.data.shards.empty()) throw UsageError("load: --shards (or data.shards) is required");
   const LoaderOptions loader_options = loader_options_from_config(config, !options.eval);
   const OpenedSplit opened = open_split_loader(config, options.split, options.verify, loader_options);
   if (opened.text && !options.preview.empty())
     throw UsageError("load: --preview shows augmented images; " + config.data.shards + " holds text");
-  const std::string split = split_name(options.split);
-  log_start(config, opened, split);
+  log_start(config, opened, split_name(options.split));
   EpochReader reader{config, options, opened, std::vector<std::uint64_t>(opened.source->num_classes(), 0)};
-  nlohmann::json epochs = nlohmann::json::array();
-  for (int epoch = 0; epoch < options.epochs; ++epoch) epochs.push_back(reader.read(epoch));
-  nlohmann::json labels = nlohmann::json::object();
-  for (std::size_t c = 0; c < reader.label_counts.size(); ++c) labels[opened.class_names[c]] = reader.label_counts[c];
-  return {{"shards", config.data.shards},
-          {"split", split},
-          {"samples_in_split", opened.source->size()},
-          {"epochs", epochs},
-          {"labels_delivered", labels},
-          {"workers", loader_options.workers},
-          {"kind", opened.text ? "text" : "image"}};
+  LoadReport report;
+  report.shards = config.data.shards;
+  report.split = options.split;
+  report.samples_in_split = opened.source->size();
+  for (int epoch = 0; epoch < options.epochs; ++epoch) report.epochs.push_back(reader.read(epoch));
+  for (std::size_t c = 0; c < reader.label_counts.size(); ++c)
+    report.labels_delivered.emplace_back(opened.class_names[c], reader.label_counts[c]);
+  report.workers = loader_options.workers;
+  report.text = opened.text;
+  return report;
 }
 
 }  // namespace shoplens

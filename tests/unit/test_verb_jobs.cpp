@@ -47,16 +47,22 @@ TEST(LoadCheck, EverySampleOfTheSplitIsDeliveredOncePerEpochAndCounted) {
   LoadCheckOptions o;
   o.epochs = 2;
   o.eval = true;  // no drop_last: every sample comes
-  const auto report = run_load_check(config, o);
-  EXPECT_EQ(report.at("samples_in_split"), 6);
-  EXPECT_EQ(report.at("kind"), "image");
-  ASSERT_EQ(report.at("epochs").size(), 2u);
-  for (const auto& epoch : report.at("epochs")) {
-    EXPECT_EQ(epoch.at("samples"), 6);
-    EXPECT_EQ(epoch.at("not_delivered"), 0);
+  const LoadReport report = run_load_check(config, o);
+  EXPECT_EQ(report.samples_in_split, 6u);
+  EXPECT_FALSE(report.text);
+  ASSERT_EQ(report.epochs.size(), 2u);
+  for (const auto& epoch : report.epochs) {
+    EXPECT_EQ(epoch.samples, 6);
+    EXPECT_EQ(epoch.not_delivered, 0u);
+    EXPECT_FALSE(epoch.padding_fraction.has_value());  // image shards
   }
-  EXPECT_EQ(report.at("labels_delivered").at("blurry"), 6);  // 3 per epoch
-  EXPECT_EQ(report.at("labels_delivered").at("good"), 6);
+  const std::vector<std::pair<std::string, std::uint64_t>> labels{{"blurry", 6}, {"good", 6}};  // 3 per epoch
+  EXPECT_EQ(report.labels_delivered, labels);
+  const auto doc = report.to_json();  // load.json
+  EXPECT_EQ(doc.at("kind"), "image");
+  EXPECT_EQ(doc.at("split"), "train");
+  EXPECT_EQ(doc.at("labels_delivered").at("good"), 6);
+  EXPECT_EQ(doc.at("epochs").at(1).at("not_delivered"), 0);
 }
 
 TEST(LoadCheck, NoShardsIsAUsageError) { EXPECT_THROW(run_load_check(Config{}, LoadCheckOptions{}), UsageError); }

@@ -36,7 +36,7 @@ class LoadCommand : public Command {
     if (!split) throw UsageError("load: --split '" + split_ + "' is not train, val or test");
     check_.split = *split;
     const auto run_dir = open_run_dir(*config, "load");
-    const nlohmann::json result = run_load_check(*config, check_);
+    const nlohmann::json result = run_load_check(*config, check_).to_json();
     write_file_atomic(run_dir / "load.json", result.dump(2) + "\n");
     std::cout << result.dump(2) << std::endl;
     return 0;
