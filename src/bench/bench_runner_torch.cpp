@@ -24,6 +24,7 @@
 #include "shoplens/data/text_batches.h"
 #include "shoplens/data/text_task.h"
 #include "shoplens/models/classifier.h"
+#include "shoplens/train/optimizer.h"
 #include "shoplens/train/train_step.h"
 
 namespace shoplens {
@@ -229,6 +230,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   SyntheticJobOptions job_options{s, cuda};
   if (text) job_options.text = &text->config.text;
   const SyntheticJob job(job_options);
+  r.scenario.optimizer_impl = name_in(kOptimizerImplNames, job.optim->implementation());  // auto resolved
   TrainStep& step = *job.step;
   r.text = job.is_text();
   BatchFeed feed(s, r.batch, r.threads, job, text);

@@ -110,6 +110,9 @@ TEST_F(E2eBench, RecordsEveryScenarioInFourFormats) {
     EXPECT_FALSE(j["commit"].get<std::string>().empty());
     EXPECT_FALSE(j["torch"].get<std::string>().empty());
     EXPECT_EQ(j["vcpus"], 1);
+    // The implementation that stepped (auto resolved), not the request.
+    const std::string impl = j["optimizer_impl"];
+    EXPECT_TRUE(impl == "fused" || impl == "foreach") << impl;
   }
   EXPECT_EQ(lines[0]["name"], "small_cnn-fp32-b4-cpu-t1");
   EXPECT_EQ(lines[0]["data_wait_seconds"].get<double>(), 0);  // synthetic: no loader
