@@ -17,6 +17,20 @@ def time_steps(step, warmup, steps):
     return times, median
 
 
+def time_window(step, warmup, steps, finish):
+    """Runs step() `warmup` times, then `steps` times back to back, nothing read between them; returns
+    the seconds from the first timed step until finish() (the device's queue drained) returns: the
+    window bench-train --timing window measures."""
+    for _ in range(warmup):
+        step()
+    finish()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    finish()
+    return time.perf_counter() - t0
+
+
 def percentile(values, q):
     """The q-quantile of `values` (0 <= q <= 1), interpolated linearly between the two nearest ranks
     (numpy's default); None for no values."""

@@ -18,7 +18,7 @@ import torchvision
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from difficulty import SmallCNN  # noqa: E402  the baseline CNN, defined once
 
-from peer_timing import time_steps
+from peer_timing import time_steps, time_window
 
 
 def build(name, num_classes, image_size):
@@ -52,6 +52,12 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ap.add_argument("--optimizer-impl", choices=["auto", "fused", "foreach", "reference"], default="auto",
+                    help="auto: PyTorch's default (foreach on CUDA); reference: foreach=False, the per-parameter "
+                         "loop (default: %(default)s)")
+    ap.add_argument("--timing", choices=["step", "window"], default="step",
+                    help="step: each step reads its loss and is timed alone (median); window: no read, the steps "
+                         "timed as one window until the device finished (mean), as bench-train (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--warmup-steps", "--warmup", dest="warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
@@ -67,10 +73,12 @@ def main():
     model = build(a.model, a.num_classes, a.image_size)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(device=device, memory_format=fmt)
+    impl = {"auto": {}, "fused": {"fused": True}, "foreach": {"foreach": True}, "reference": {"foreach": False}}
     if a.optimizer == "adamw":
-        opt = torch.optim.AdamW(param_groups(model, 0.05), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+        opt = torch.optim.AdamW(param_groups(model, 0.05), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                **impl[a.optimizer_impl])
     else:
-        opt = torch.optim.SGD(param_groups(model, 0.05), lr=1e-3, momentum=0.9)
+        opt = torch.optim.SGD(param_groups(model, 0.05), lr=1e-3, momentum=0.9, **impl[a.optimizer_impl])
     images = torch.randn(a.batch_size, 3, a.image_size, a.image_size, device=device).contiguous(memory_format=fmt)
     labels = torch.randint(a.num_classes, (a.batch_size,), device=device)
     model.train()
@@ -82,14 +90,21 @@ def main():
         loss = F.cross_entropy(logits.float(), labels)
         loss.backward()
         opt.step()
-        return loss.item()  # reads the loss back: on CUDA the step has finished
+        return loss
 
-    times, median = time_steps(step, a.warmup, a.steps)
-    print(json.dumps({"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size,
-                      "image_size": a.image_size, "precision": a.precision, "channels_last": a.channels_last,
-                      "optimizer": a.optimizer, "threads": threads, "steps": a.steps, "device": device.type,
-                      "median_step_ms": median * 1e3, "images_per_second": a.batch_size / median,
-                      "torch": torch.__version__, "step_seconds": times}))
+    record = {"implementation": "pytorch", "model": a.model, "batch_size": a.batch_size,
+              "image_size": a.image_size, "precision": a.precision, "channels_last": a.channels_last,
+              "optimizer": a.optimizer, "optimizer_impl": a.optimizer_impl, "threads": threads, "steps": a.steps,
+              "timing": a.timing, "device": device.type, "torch": torch.__version__}
+    if a.timing == "step":  # reads the loss back: on CUDA the step has finished
+        times, median = time_steps(lambda: step().item(), a.warmup, a.steps)
+        record.update(median_step_ms=median * 1e3, images_per_second=a.batch_size / median, step_seconds=times)
+    else:
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        window = time_window(step, a.warmup, a.steps, sync)
+        record.update(mean_step_ms=window * 1e3 / a.steps, window_seconds=window,
+                      images_per_second=a.batch_size * a.steps / window, step_seconds=[])
+    print(json.dumps(record))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ device=$(pick cpu cuda)
 threads=${threads:-$(pick 1 "$(nproc)")}
 call_seconds=${call_seconds:-$(pick 0 570)}
 read -r -a step_cases <<< "$(pick "small_cnn:8:32:$threads:bf16:cl resnet18:4:64:$threads:bf16:cl vit_tiny:4:32:$threads:bf16:cl" \
-  "resnet50:128:224:$threads:bf16:cl vit_base:64:224:$threads:bf16:cl small_cnn:256:64:$threads:bf16:cl")"
+  "resnet50:128:224:$threads:bf16:cl resnet50:128:224:$threads:bf16:cl:sgd vit_base:64:224:$threads:bf16:cl small_cnn:256:64:$threads:bf16:cl")"
 step_trials=$(pick 1 3) step_warmup=$(pick 1 10) step_steps=$(pick 2 30)
 fb_model=$(pick small_cnn resnet50) fb_size=$(pick 32 224) budget=$(pick 64MiB 24GiB) lightning_trials=$(pick 3 25)
 data_images=$(pick 300 6000) data_range=$(pick 48:96 160:400) data_storage=$(pick 40 256)
@@ -226,8 +226,9 @@ for n in "${calls[@]}"; do
     1)
       step kit 5 60 0 kit_check
       step gpu-tests 30 240 0 "$tests" --gtest_filter='Gpu*' --gtest_output="json:$raw/gpu_tests.json"
+      # window: a training run's throughput, the host queueing ahead (docs/PERFORMANCE.md)
       step train-step 60 420 0 bash "$src/scripts/bench/train_step.sh" --trials "$step_trials" --warmup "$step_warmup" \
-        --steps "$step_steps" --out "$raw/train_step.jsonl" "${step_cases[@]}"
+        --steps "$step_steps" --timing window --out "$raw/train_step.jsonl" "${step_cases[@]}"
       ;;
     2)
       step data 20 150 0 make_data

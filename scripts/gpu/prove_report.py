@@ -124,19 +124,21 @@ class Report:
         self.keep("train_step.jsonl", recs)
         cases = {}
         for r in recs:
-            key = (r["model"], int(r["batch_size"]), int(r["image_size"]), r["precision"], str(r["channels_last"]).lower())
+            key = (r["model"], int(r["batch_size"]), int(r["image_size"]), r["precision"], str(r["channels_last"]).lower(),
+                   r.get("optimizer", "adamw"), r.get("timing", "step"))
             cases.setdefault(key, {"shoplens": [], "pytorch": [], "device": set()})
             cases[key][r["implementation"]].append(float(r["images_per_second"]))
             cases[key]["device"].add(r.get("device", "?"))
         rows = []
-        for (model, b, size, prec, cl), v in cases.items():
+        for (model, b, size, prec, cl, optimizer, timing), v in cases.items():
             ours, theirs = median(v["shoplens"]), median(v["pytorch"])
-            rows.append([model, b, size, prec, "yes" if cl == "true" else "no", "/".join(sorted(v["device"])),
-                         ours, theirs, ratio(ours, theirs), f"{len(v['shoplens'])}+{len(v['pytorch'])}"])
+            rows.append([model, b, size, prec, "yes" if cl == "true" else "no", optimizer, timing,
+                         "/".join(sorted(v["device"])), ours, theirs, ratio(ours, theirs),
+                         f"{len(v['shoplens'])}+{len(v['pytorch'])}"])
         self.add("\n## train step, img/s: C++ (`shoplens bench-train`) vs Python eager (train_step_peer.py), "
                  "median of alternating trials\n\n" +
-                 table(["model", "batch", "px", "precision", "channels-last", "device", "C++ img/s", "Python img/s",
-                        "C++/Python", "trials"], rows))
+                 table(["model", "batch", "px", "precision", "channels-last", "optimizer", "timing", "device",
+                        "C++ img/s", "Python img/s", "C++/Python", "trials"], rows))
 
     # ---- call 2 ----
     def find_batch(self):

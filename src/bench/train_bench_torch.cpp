@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -48,11 +49,9 @@ struct DataParallel {
   }
 };
 
-// The warm-up, then o.steps timed steps, and what they measured.
-void time_steps(TrainStep& step, const Batch& batch, const TrainBenchOptions& o, const GradientReducer* reducer,
-                TrainBenchResult& result) {
-  const std::vector<Batch> micro{batch};
-  for (int i = 0; i < o.warmup_steps; ++i) step.run(micro);
+// Timing step: o.steps steps, each timed alone, and what they measured.
+void time_each_step(TrainStep& step, const std::vector<Batch>& micro, const TrainBenchOptions& o,
+                    const GradientReducer* reducer, TrainBenchResult& result) {
   std::vector<double> comm_waits;
   for (int i = 0; i < o.steps; ++i) {
     const double wait_before = reducer ? reducer->stats().wait_seconds : 0.0;
@@ -61,14 +60,45 @@ void time_steps(TrainStep& step, const Batch& batch, const TrainBenchOptions& o,
     result.step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (reducer) comm_waits.push_back(reducer->stats().wait_seconds - wait_before);
   }
-  if (reducer) {
-    result.median_comm_wait_seconds = percentile(comm_waits, 0.5);
-    result.buckets = reducer->stats().buckets;
-    result.gradient_bytes = reducer->stats().bytes_per_step;
-  }
+  if (reducer) result.median_comm_wait_seconds = percentile(comm_waits, 0.5);
   result.median_step_seconds = percentile(result.step_seconds, 0.5);
   result.p95_step_seconds = percentile(result.step_seconds, 0.95);
   result.images_per_second = static_cast<double>(o.batch_size) * result.world_size / result.median_step_seconds;
+}
+
+// Waits until the device has run everything queued (nothing to wait for on the CPU).
+void finish_device_work(bool cuda) {
+  if (cuda) torch::cuda::synchronize();
+}
+
+// Timing window: o.steps steps queued back to back, nothing read between them, timed until the
+// device has finished the last.
+void time_window(TrainStep& step, const std::vector<Batch>& micro, const TrainBenchOptions& o, bool cuda,
+                 const GradientReducer* reducer, TrainBenchResult& result) {
+  finish_device_work(cuda);  // the warm-up's queued work is not the window's
+  const double wait_before = reducer ? reducer->stats().wait_seconds : 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.steps; ++i) step.run(micro);
+  finish_device_work(cuda);
+  result.window_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (reducer) result.median_comm_wait_seconds = (reducer->stats().wait_seconds - wait_before) / o.steps;
+  result.images_per_second =
+      static_cast<double>(o.batch_size) * result.world_size * o.steps / std::max(result.window_seconds, 1e-12);
+}
+
+// The warm-up, then o.steps timed steps as o.timing says, and what they measured.
+void time_steps(TrainStep& step, const Batch& batch, const TrainBenchOptions& o, bool cuda,
+                const GradientReducer* reducer, TrainBenchResult& result) {
+  const std::vector<Batch> micro{batch};
+  for (int i = 0; i < o.warmup_steps; ++i) step.run(micro);
+  if (o.timing == BenchTiming::kWindow)
+    time_window(step, micro, o, cuda, reducer, result);
+  else
+    time_each_step(step, micro, o, reducer, result);
+  if (reducer) {
+    result.buckets = reducer->stats().buckets;
+    result.gradient_bytes = reducer->stats().bytes_per_step;
+  }
   if (result.text) result.tokens_per_second = result.images_per_second * o.seq_len;
 }
 
@@ -91,12 +121,16 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   DataParallel parallel;
   job = std::make_unique<SyntheticJob>(SyntheticJobOptions{o, cuda},
                                        [&](Classifier& model, TrainStepOptions& step_options) {
+                                         // window: the trainer's step, its loss left on the device
+                                         step_options.defer_host_reads = o.timing == BenchTiming::kWindow;
                                          if (!env.distributed()) return;
                                          parallel.join(env, o, cuda, model, step_options);
                                          result.world_size = parallel.group->world_size();
                                        });
   result.text = job->is_text();
-  time_steps(*job->step, job->batch(o.batch_size), o, parallel.reducer.get(), result);
+  if (o.timing == BenchTiming::kWindow)  // and, where the trainer's would, its optimizer skipping on the device
+    if (auto skip = device_skip_for(*job->optim, cuda, /*ema=*/false)) job->step->set_device_skip(std::move(skip));
+  time_steps(*job->step, job->batch(o.batch_size), o, cuda, parallel.reducer.get(), result);
   result.peak_rss_bytes = peak_rss_bytes();
   result.environment = host_environment();
   result.device = cuda ? "cuda" : "cpu";
@@ -125,6 +159,7 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
       {"threads", std::to_string(r.threads)},
       {"warmup_steps", std::to_string(o.warmup_steps)},
       {"steps", std::to_string(o.steps)},
+      {"timing", name_in(kBenchTimingNames, o.timing)},
       {"median_step_ms", num(r.median_step_seconds * 1e3)},
       {"p95_step_ms", num(r.p95_step_seconds * 1e3)},
       {"images_per_second", num(r.images_per_second)},
@@ -140,12 +175,18 @@ std::vector<std::pair<std::string, std::string>> train_bench_fields(const TrainB
       {"torch", r.environment.torch_version},
       {"commit", r.environment.commit},
       {"date", r.environment.date}};
+  const auto named = [&](const char* key) {
+    return std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
+  };
+  if (o.timing == BenchTiming::kWindow) {  // one window, no per-step figures: its mean step instead
+    fields.erase(named("p95_step_ms"));
+    const auto at = fields.erase(named("median_step_ms"));
+    fields.insert(at,
+                  {{"mean_step_ms", num(r.window_seconds * 1e3 / o.steps)}, {"window_seconds", num(r.window_seconds)}});
+  }
   if (r.text) {
     // A text workload has no images: samples/s in images/s's place, then the token figures, and no
     // image size (--image-size does not apply to it).
-    const auto named = [&](const char* key) {
-      return std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
-    };
     const auto at = fields.erase(named("images_per_second"));
     fields.insert(at, {{"samples_per_second", num(r.images_per_second)},
                        {"seq_len", std::to_string(o.seq_len)},
@@ -180,7 +221,8 @@ std::string train_bench_json(const TrainBenchResult& r) {
   for (const char* k :
        {"batch_size", "image_size", "num_classes", "threads", "warmup_steps", "steps", "world_size", "buckets"})
     if (j.contains(k)) j[k] = std::stoi(j[k].get<std::string>());
-  for (const char* k : {"median_step_ms", "p95_step_ms", "images_per_second", "bucket_mb", "median_comm_wait_ms"})
+  for (const char* k : {"median_step_ms", "p95_step_ms", "mean_step_ms", "window_seconds", "images_per_second",
+                        "bucket_mb", "median_comm_wait_ms"})
     if (j.contains(k)) j[k] = std::stod(j[k].get<std::string>());
   if (r.text) {
     for (const char* k : {"seq_len", "vocab_size"}) j[k] = std::stoi(j[k].get<std::string>());

@@ -97,6 +97,11 @@ std::string OptimizerSetup::description() const {
 
 OptimizerSetup::~OptimizerSetup() = default;
 
+std::function<void(const at::Tensor&)> device_skip_for(OptimizerSetup& optim, bool cuda, bool ema) {
+  if (!cuda || ema) return {};
+  return optim.device_skip_step();
+}
+
 std::function<void(const at::Tensor&)> OptimizerSetup::device_skip_step() {
   if (implementation_ != OptimizerImpl::kFused) return {};
   if (auto* adamw = dynamic_cast<MultiTensorAdamW*>(optimizer_.get()))

@@ -103,11 +103,7 @@ void TrainerRun::setup_step() {
   step_options.defer_host_reads = true;  // the loop reads the loss at its log steps (single process)
   step_runner = std::make_unique<TrainStep>(*model, optim->optimizer(), step_options);
   if (config.train.ema_decay > 0) ema = std::make_unique<WeightsEma>(*model, config.train.ema_decay);
-  // On CUDA the fused optimizer skips a non-finite step on the device, so a quiet step reads
-  // nothing back and the queue never drains. On the CPU a read costs nothing and keeps the
-  // max_bad_steps check exact per step; EMA needs each step's outcome on the host.
-  if (cuda && !ema)
-    if (auto skip = optim->device_skip_step()) step_runner->set_device_skip(std::move(skip));
+  if (auto skip = device_skip_for(*optim, cuda, ema != nullptr)) step_runner->set_device_skip(std::move(skip));
   decide_cuda_graph();
 }
 

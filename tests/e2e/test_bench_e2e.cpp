@@ -422,5 +422,33 @@ TEST(E2eBenchTrain, OptimizerImplementationIsChosenAndRecorded) {
   EXPECT_NE(bad.output.find("--optimizer-impl"), std::string::npos) << bad.output;
 }
 
+// --timing window times the trainer's step as one window of --steps steps until the device has
+// finished: the record says so and gives the window's mean step, not per-step percentiles.
+TEST(E2eBenchTrain, WindowTimingReportsTheMeanStepOfOneWindow) {
+  const std::string base =
+      "bench-train --model small_cnn --image-size 16 -b 2 --warmup-steps 1 --steps 3 --format json";
+  auto step = run_shoplens(base);
+  ASSERT_EQ(step.exit_code, 0) << step.output;
+  const json each = json::parse(step.output.substr(step.output.find('{')));
+  EXPECT_EQ(each["timing"], "step");
+  EXPECT_EQ(each["step_seconds"].size(), 3u);
+  EXPECT_TRUE(each.contains("p95_step_ms"));
+  auto window = run_shoplens(base + " --timing window");
+  ASSERT_EQ(window.exit_code, 0) << window.output;
+  const json j = json::parse(window.output.substr(window.output.find('{')));
+  EXPECT_EQ(j["timing"], "window");
+  EXPECT_FALSE(j.contains("median_step_ms")) << j.dump();
+  EXPECT_FALSE(j.contains("p95_step_ms")) << j.dump();
+  EXPECT_TRUE(j["step_seconds"].empty());
+  const double window_seconds = j["window_seconds"].get<double>();
+  EXPECT_GT(window_seconds, 0);
+  EXPECT_NEAR(j["mean_step_ms"].get<double>(), window_seconds * 1e3 / 3, 1e-3 * j["mean_step_ms"].get<double>());
+  EXPECT_NEAR(j["images_per_second"].get<double>(), 2 * 3 / window_seconds,
+              1e-3 * j["images_per_second"].get<double>());
+  auto bad = run_shoplens(base + " --timing burst");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--timing"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace shoplens

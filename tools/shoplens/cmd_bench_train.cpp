@@ -39,6 +39,11 @@ class BenchTrainCommand : public Command {
     app.add_option("--warmup-steps", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
     add_old_spelling(app, "--warmup", o_.warmup_steps, "--warmup-steps")->check(non_negative());
     app.add_option("--steps", o_.steps, "measured steps")->check(positive());
+    app.add_option("--timing", timing_,
+                   "step: each step reads its loss and is timed alone (median: latency); window: the trainer's step "
+                   "(loss kept on the device), the steps timed as one window until the device finished (mean: "
+                   "throughput)")
+        ->check(CLI::IsMember({"step", "window"}));
     app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
     app.add_option("--bucket-mb", o_.bucket_mb, "under `shoplens launch`: gradient all-reduce bucket size, MB")
         ->check(positive());
@@ -50,6 +55,7 @@ class BenchTrainCommand : public Command {
 
   int run() override {
     if (is_text_model(o_.model) && classes_->count() == 0) o_.num_classes = 2;
+    o_.timing = parse_enum(kBenchTimingNames, timing_, "--timing");
     prefer_passive_openmp(gemm_bound_model(o_.model), resolve_threads(o_.threads),
                           o_.model);  // measure what `train` runs
     const auto result = run_train_bench(o_);
@@ -66,6 +72,7 @@ class BenchTrainCommand : public Command {
  private:
   TrainBenchOptions o_;
   std::string format_ = "table";
+  std::string timing_ = name_in(kBenchTimingNames, TrainBenchOptions{}.timing);
   CLI::Option* classes_ = nullptr;
 };
 

@@ -54,6 +54,12 @@ class OptimizerSetup {
   OptimizerImpl implementation_ = OptimizerImpl::kReference;
 };
 
+// The step to give TrainStepOptions::device_skip, or none: the fused optimizer's on CUDA, where
+// skipping a non-finite step without reading its outcome keeps the device's queue full. None on
+// the CPU (a read costs nothing there and keeps the divergence check exact per step) or with EMA
+// (its update follows each step's outcome, read on the host).
+std::function<void(const at::Tensor& found_inf)> device_skip_for(OptimizerSetup& optim, bool cuda, bool ema);
+
 // True for parameters that must not be decayed (biases, norm weights, ViT tokens).
 bool exempt_from_weight_decay(const std::string& name, long dims);
 
