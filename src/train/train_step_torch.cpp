@@ -1,6 +1,7 @@
 #include "shoplens/train/train_step.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -78,13 +79,18 @@ at::Tensor clip_grad_norm_on_device(const std::vector<at::Tensor>& parameters, d
   for (const auto& p : parameters)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return torch::zeros({}, torch::kFloat);
-  std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(g.detach().norm(2).to(torch::kFloat));
+  torch::NoGradGuard no_grad;
+  // The per-gradient norms in multi-tensor launches, as PyTorch's clip_grad_norm_ takes them.
+  std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2);
+  for (auto& n : norms) n = n.to(torch::kFloat);
   auto total = torch::stack(norms).norm(2);
   // The same coefficient as clip_grad_norm_, clamped instead of branched on: no host read.
   const auto coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  for (auto& g : grads) g.detach().mul_(coef.to(g.scalar_type()));
+#if TORCH_VERSION_MAJOR >= 2
+  at::_foreach_mul_(grads, coef);  // a device scalar: one launch per few tensors, still no read
+#else
+  for (auto& g : grads) g.mul_(coef.to(g.scalar_type()));
+#endif
   return total;
 }
 
