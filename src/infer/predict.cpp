@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "batch_inference.h"
@@ -144,12 +145,10 @@ RunCounts for_each_result(InferenceSession& session, ScoreRows& rows, int batch,
   return counts;
 }
 
-bool wants_jsonl(const PredictOptions& o) {
-  if (o.format == "jsonl") return true;
-  if (o.format == "csv") return false;
-  if (o.format != "auto") throw UsageError("--format '" + o.format + "' is not one of auto, csv, jsonl");
+PredictionFormat resolved_format(const PredictOptions& o) {
+  if (o.format != PredictionFormat::kAuto) return o.format;
   const std::string ext = to_lower(o.out.extension().string());
-  return ext == ".jsonl" || ext == ".ndjson";
+  return ext == ".jsonl" || ext == ".ndjson" ? PredictionFormat::kJsonl : PredictionFormat::kCsv;
 }
 
 std::unique_ptr<ScoreRows> open_rows(const fs::path& input, const fs::path& root, const std::string& split,
@@ -163,11 +162,12 @@ std::unique_ptr<ScoreRows> open_rows(const fs::path& input, const fs::path& root
 
 }  // namespace
 
-json run_predict(const PredictOptions& o) {
+PredictSummary run_predict(const PredictOptions& o) {
   if (o.out.empty()) throw UsageError("predict: --out FILE is required");
   if (o.top_k < 1) throw UsageError("predict: --top-k must be >= 1");
   require_output_apart({"--out", o.out}, {{"--input", o.input}, {"--weights", o.model.path}});
-  const bool jsonl = wants_jsonl(o);
+  const PredictionFormat format = resolved_format(o);
+  const bool jsonl = format == PredictionFormat::kJsonl;
   InferenceSession session(load_model_source(o.model), o.inference);
   const auto rows = open_rows(o.input, o.root, o.split, session.decode_options());
   if (!o.out.parent_path().empty()) fs::create_directories(o.out.parent_path());
@@ -177,14 +177,15 @@ json run_predict(const PredictOptions& o) {
   writer.commit();
   spdlog::info("predict: {} ({} could not be read) -> {}", count_of(static_cast<std::int64_t>(counts.rows), "row"),
                counts.errors, o.out.string());
-  return {{"rows", counts.rows},
-          {"rows_ok", counts.ok},
-          {"rows_error", counts.errors},
-          {"out", o.out.string()},
-          {"format", jsonl ? "jsonl" : "csv"},
-          {"model", o.model.path.string()},
-          {"input", rows->describe()},
-          {"images_per_second", counts.images_per_second}};
+  PredictSummary summary;
+  summary.rows = counts.rows;
+  summary.rows_ok = counts.ok;
+  summary.rows_error = counts.errors;
+  summary.out = o.out;
+  summary.format = format;
+  summary.input = rows->describe();
+  summary.images_per_second = counts.images_per_second;
+  return summary;
 }
 
 Evaluation run_evaluate(const EvaluateOptions& o) {

@@ -17,7 +17,7 @@ class PredictCommand : public Command {
                    "or prepared shards")
         ->required();
     app.add_option("-o,--out", o_.out, "predictions file (.csv or .jsonl)")->required();
-    app.add_option("--format", o_.format, "csv, jsonl, or auto (from the --out extension)")
+    app.add_option("--format", format_, "csv, jsonl, or auto (from the --out extension)")
         ->check(CLI::IsMember({"auto", "csv", "jsonl"}));
     app.add_option("-k,--top-k", o_.top_k, "most probable classes written per row")->check(positive());
     app.add_flag("--logits", o_.logits, "also write every class's raw logit");
@@ -25,15 +25,17 @@ class PredictCommand : public Command {
 
   int run() override {
     flags_.apply(o_);
-    const auto summary = run_predict(o_);
-    std::cout << "predictions: " << summary["out"].get<std::string>() << " (" << summary["rows"] << " rows, "
-              << summary["rows_error"] << " unreadable)" << std::endl;
+    o_.format = parse_enum(kPredictionFormatNames, format_, "--format");
+    const PredictSummary summary = run_predict(o_);
+    std::cout << "predictions: " << summary.out.string() << " (" << summary.rows << " rows, " << summary.rows_error
+              << " unreadable)" << std::endl;
     return 0;
   }
 
  private:
   InferenceFlags flags_;
   PredictOptions o_;
+  std::string format_ = name_in(kPredictionFormatNames, PredictOptions{}.format);
 };
 
 }  // namespace

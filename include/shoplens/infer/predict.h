@@ -4,10 +4,11 @@
 // image, shards). See docs/SCORING.md.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "shoplens/core/enum_names.h"
 
 #include "shoplens/infer/evaluation.h"
 #include "shoplens/infer/inference_session.h"
@@ -25,16 +26,29 @@ struct ModelInputOptions {
   int workers = 0;  // decode threads (0: usable cores)
 };
 
+// The predictions file's format; auto: from the extension of --out (.jsonl or .ndjson: jsonl; csv
+// otherwise).
+enum class PredictionFormat { kAuto, kCsv, kJsonl };
+inline constexpr EnumName<PredictionFormat> kPredictionFormatNames[] = {
+    {PredictionFormat::kAuto, "auto"}, {PredictionFormat::kCsv, "csv"}, {PredictionFormat::kJsonl, "jsonl"}};
+
 struct PredictOptions : ModelInputOptions {
-  std::filesystem::path out;    // predictions file, written atomically
-  std::string format = "auto";  // csv | jsonl | auto (from the extension of `out`; csv otherwise)
+  std::filesystem::path out;  // predictions file, written atomically
+  PredictionFormat format = PredictionFormat::kAuto;
   int top_k = 5;
   bool logits = false;  // also write the raw logits of every class
 };
 
-// Writes one line per input row (errors included, with their reason); returns a summary
-// {rows, rows_ok, rows_error, out, format, model, input, images_per_second}.
-nlohmann::json run_predict(const PredictOptions& options);
+struct PredictSummary {
+  std::size_t rows = 0, rows_ok = 0, rows_error = 0;  // rows_error: rows that could not be read
+  std::filesystem::path out;
+  PredictionFormat format = PredictionFormat::kCsv;  // what was written (auto resolved)
+  std::string input;                                 // what was read
+  double images_per_second = 0;
+};
+
+// Writes one line per input row (errors included, with their reason).
+PredictSummary run_predict(const PredictOptions& options);
 
 struct EvaluateOptions : ModelInputOptions {
   std::filesystem::path out_dir;  // metrics.json, report.html, predictions.csv
