@@ -16,7 +16,7 @@ namespace shoplens {
 struct InferenceSession::Impl {
   Impl(LoadedModel m, const InferenceOptions& o)
       : loaded(std::move(m)), options(o), augmenter(loaded.preprocessing, /*train=*/false) {
-    precision = parse_precision(o.precision);
+    precision = o.precision;
     cuda = wants_cuda(o.device);
     if (precision == Precision::kFp16 && !cuda)
       throw UsageError("--precision fp16 needs CUDA (CPU autocast supports bf16 only)");

@@ -118,7 +118,7 @@ json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& row
   BatchTimings scratch;
   const std::size_t sample = std::min<std::size_t>(range.size(), static_cast<std::size_t>(o.drift_sample));
   InferenceOptions fp32 = scorer.session().options();
-  fp32.precision = "fp32";
+  fp32.precision = Precision::kFp32;
   InferenceSession reference_session(load_exported_model(o.model_dir, o.variant, false), fp32);
   BatchInference reference(reference_session, rows, scorer.workers());
   std::int64_t compared = 0, agree = 0;
@@ -135,8 +135,8 @@ json measure_drift(const ScoreOptions& o, BatchInference& scorer, ScoreRows& row
     }
   });
   const double agreement = compared ? static_cast<double>(agree) / compared : 1.0;
-  spdlog::info("score: {} vs fp32 on {}: top-1 agreement {:.4f}, largest probability difference {:.2e}", o.precision,
-               count_of(compared, "row"), agreement, max_diff);
+  spdlog::info("score: {} vs fp32 on {}: top-1 agreement {:.4f}, largest probability difference {:.2e}",
+               precision_name(o.precision), count_of(compared, "row"), agreement, max_diff);
   return {{"rows_compared", compared}, {"top1_agreement", agreement}, {"max_prob_diff", max_diff}};
 }
 
@@ -247,7 +247,7 @@ json base_report(const ScoreOptions& o, const ScoreRows& rows, RowRange range, c
                  {"chunks", (range.size() + o.chunk_rows - 1) / o.chunk_rows},
                  {"model", o.model_dir.string()},
                  {"input", rows.describe()},
-                 {"precision", o.precision},
+                 {"precision", precision_name(o.precision)},
                  {"variant", o.variant},
                  {"device", wants_cuda(o.device) ? "cuda" : "cpu"},
                  {"threads", at::get_num_threads()},
@@ -279,7 +279,7 @@ json job_identity(const ScoreOptions& o, const InferenceSession& session, ScoreR
                   RowRange range) {
   json job = {{"model_weights_crc32", session.model().card.at("fingerprint").at("weights_crc32")},
               {"variant", o.variant},
-              {"precision", o.precision},
+              {"precision", precision_name(o.precision)},
               {"input", rows.describe()},
               {"rows", rows.size()},
               {"chunk_rows", o.chunk_rows},
@@ -323,7 +323,8 @@ json run_shard_job(const ScoreOptions& o, const ScoreShard& shard) {
   report["batch_size"] = batch;
   // What the device does alone: end-to-end throughput is judged against it (overlap_efficiency).
   const double compute_only = batch / (percentile(scorer.time_compute(batch, 7), 0.5) / 1e3);
-  if (o.precision != "fp32" && o.drift_sample > 0) report["drift"] = measure_drift(o, scorer, *rows, range, batch);
+  if (o.precision != Precision::kFp32 && o.drift_sample > 0)
+    report["drift"] = measure_drift(o, scorer, *rows, range, batch);
 
   BatchTimings timing;
   const ChunkCounts chunks = score_chunks(o, scorer, *rows, range, batch, timing);

@@ -76,7 +76,7 @@ TEST(InferenceSession, RunsTheModelInEvalModeAndReturnsTheSoftmaxOfItsLogits) {
 TEST(InferenceSession, ReducedPrecisionRunsTheModelUnderAutocast) {
   auto model = std::make_shared<ChannelMeanModel>(16);
   InferenceOptions bf16;
-  bf16.precision = "bf16";
+  bf16.precision = Precision::kBf16;
   InferenceSession session(fake_model(model), bf16);
   const InferenceOutput out = session.run(torch::randn({2, 3, 16, 16}));
   EXPECT_EQ(model->matmul_dtype, c10::ScalarType::BFloat16);
@@ -85,8 +85,8 @@ TEST(InferenceSession, ReducedPrecisionRunsTheModelUnderAutocast) {
 
 TEST(InferenceSession, Fp16IsRefusedWithoutCuda) {
   InferenceOptions fp16;
-  fp16.precision = "fp16";
-  fp16.device = "cpu";
+  fp16.precision = Precision::kFp16;
+  fp16.device = DeviceChoice::kCpu;
   EXPECT_THROW(InferenceSession(fake_model(std::make_shared<ChannelMeanModel>(16)), fp16), UsageError);
 }
 

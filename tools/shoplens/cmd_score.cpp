@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "inference_flags.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/infer/scorer.h"
@@ -24,9 +25,7 @@ class ScoreCommand : public Command {
     app.add_flag("--fast-decode", o_.fast_decode,
                  "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
-    app.add_option("--precision", o_.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-    app.add_option("--device", o_.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    compute_.add_to(app);
     app.add_option("-b,--batch-size", o_.batch_size, "micro-batch size")->check(positive());
     app.add_option("--max-latency-ms", o_.max_latency_ms,
                    "choose the largest batch (powers of 2 up to --max-batch) whose measured p95 fits (0: off)")
@@ -65,6 +64,7 @@ class ScoreCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     set_compute_threads(threads_);
+    compute_.apply(o_.precision, o_.device);
     if (plan_) {
       std::cout << plan_score_shard(o_).dump(2) << std::endl;
       return 0;
@@ -80,6 +80,7 @@ class ScoreCommand : public Command {
 
  private:
   ScoreOptions o_;
+  ComputeFlags compute_;
   std::filesystem::path weights_;
   std::string model_;
   int threads_ = 0;

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "command.h"
+#include "inference_flags.h"
 #include "shoplens/core/logging.h"
 #include "shoplens/core/runtime.h"
 #include "shoplens/infer/latency_curve.h"
@@ -18,9 +19,7 @@ class ServeCommand : public Command {
   void setup(CLI::App& app) override {
     add_exported_model_flags(app, weights_, model_);
     app.add_option("--variant", o_.variant, "weights file to load: fp32, bf16 or fp16");
-    app.add_option("--device", o_.inference.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    app.add_option("--precision", o_.inference.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    compute_.add_to(app);
     app.add_flag_callback(
         "--fast-decode", [this] { o_.inference.exact_decode = false; },
         "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
@@ -92,12 +91,14 @@ class ServeCommand : public Command {
   int run() override {
     set_log_level(log_level_);
     set_compute_threads(threads_);
+    compute_.apply(o_.inference.precision, o_.inference.device);
     o_.model_dir = exported_model_folder("serve", weights_, model_);
     return serve::run_server(o_);
   }
 
  private:
   serve::ServeOptions o_;
+  ComputeFlags compute_;
   std::filesystem::path weights_;
   std::string model_;
   int threads_ = 0;

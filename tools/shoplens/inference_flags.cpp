@@ -13,9 +13,19 @@
 
 namespace shoplens::cli {
 
+void ComputeFlags::add_to(CLI::App& app) {
+  app.add_option("--precision", precision_, "compute precision: fp32, bf16 or fp16 (CUDA)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--device", device_, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+}
+
+void ComputeFlags::apply(Precision& precision, DeviceChoice& device) const {
+  precision = parse_enum(kPrecisionNames, precision_, "--precision");
+  device = parse_enum(kDeviceChoiceNames, device_, "--device");
+}
+
 void InferenceFlags::add_to(CLI::App& app, ModelInputOptions& options) {
   ModelSource& source = options.model;
-  InferenceOptions& inference = options.inference;
   verb_ = app.get_name();
   app.add_option("-w,--weights", weights_,
                  "what to load: an exported model folder, a training run, a checkpoint (.ckpt), or a weights file "
@@ -37,9 +47,7 @@ void InferenceFlags::add_to(CLI::App& app, ModelInputOptions& options) {
       ->check(CLI::Range(0.05, 1.0));
   app.add_option("--variant", source.variant, "model folders: weights file to load (fp32, bf16, fp16)");
   app.add_option("--checkpoint", source.checkpoint, "runs: best or last");
-  app.add_option("--precision", inference.precision, "compute precision: fp32, bf16 or fp16 (CUDA)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  app.add_option("--device", inference.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  compute_.add_to(app);
   app.add_flag("--fast-decode", fast_decode_,
                "decode JPEGs with the fast DCT at reduced scale (faster; pixels differ slightly from torchvision's)");
   app.add_option("--root", options.root,
@@ -67,6 +75,7 @@ void InferenceFlags::apply(ModelInputOptions& options) const {
     for (const auto& line : shoplens::split(read_file(classes_file_), '\n'))
       if (!trim(line).empty()) names.emplace_back(trim(line));
   options.inference.exact_decode = !fast_decode_;
+  compute_.apply(options.inference.precision, options.inference.device);
 }
 
 }  // namespace shoplens::cli

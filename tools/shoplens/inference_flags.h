@@ -11,6 +11,18 @@
 
 namespace shoplens::cli {
 
+// --precision and --device, the verbs that run a model (predict, evaluate, score, serve) alike:
+// strings on the command line, typed once in apply().
+class ComputeFlags {
+ public:
+  void add_to(CLI::App& app);
+  void apply(Precision& precision, DeviceChoice& device) const;
+
+ private:
+  std::string precision_ = precision_name(Precision::kFp32);
+  std::string device_ = device_choice_name(DeviceChoice::kAuto);
+};
+
 class InferenceFlags {
  public:
   // Binds the flags to `options`, which must outlive the parse (the verb's own options).
@@ -21,6 +33,7 @@ class InferenceFlags {
   void apply(ModelInputOptions& options) const;
 
  private:
+  ComputeFlags compute_;
   std::string verb_;
   std::filesystem::path weights_;
   std::string model_;  // an architecture, or (old spelling) the weights' path

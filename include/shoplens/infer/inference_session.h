@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 #include <opencv2/core/mat.hpp>
 
+#include "shoplens/core/precision.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/infer/model_export.h"
 
@@ -43,8 +44,8 @@ ModelSourceKind model_source_kind(const std::filesystem::path& path);
 LoadedModel load_model_source(const ModelSource& source);
 
 struct InferenceOptions {
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA): autocast around the forward pass
-  std::string device = "auto";     // auto | cpu | cuda
+  Precision precision = Precision::kFp32;  // bf16, fp16 (CUDA): autocast around the forward pass
+  DeviceChoice device = DeviceChoice::kAuto;
   // JPEG at full scale with the accurate DCT, as Pillow decodes (probabilities match a
   // torchvision pipeline); false: fast DCT, and reduced DCT scale down to the resize target.
   bool exact_decode = true;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core/mat.hpp>
 
+#include "shoplens/core/precision.h"
 #include "shoplens/data/image_io.h"
 #include "shoplens/infer/score_shard.h"
 
@@ -68,12 +69,12 @@ struct ScoreOptions {
   std::filesystem::path model_dir;
   std::filesystem::path input;
   std::filesystem::path out_dir;
-  std::string split = "all";       // shards: all | train | val | test
-  std::filesystem::path root;      // CSV or list input: base of relative paths (empty: the file's folder)
-  bool fast_decode = false;        // JPEG: fast DCT at reduced scale (not Pillow's pixels; faster)
-  std::string variant = "fp32";    // which weights file of the model folder to load
-  std::string precision = "fp32";  // compute: fp32 | bf16 | fp16 (CUDA)
-  std::string device = "auto";
+  std::string split = "all";               // shards: all | train | val | test
+  std::filesystem::path root;              // CSV or list input: base of relative paths (empty: the file's folder)
+  bool fast_decode = false;                // JPEG: fast DCT at reduced scale (not Pillow's pixels; faster)
+  std::string variant = "fp32";            // which weights file of the model folder to load
+  Precision precision = Precision::kFp32;  // compute: bf16, fp16 (CUDA)
+  DeviceChoice device = DeviceChoice::kAuto;
   int batch_size = 64;
   double max_latency_ms = 0;  // > 0: the largest batch whose measured p95 fits
   int max_batch = 256;        // upper end of that search
