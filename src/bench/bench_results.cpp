@@ -53,11 +53,23 @@ KeySetter text_key(std::string C::*field) {
   return [field](BenchScenario& s, const json& v, const At& at) { Reader::read(v, s.*field, at.path, at.origin); };
 }
 
-template <class C>
-KeySetter choice_key(std::string C::*field, std::vector<std::string> allowed) {
-  return [field, allowed = std::move(allowed)](BenchScenario& s, const json& v, const At& at) {
-    s.*field = Reader::choice(v, allowed, at.path, at.origin);
+// An enum field through its name table; `allowed` (default: every name) is what the key accepts.
+template <class C, class E, std::size_t N>
+KeySetter enum_key(E C::*field, const EnumName<E> (&table)[N], std::vector<std::string> allowed = {}) {
+  if (allowed.empty()) allowed = names_of(table);
+  return [field, &table, allowed = std::move(allowed)](BenchScenario& s, const json& v, const At& at) {
+    s.*field = *value_in(table, Reader::choice(v, allowed, at.path, at.origin));
   };
+}
+
+void set_memory_budget(BenchScenario& s, const json& v, const At& at) {
+  std::string text;
+  Reader::read(v, text, at.path, at.origin);
+  try {
+    s.memory_budget = parse_byte_size(text, at.path);
+  } catch (const UsageError& e) {
+    throw ConfigError(at.origin + ": " + e.what());
+  }
 }
 
 template <class C>
@@ -81,23 +93,23 @@ const std::vector<std::pair<std::string, KeySetter>>& scenario_keys() {
   static const std::vector<std::pair<std::string, KeySetter>> keys = {
       {"name", text_key(&BenchScenario::name)},
       {"model", text_key(&BenchScenario::model)},
-      {"precision", choice_key(&BenchScenario::precision, {"fp32", "bf16", "fp16"})},
+      {"precision", enum_key(&BenchScenario::precision, kPrecisionNames)},
       {"batch", set_batch},
-      {"device", choice_key(&BenchScenario::device, {"cpu", "cuda"})},
+      {"device", enum_key(&BenchScenario::device, kDeviceChoiceNames, {"cpu", "cuda"})},
       {"threads", count_key(&BenchScenario::threads, 0)},
-      {"data", choice_key(&BenchScenario::data, {"synthetic", "shards"})},
+      {"data", enum_key(&BenchScenario::data, kBenchDataNames)},
       {"shards", text_key(&BenchScenario::shards)},
       {"loader_workers", count_key(&BenchScenario::loader_workers, 0)},
       {"image_size", count_key(&BenchScenario::image_size, 8)},
       {"num_classes", count_key(&BenchScenario::num_classes, 2)},
-      {"optimizer", choice_key(&BenchScenario::optimizer, {"adamw", "sgd"})},
-      {"optimizer_impl", choice_key(&BenchScenario::optimizer_impl, optimizer_impl_names())},
+      {"optimizer", enum_key(&BenchScenario::optimizer, kOptimizerKindNames)},
+      {"optimizer_impl", enum_key(&BenchScenario::optimizer_impl, kOptimizerImplNames)},
       {"channels_last",
        [](BenchScenario& s, const json& v, const At& at) { Reader::read(v, s.channels_last, at.path, at.origin); }},
       {"warmup_steps", count_key(&BenchScenario::warmup_steps, 0)},
       {"steps", count_key(&BenchScenario::steps, 1)},
       {"trials", count_key(&BenchScenario::trials, 1)},
-      {"memory_budget", text_key(&BenchScenario::memory_budget)},
+      {"memory_budget", set_memory_budget},
       {"hardware", text_key(&BenchScenario::hardware)},
       {"recommend_scenario", text_key(&BenchScenario::recommend_scenario)},
       {"seed", [](BenchScenario& s, const json& v,
@@ -124,10 +136,11 @@ void apply_object(BenchScenario& s, const json& obj, const At& at) {
 }
 
 std::string cell_name(const BenchScenario& s) {
-  std::string name = fmt::format("{}-{}-b{}-{}-t{}", s.model, s.precision,
-                                 s.batch_auto ? "auto" : std::to_string(s.batch), s.device, s.threads);
+  std::string name =
+      fmt::format("{}-{}-b{}-{}-t{}", s.model, precision_name(s.precision),
+                  s.batch_auto ? "auto" : std::to_string(s.batch), device_choice_name(s.device), s.threads);
   if (is_text_model(s.model)) name += fmt::format("-L{}", s.seq_len);
-  if (s.data == "shards") name += "-shards";
+  if (s.data == BenchData::kShards) name += "-shards";
   return name;
 }
 
@@ -158,8 +171,9 @@ std::string md_cell(const std::string& v) {
 
 // Text scenarios say their sequence length, token rate and padding where the data kind is.
 std::string data_cell(const ScenarioResult& r) {
-  if (!r.text) return r.scenario.data;
-  std::string cell = fmt::format("{} L{}", r.scenario.data, r.scenario.seq_len);
+  const char* data = name_in(kBenchDataNames, r.scenario.data);
+  if (!r.text) return data;
+  std::string cell = fmt::format("{} L{}", data, r.scenario.seq_len);
   const double tokens = median(r.trial_tokens_per_second);
   if (tokens > 0) cell += fmt::format(", {:.0f} tok/s", tokens);
   if (r.padding_fraction > 0) cell += fmt::format(", {:.1f}% pad", r.padding_fraction * 100);
@@ -220,10 +234,10 @@ void check_scenarios(const BenchConfig& config, const std::string& origin) {
   std::set<std::string> names;
   for (const auto& s : config.scenarios) {
     if (!names.insert(s.name).second) throw ConfigError(origin + ": duplicate scenario name '" + s.name + "'");
-    if (s.data == "shards" && s.shards.empty())
+    if (s.data == BenchData::kShards && s.shards.empty())
       throw ConfigError(origin + ": scenario '" + s.name +
                         "': data \"shards\" needs \"shards\" (a folder of prepared shards)");
-    if (s.precision == "fp16" && s.device != "cuda")
+    if (s.precision == Precision::kFp16 && s.device != DeviceChoice::kCuda)
       throw ConfigError(origin + ": scenario '" + s.name + "': fp16 needs device \"cuda\"");
   }
 }
@@ -363,7 +377,7 @@ namespace {
 void add_recommend_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s, const BenchEnvironment& env,
                           const std::string& source) {
   const auto& sc = r.scenario;
-  const bool cuda = sc.device == "cuda";
+  const bool cuda = sc.device == DeviceChoice::kCuda;
   j["scenario"] = sc.recommend_scenario.empty() ? sc.name : sc.recommend_scenario;
   j["name"] = sc.name;
   j["model"] = sc.model;
@@ -371,7 +385,7 @@ void add_recommend_fields(json& j, const ScenarioResult& r, const ScenarioSummar
   j["hardware"] = !sc.hardware.empty() ? sc.hardware : (cuda ? env.device_name : env.cpu_model);
   j["devices"] = 1;
   j["vcpus"] = std::max(1, r.threads);
-  j["precision"] = sc.precision;
+  j["precision"] = precision_name(sc.precision);
   j["batch"] = r.batch;
   j["source"] = source;
   j["date"] = env.date;
@@ -384,11 +398,11 @@ void add_recommend_fields(json& j, const ScenarioResult& r, const ScenarioSummar
 void add_scenario_fields(json& j, const ScenarioResult& r, const ScenarioSummary& s) {
   const auto& sc = r.scenario;
   j["batch_source"] = sc.batch_auto ? "auto" : "fixed";
-  j["data"] = sc.data;
+  j["data"] = name_in(kBenchDataNames, sc.data);
   j["image_size"] = sc.image_size;
   j["num_classes"] = sc.num_classes;
-  j["optimizer"] = sc.optimizer;
-  j["optimizer_impl"] = sc.optimizer_impl;
+  j["optimizer"] = name_in(kOptimizerKindNames, sc.optimizer);
+  j["optimizer_impl"] = name_in(kOptimizerImplNames, sc.optimizer_impl);
   j["channels_last"] = sc.channels_last;
   j["threads"] = r.threads;
   j["trials"] = sc.trials;
@@ -449,7 +463,7 @@ void add_measurement_fields(json& j, const ScenarioResult& r, const ScenarioSumm
 }
 
 void add_environment_fields(json& j, const ScenarioResult& r, const BenchEnvironment& env) {
-  j["device_name"] = r.scenario.device == "cuda" ? env.device_name : "cpu";
+  j["device_name"] = r.scenario.device == DeviceChoice::kCuda ? env.device_name : "cpu";
   j["driver"] = env.driver;
   j["cpu"] = env.cpu_model;
   j["usable_cores"] = env.usable_cores;
@@ -492,12 +506,12 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
     const std::vector<std::string> row = {sc.name,
                                           r.error.empty() ? "ok" : "failed",
                                           sc.model,
-                                          sc.precision,
+                                          precision_name(sc.precision),
                                           std::to_string(r.batch),
                                           sc.batch_auto ? "auto" : "fixed",
-                                          sc.device,
+                                          device_choice_name(sc.device),
                                           std::to_string(r.threads),
-                                          sc.data,
+                                          name_in(kBenchDataNames, sc.data),
                                           num(s.images_per_second, 6),
                                           num(s.noise),
                                           std::to_string(r.trial_images_per_second.size()),
@@ -512,7 +526,7 @@ std::string results_csv(const std::vector<ScenarioResult>& results, const BenchE
                                           r.gpu_status,
                                           s.gpu_util_mean < 0 ? "" : num(s.gpu_util_mean),
                                           mib(s.gpu_memory_max_bytes),
-                                          sc.device == "cuda" ? env.device_name : "cpu",
+                                          sc.device == DeviceChoice::kCuda ? env.device_name : "cpu",
                                           env.driver,
                                           env.cpu_model,
                                           env.torch_version,

@@ -78,7 +78,7 @@ struct TextData {
 };
 
 std::optional<TextData> open_text_data(const BenchScenario& s) {
-  if (!is_text_scenario(s) || s.data != "shards") return std::nullopt;
+  if (!is_text_scenario(s) || s.data != BenchData::kShards) return std::nullopt;
   if (!is_text_dataset(s.shards))
     throw ConfigError("bench: " + s.name + ": " + s.model + " is a text model but " + s.shards +
                       " holds no text dataset (text_dataset.json)");
@@ -96,17 +96,18 @@ int auto_batch(const BenchScenario& s, int threads, const std::optional<TextData
   c.model.name = s.model;
   c.model.channels_last = s.channels_last;
   c.augment.image_size = s.image_size;
-  c.train.precision = parse_precision(s.precision);
-  c.train.device = parse_enum(kDeviceChoiceNames, s.device, "scenario device");
-  c.train.memory_budget = parse_byte_size(s.memory_budget, "scenario memory_budget");
-  c.optim.name = parse_enum(kOptimizerKindNames, s.optimizer, "scenario optimizer");
+  c.train.precision = s.precision;
+  c.train.device = s.device;
+  c.train.memory_budget = s.memory_budget;
+  c.optim.name = s.optimizer;
+  c.optim.implementation = s.optimizer_impl;
   c.run.threads = threads;
   c.run.seed = static_cast<std::int64_t>(s.seed);
   if (is_text_scenario(s) && !text) {
     c.text.vocab_size = s.vocab_size;
     c.text.max_length = s.seq_len;
   }
-  if (s.data == "shards") {
+  if (s.data == BenchData::kShards) {
     const std::size_t train_samples =
         text ? open_text_split(s.shards, Split::kTrain)->size() : ShardDataset::open(s.shards, Split::kTrain)->size();
     cap_batch_search_at_samples(c, train_samples, 1, "bench: " + s.name);
@@ -123,7 +124,7 @@ class BatchFeed {
   BatchFeed(const BenchScenario& s, int batch, int threads, const SyntheticJob& job,
             const std::optional<TextData>& text)
       : device_(job.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)) {
-    if (s.data == "synthetic") {
+    if (s.data == BenchData::kSynthetic) {
       fixed_ = job.batch(batch);  // the model's worst case: text at seq_len, every token real
       return;
     }
@@ -216,7 +217,7 @@ void run_trial(const BenchScenario& s, TrainStep& step, BatchFeed& feed, Scenari
 }
 
 void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
-  const bool cuda = s.device == "cuda";
+  const bool cuda = s.device == DeviceChoice::kCuda;
   if (cuda && !cuda_available()) throw ConfigError("device cuda: CUDA is not available (build or machine)");
   r.threads = resolve_threads(s.threads);
   set_compute_threads(r.threads);
@@ -230,7 +231,7 @@ void measure(const BenchScenario& s, const Nvml& nvml, ScenarioResult& r) {
   SyntheticJobOptions job_options{s, cuda};
   if (text) job_options.text = &text->config.text;
   const SyntheticJob job(job_options);
-  r.scenario.optimizer_impl = name_in(kOptimizerImplNames, job.optim->implementation());  // auto resolved
+  r.scenario.optimizer_impl = job.optim->implementation();  // auto resolved
   TrainStep& step = *job.step;
   r.text = job.is_text();
   BatchFeed feed(s, r.batch, r.threads, job, text);

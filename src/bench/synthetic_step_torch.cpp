@@ -38,11 +38,11 @@ SyntheticJob::SyntheticJob(const SyntheticJobOptions& o,
   model = make_model(synthetic_model_spec(o));
   model->to(cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
   OptimConfig optim_config;
-  optim_config.name = parse_enum(kOptimizerKindNames, o.optimizer, "optimizer");
-  optim_config.implementation = parse_enum(kOptimizerImplNames, o.optimizer_impl, "optimizer implementation");
+  optim_config.name = o.optimizer;
+  optim_config.implementation = o.optimizer_impl;
   optim = std::make_unique<OptimizerSetup>(*model, optim_config);
   TrainStepOptions step_options;
-  step_options.precision = parse_precision(o.precision);
+  step_options.precision = o.precision;
   step_options.cuda = cuda;
   step_options.scaler.enabled = step_options.precision == Precision::kFp16;
   if (customize) customize(*model, step_options);  // e.g. the data-parallel reducer

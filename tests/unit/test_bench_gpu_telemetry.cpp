@@ -47,7 +47,7 @@ TEST(BenchGpuTelemetry, ReasonNames) {
 ScenarioResult throttled_result() {
   ScenarioResult r;
   r.scenario.name = "gpu_scenario";
-  r.scenario.device = "cuda";
+  r.scenario.device = DeviceChoice::kCuda;
   r.batch = 8;
   r.trial_images_per_second = {100, 90};
   r.trial_seconds = {1, 1};

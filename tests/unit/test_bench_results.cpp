@@ -54,16 +54,15 @@ BenchEnvironment env() {
 
 // bench, bench-train and train measure the same job by default: one optimizer default, train's.
 TEST(BenchDefaults, EveryBenchmarkUsesTrainsDefaultOptimizer) {
-  const std::string train_default = name_in(kOptimizerKindNames, Config{}.optim.name);
-  EXPECT_EQ(BenchScenario{}.optimizer, train_default);
-  EXPECT_EQ(TrainBenchOptions{}.optimizer, train_default);
-  EXPECT_FALSE(train_default.empty());
+  EXPECT_EQ(BenchScenario{}.optimizer, Config{}.optim.name);
+  EXPECT_EQ(TrainBenchOptions{}.optimizer, Config{}.optim.name);
+  EXPECT_EQ(BenchScenario{}.optimizer_impl, Config{}.optim.implementation);
 }
 
 // bench-train steps with train's optimizer implementation unless told otherwise (--optimizer-impl).
 TEST(BenchDefaults, BenchTrainUsesTrainsDefaultOptimizerImplementation) {
-  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, name_in(kOptimizerImplNames, Config{}.optim.implementation));
-  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, "auto");
+  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, Config{}.optim.implementation);
+  EXPECT_EQ(TrainBenchOptions{}.optimizer_impl, OptimizerImpl::kAuto);
 }
 
 TEST(BenchPercentile, InterpolatesBetweenClosestRanks) {
@@ -180,6 +179,17 @@ TEST(BenchConfigMatrix, CrossesListsAndNamesCells) {
   EXPECT_EQ(c.scenarios[0].image_size, 32);  // defaults reach every cell
   EXPECT_EQ(c.scenarios[8].name, "extra");
   EXPECT_EQ(c.scenarios[8].steps, 4);
+  // Typed where they enter: the runner reads no strings.
+  EXPECT_EQ(c.scenarios[3].precision, Precision::kBf16);
+  EXPECT_EQ(c.scenarios[3].device, DeviceChoice::kCpu);
+  EXPECT_EQ(c.scenarios[8].data, BenchData::kShards);
+  EXPECT_EQ(c.scenarios[0].memory_budget, parse_byte_size("2GiB", "default"));
+  const auto typed = parse_bench_config(
+      json::parse(R"({"scenarios":[{"optimizer":"sgd","optimizer_impl":"reference","memory_budget":"512MiB"}]})"),
+      "b.json");
+  EXPECT_EQ(typed.scenarios[0].optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(typed.scenarios[0].optimizer_impl, OptimizerImpl::kReference);
+  EXPECT_EQ(typed.scenarios[0].memory_budget.bytes, std::uint64_t{512} << 20);
 }
 
 TEST(BenchConfigMatrix, ErrorsNameThePath) {
@@ -200,6 +210,12 @@ TEST(BenchConfigMatrix, ErrorsNameThePath) {
   EXPECT_NE(error(R"({"scenarios":[{"data":"shards"}]})").find("needs \"shards\""), std::string::npos);
   EXPECT_NE(error(R"({"scenarios":[{"precision":"fp16"}]})").find("fp16 needs device"), std::string::npos);
   EXPECT_NE(error(R"({"matrixx":{}})").find("unknown key 'matrixx'"), std::string::npos);
+  // A size is read when the file is: a bad one fails the load, naming the key, not one scenario's run.
+  const std::string budget = error(R"({"scenarios":[{"memory_budget":"lots"}]})");
+  EXPECT_NE(budget.find("b.json"), std::string::npos) << budget;
+  EXPECT_NE(budget.find("memory_budget"), std::string::npos) << budget;
+  EXPECT_NE(budget.find("'lots'"), std::string::npos) << budget;
+  EXPECT_NE(error(R"({"scenarios":[{"device":"auto"}]})").find("'auto'"), std::string::npos);  // cpu or cuda
 }
 
 TEST(BenchWriters, CsvHasOneQuotedRowPerScenario) {

@@ -27,14 +27,14 @@ class BenchTrainCommand : public Command {
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--vocab-size", o_.vocab_size, "text models: vocabulary of the synthetic token ids")
         ->check(CLI::Range(3, 1 << 24));
-    app.add_option("--precision", o_.precision, "fp32, bf16 or fp16 (CUDA)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    app.add_option("--precision", precision_, "fp32, bf16 or fp16 (CUDA)")
+        ->check(CLI::IsMember(names_of(kPrecisionNames)));
     app.add_flag("--channels-last", o_.channels_last, "channels-last memory format");
-    app.add_option("--optimizer", o_.optimizer, "adamw or sgd")->check(CLI::IsMember({"adamw", "sgd"}));
-    app.add_option("--optimizer-impl", o_.optimizer_impl,
+    app.add_option("--optimizer", optimizer_, "adamw or sgd")->check(CLI::IsMember(names_of(kOptimizerKindNames)));
+    app.add_option("--optimizer-impl", optimizer_impl_,
                    "the optimizer step: auto (fused where LibTorch and the device have it, else foreach), fused, "
                    "foreach or reference (LibTorch's per-parameter loop), as train's optim.implementation")
-        ->check(CLI::IsMember(optimizer_impl_names()));
+        ->check(CLI::IsMember(names_of(kOptimizerImplNames)));
     app.add_option("--threads", o_.threads, "CPU threads (0: all usable cores)")->check(thread_count());
     app.add_option("--warmup-steps", o_.warmup_steps, "unmeasured steps first")->check(non_negative());
     add_old_spelling(app, "--warmup", o_.warmup_steps, "--warmup-steps")->check(non_negative());
@@ -43,7 +43,7 @@ class BenchTrainCommand : public Command {
                    "step: each step reads its loss and is timed alone (median: latency); window: the trainer's step "
                    "(loss kept on the device), the steps timed as one window until the device finished (mean: "
                    "throughput)")
-        ->check(CLI::IsMember({"step", "window"}));
+        ->check(CLI::IsMember(names_of(kBenchTimingNames)));
     app.add_option("--seed", o_.seed, "seed of the weights and synthetic data");
     app.add_option("--bucket-mb", o_.bucket_mb, "under `shoplens launch`: gradient all-reduce bucket size, MB")
         ->check(positive());
@@ -56,6 +56,9 @@ class BenchTrainCommand : public Command {
   int run() override {
     if (is_text_model(o_.model) && classes_->count() == 0) o_.num_classes = 2;
     o_.timing = parse_enum(kBenchTimingNames, timing_, "--timing");
+    o_.precision = parse_enum(kPrecisionNames, precision_, "--precision");
+    o_.optimizer = parse_enum(kOptimizerKindNames, optimizer_, "--optimizer");
+    o_.optimizer_impl = parse_enum(kOptimizerImplNames, optimizer_impl_, "--optimizer-impl");
     prefer_passive_openmp(gemm_bound_model(o_.model), resolve_threads(o_.threads),
                           o_.model);  // measure what `train` runs
     const auto result = run_train_bench(o_);
@@ -72,7 +75,11 @@ class BenchTrainCommand : public Command {
  private:
   TrainBenchOptions o_;
   std::string format_ = "table";
+  // The enum-valued flags as typed, parsed into o_ in run().
   std::string timing_ = name_in(kBenchTimingNames, TrainBenchOptions{}.timing);
+  std::string precision_ = precision_name(TrainBenchOptions{}.precision);
+  std::string optimizer_ = name_in(kOptimizerKindNames, TrainBenchOptions{}.optimizer);
+  std::string optimizer_impl_ = name_in(kOptimizerImplNames, TrainBenchOptions{}.optimizer_impl);
   CLI::Option* classes_ = nullptr;
 };
 

@@ -18,21 +18,27 @@
 namespace shoplens {
 
 // One cell of the matrix: what to run (the workload) and how to run and measure it.
+// Where a scenario's batches come from: one fixed synthetic batch (the device alone), or prepared
+// shards through the training loader.
+enum class BenchData { kSynthetic, kShards };
+inline constexpr EnumName<BenchData> kBenchDataNames[] = {{BenchData::kSynthetic, "synthetic"},
+                                                          {BenchData::kShards, "shards"}};
+
 struct BenchScenario : SyntheticWorkload {
-  std::string name;                // unique; generated from the cell unless given
-  int batch = 32;                  // 0 with batch_auto
-  bool batch_auto = false;         // "auto": find_batch() under memory_budget
-  std::string device = "cpu";      // cpu | cuda
-  int threads = 0;                 // 0: every usable core
-  std::string data = "synthetic";  // synthetic | shards
-  std::string shards;              // folder of prepared shards (data = shards)
-  int loader_workers = 0;          // 0: threads
+  std::string name;                          // unique; generated from the cell unless given
+  int batch = 32;                            // 0 with batch_auto
+  bool batch_auto = false;                   // "auto": find_batch() under memory_budget
+  DeviceChoice device = DeviceChoice::kCpu;  // cpu | cuda (no auto: a scenario names where it runs)
+  int threads = 0;                           // 0: every usable core
+  BenchData data = BenchData::kSynthetic;
+  std::string shards;      // folder of prepared shards (data = shards)
+  int loader_workers = 0;  // 0: threads
   int warmup_steps = 3;
   int steps = 10;  // measured steps per trial
   int trials = 3;
-  std::string memory_budget = "2GiB";  // batch "auto" only
-  std::string hardware;                // recommend's hardware label (e.g. A100-40GB); empty: the device name
-  std::string recommend_scenario;      // recommend's --scenario name (e.g. baseline_cnn); empty: name
+  ByteSize memory_budget{std::uint64_t{2} << 30};  // batch "auto" only (2 GiB)
+  std::string hardware;            // recommend's hardware label (e.g. A100-40GB); empty: the device name
+  std::string recommend_scenario;  // recommend's --scenario name (e.g. baseline_cnn); empty: name
   std::uint64_t seed = 1234;
 };
 

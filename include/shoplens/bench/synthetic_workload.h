@@ -4,6 +4,7 @@
 // its own settings.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,9 @@ struct SyntheticWorkload {
   int num_classes = 12;
   int image_size = 64;
   bool channels_last = false;
-  std::string optimizer =
-      name_in(kOptimizerKindNames, OptimConfig{}.name);  // train's default: one default for every verb
-  std::string optimizer_impl =
-      name_in(kOptimizerImplNames, OptimConfig{}.implementation);  // auto | fused | foreach | reference
-  std::string precision = "fp32";                                  // fp32 | bf16 | fp16 (CUDA)
+  OptimizerKind optimizer = OptimConfig{}.name;  // train's defaults: one default for every verb
+  OptimizerImpl optimizer_impl = OptimConfig{}.implementation;
+  Precision precision = Precision::kFp32;  // fp16: CUDA only
   // Text models (text_*): synthetic sequences of seq_len tokens, every one real (the worst case),
   // ids in [2, vocab_size); on shards, seq_len is text.max_length (longer examples are truncated)
   // and the vocabulary is the dataset's.
@@ -28,10 +27,11 @@ struct SyntheticWorkload {
   int seq_len = 256;
 };
 
-// The values optimizer_impl takes: train's optim.implementation choices.
-inline std::vector<std::string> optimizer_impl_names() {
+// Every name of an enum's table, in its order: the choices a bench flag or scenario key offers.
+template <class E, std::size_t N>
+std::vector<std::string> names_of(const EnumName<E> (&table)[N]) {
   std::vector<std::string> names;
-  for (const auto& row : kOptimizerImplNames) names.emplace_back(row.name);
+  for (const auto& row : table) names.emplace_back(row.name);
   return names;
 }
 
