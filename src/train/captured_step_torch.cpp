@@ -131,13 +131,15 @@ struct CapturedStep::Impl {
   }
 };
 
-CapturedStep::CapturedStep(Classifier& model, TrainStepOptions options, int warmup_steps) {
+CapturedStep::CapturedStep(Classifier& model, const TrainStepOptions& options, int warmup_steps) {
   if (!options.cuda || options.precision == Precision::kFp16 || !options.device_skip)
     throw Error("CapturedStep: needs CUDA, fp32 or bf16, and an optimizer step that skips on the device");
   // What the passes read and no batch changes lives on the card before the capture: a copy from
   // the host inside it cannot be captured.
-  if (options.class_weights.defined()) options.class_weights = options.class_weights.to(torch::kCUDA, torch::kFloat);
-  impl_ = std::make_unique<Impl>(model, std::move(options), std::max(1, warmup_steps));
+  TrainStepOptions step_options = options;
+  if (step_options.class_weights.defined())
+    step_options.class_weights = step_options.class_weights.to(torch::kCUDA, torch::kFloat);
+  impl_ = std::make_unique<Impl>(model, std::move(step_options), std::max(1, warmup_steps));
 }
 
 StepResult CapturedStep::run(const Batch& batch) {
@@ -169,7 +171,7 @@ bool CapturedStep::captured() const { return impl_->captured; }
 
 struct CapturedStep::Impl {};
 
-CapturedStep::CapturedStep(Classifier&, TrainStepOptions, int) {
+CapturedStep::CapturedStep(Classifier&, const TrainStepOptions&, int) {
   throw Error("CapturedStep: this build cannot capture CUDA graphs (it needs LibTorch 2.x built with CUDA)");
 }
 

@@ -25,7 +25,7 @@ class CapturedStep {
   // `options` must be CUDA, not fp16, with device_skip set; Error otherwise or when this binary
   // cannot capture. The first `warmup_steps` steps run eagerly on a side stream (cuDNN and the
   // allocator settle), the next one captures the passes, and every later one replays them.
-  CapturedStep(Classifier& model, TrainStepOptions options, int warmup_steps = kCapturedStepWarmup);
+  CapturedStep(Classifier& model, const TrainStepOptions& options, int warmup_steps = kCapturedStepWarmup);
   ~CapturedStep();
   CapturedStep(const CapturedStep&) = delete;
   CapturedStep& operator=(const CapturedStep&) = delete;

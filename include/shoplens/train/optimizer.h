@@ -5,6 +5,8 @@
 // LibTorch's state layout, so checkpoints move freely between them.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,9 +14,6 @@
 
 #include "shoplens/core/config.h"
 
-namespace at {
-class Tensor;
-}
 namespace torch::optim {
 class Optimizer;
 }
