@@ -212,6 +212,7 @@ void TrainStep::apply_or_skip_deferred(StepResult& result, const std::vector<at:
   auto found_inf = loss_bad;
   if (scaler_.enabled()) {
     std::vector<at::Tensor> grads;
+    grads.reserve(parameters.size());
     for (const auto& p : parameters) grads.push_back(p.grad());
     const auto overflow = scaler_.unscale_found_inf(grads);
     if (overflow.defined()) found_inf = found_inf.logical_or(overflow.reshape({}) != 0);
