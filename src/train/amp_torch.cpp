@@ -5,15 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "shoplens/core/errors.h"
-#include "shoplens/core/enum_names.h"
 #include "torch_compat.h"
 
 namespace shoplens {
-
-Precision parse_precision(const std::string& name) {
-  if (const auto precision = value_in(kPrecisionNames, name)) return *precision;
-  throw ConfigError("precision '" + name + "' is not one of fp32, bf16, fp16");
-}
 
 // ---- autocast (the 1.13 / 2.x split is in torch_compat.h) ----
 namespace {

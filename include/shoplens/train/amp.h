@@ -16,10 +16,6 @@
 
 namespace shoplens {
 
-// A precision named by a flag or a benchmark scenario (a config file's is typed at load);
-// ConfigError on anything else.
-Precision parse_precision(const std::string& name);
-
 // Enables autocast for `device_type` ("cpu" or "cuda") with the precision's dtype for its
 // lifetime; no-op for fp32. Clears the autocast cache on exit, as torch.autocast does.
 class AutocastScope {
