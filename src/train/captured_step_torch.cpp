@@ -134,8 +134,8 @@ struct CapturedStep::Impl {
 CapturedStep::CapturedStep(Classifier& model, const TrainStepOptions& options, int warmup_steps) {
   if (!options.cuda || options.precision == Precision::kFp16 || !options.device_skip)
     throw Error("CapturedStep: needs CUDA, fp32 or bf16, and an optimizer step that skips on the device");
-  // What the passes read and no batch changes lives on the card before the capture: a copy from
-  // the host inside it cannot be captured.
+  // The class weights on the card before the capture, as TrainStep places them: a copy from the
+  // host inside a capture is not allowed.
   TrainStepOptions step_options = options;
   if (step_options.class_weights.defined())
     step_options.class_weights = step_options.class_weights.to(torch::kCUDA, torch::kFloat);

@@ -46,6 +46,10 @@ TrainStepOptions step_options_from_config(const Config& config, Precision precis
 TrainStep::TrainStep(Classifier& model, torch::optim::Optimizer& optimizer, TrainStepOptions options)
     : model_(model), optimizer_(optimizer), options_(std::move(options)), scaler_(options_.scaler) {
   if (options_.precision != Precision::kFp16) scaler_ = LossScaler(LossScalerOptions{});  // scaling is for fp16 only
+  // The class weights go to the step's device once: a host-to-device copy in every step's loss
+  // would wait for the device (a blocking copy synchronizes) and cannot be captured in a graph.
+  if (options_.class_weights.defined())
+    options_.class_weights = options_.class_weights.to(options_.cuda ? torch::kCUDA : torch::kCPU, torch::kFloat);
 }
 
 void drain_failed_backward(bool cuda) {

@@ -105,6 +105,7 @@ TEST(GpuCudaGraph, TheTrainerReplaysItsStepsAndEndsWhereTheEagerRunEnds) {
     config.train.log_every_steps = 6;
     config.train.checkpoint_every_steps = 0;
     config.train.deterministic = false;
+    config.train.class_balance = ClassBalance::kWeightedLoss;  // the weights must be on the card to capture
     auto model = testing::tiny_model(config);
     const auto summary = Trainer(config, model, testing::tiny_data(), dir / name).fit();
     return std::make_pair(summary, flat_parameters(*model));
